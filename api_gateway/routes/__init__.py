@@ -1,0 +1,1 @@
+"""Route modules (thin: parse, authorise, call ``shared``)."""

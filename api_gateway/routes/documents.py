@@ -1,0 +1,115 @@
+"""``/v1/documents``: ingest (JSON or upload), list, get, delete."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Query
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from api_gateway.deps import GatewayDep, Principal, TenantDep
+from api_gateway.errors import not_found
+from api_gateway.ingest_input import REQUEST_BODY_DOC, BatchDep, invalid
+from api_gateway.routes.common import IdempotencyKey, errors
+from api_gateway.schemas import DocumentOut, DocumentPage, JobAccepted
+from api_gateway.state import Gateway
+from api_gateway.submission import run_submission
+from shared import queueing as q
+from shared.ids import new_job_id
+from shared.ingest_submit import InvalidDocument, submit_ingestion
+from shared.jobs import JobStore
+from shared.models import Document
+from shared.store.redis_graph import GraphStore
+
+router = APIRouter(prefix="/v1/documents", tags=["documents"])
+DELETE_TASK = getattr(q, "DELETE_DOCUMENT", "graphfleet.delete_document")
+DocId = Annotated[str, Path(min_length=1, max_length=200, examples=["carol-1"])]
+
+
+def accepted(status: int, body: dict) -> JSONResponse:
+    return JSONResponse(body, status_code=status, headers={"Location": body["location"]})
+
+
+@router.post("", status_code=202, response_model=JobAccepted, openapi_extra=REQUEST_BODY_DOC,
+             responses=errors(400, 401, 413, 415, 422, 429), summary="Ingest a batch of documents")
+async def ingest_documents(gw: GatewayDep, who: TenantDep, batch: BatchDep,
+                           idempotency_key: IdempotencyKey = None) -> JSONResponse:
+    """Validate synchronously, store (deduplicated by content hash), enqueue; poll the returned job."""
+
+    def submit() -> dict:
+        try:
+            out = submit_ingestion(gw.redis, gw.celery, who.tenant, batch.items, gw.settings)
+        except InvalidDocument as exc:
+            raise invalid(exc) from None
+        return {"job_id": out["job_id"], "status": "queued", "kind": "ingest", "documents": out["documents"],
+                "new_documents": out["new_documents"], "location": f"/v1/jobs/{out['job_id']}"}
+
+    status, body = await run_in_threadpool(run_submission, gw, who, scope="documents",
+                                           idempotency_key=idempotency_key, fingerprint=batch.fingerprint,
+                                           submit=submit)
+    return accepted(status, body)
+
+
+def _out(doc: Document) -> DocumentOut:
+    return DocumentOut(id=doc.id, title=doc.title, status=doc.status, metadata=doc.metadata,
+                       chunks=len(doc.chunk_ids), created_at=doc.created_at, error=doc.error)
+
+
+DocStatus = Literal["pending", "processing", "processed", "failed"]
+SCAN_PAGE = 500
+
+
+@router.get("", response_model=DocumentPage, responses=errors(401, 422, 429), summary="List documents")
+def list_documents(gw: GatewayDep, who: TenantDep, offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+                   limit: Annotated[int, Query(ge=1, le=500)] = 50,
+                   status: Annotated[DocStatus | None, Query(description="only documents in this status")] = None,
+                   ) -> DocumentPage:
+    """Oldest first. With ``status``, ``total`` counts the matching documents and the page is taken from them."""
+    store = GraphStore(gw.redis, who.tenant)
+    if status is None:
+        ids = store.list_document_ids(offset, limit)
+        docs = store.documents(ids)
+        return DocumentPage(items=[_out(docs[i]) for i in ids if i in docs], total=store.document_count(),
+                            offset=offset, limit=limit, status=None)
+    matching = [doc for doc in _all_documents(store) if doc.status == status]
+    return DocumentPage(items=[_out(d) for d in matching[offset:offset + limit]], total=len(matching),
+                        offset=offset, limit=limit, status=status)
+
+
+def _all_documents(store: GraphStore):
+    start = 0
+    while ids := store.list_document_ids(start, SCAN_PAGE):
+        docs = store.documents(ids)
+        yield from (docs[i] for i in ids if i in docs)
+        start += SCAN_PAGE
+
+
+def _document(gw: Gateway, who: Principal, doc_id: str) -> Document:
+    doc = GraphStore(gw.redis, who.tenant).document(doc_id)
+    if doc is None or doc.status == "deleted":
+        raise not_found("document")
+    return doc
+
+
+@router.get("/{doc_id}", response_model=DocumentOut, responses=errors(401, 404, 429), summary="One document")
+def get_document(gw: GatewayDep, who: TenantDep, doc_id: DocId) -> DocumentOut:
+    return _out(_document(gw, who, doc_id))
+
+
+@router.delete("/{doc_id}", status_code=202, response_model=JobAccepted, responses=errors(401, 404, 409, 422, 429),
+               summary="Delete a document and what it contributed to the graph")
+def delete_document(gw: GatewayDep, who: TenantDep, doc_id: DocId,
+                    idempotency_key: IdempotencyKey = None) -> JSONResponse:
+    _document(gw, who, doc_id)
+
+    def submit() -> dict:
+        job_id = new_job_id()
+        JobStore(gw.redis, who.tenant).create(job_id, "delete", [doc_id])
+        gw.celery.send_task(DELETE_TASK, args=[who.tenant, job_id, doc_id])
+        return {"job_id": job_id, "status": "queued", "kind": "delete", "documents": 1,
+                "location": f"/v1/jobs/{job_id}"}
+
+    status, body = run_submission(gw, who, scope="delete", idempotency_key=idempotency_key,
+                                  fingerprint=doc_id, submit=submit, uses_llm=False)
+    return accepted(status, body)

@@ -1,0 +1,71 @@
+"""``/v1/jobs``: status, progress, failures, usage; cooperative cancel."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Response
+
+from api_gateway.deps import GatewayDep, TenantDep
+from api_gateway.errors import not_found
+from api_gateway.routes.common import RETRY_AFTER_S, errors
+from api_gateway.schemas import CancelOut, JobOut
+from shared.jobs import TERMINAL, JobStore
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+JobId = Annotated[str, Path(min_length=1, max_length=200, examples=["job-5d0c6f0e9d8a4f7c9a8b7c6d5e4f3a2b"])]
+
+
+def job_out(view: dict) -> JobOut:
+    return JobOut(
+        job_id=view["id"], kind=view.get("kind", ""), status=view["status"], stage=view.get("stage"),
+        progress=view["progress"], failures=view["failures"], usage=view["usage"],
+        timestamps={f: view.get(f) for f in ("created_at", "started_at", "updated_at", "finished_at")},
+        stage_times=view.get("stage_times", {}), error=view.get("error"),
+        result=view.get("result") if view.get("kind") != "query" else None,
+    )
+
+
+def set_retry_after(response: Response, view: dict) -> None:
+    if view["status"] not in TERMINAL:
+        response.headers["Retry-After"] = str(RETRY_AFTER_S.get(view.get("kind", ""), 2))
+
+
+@router.get("/{job_id}", response_model=JobOut, responses=errors(401, 404, 429), summary="Job status")
+def get_job(gw: GatewayDep, who: TenantDep, job_id: JobId, response: Response) -> JobOut:
+    """Status (queued, running, succeeded, failed, canceled), progress, per-chunk failures, usage so far,
+    timestamps; ``Retry-After`` while the job has not finished."""
+    view = JobStore(gw.redis, who.tenant).view(job_id)
+    if view is None:
+        raise not_found("job")
+    set_retry_after(response, view)
+    return job_out(view)
+
+
+@router.post("/{job_id}/cancel", response_model=CancelOut, responses=errors(401, 404, 429), summary="Cancel a job")
+def cancel_job(gw: GatewayDep, who: TenantDep, job_id: JobId) -> CancelOut:
+    """Stops further work cooperatively (workers check between LLM calls); reports what was completed."""
+    jobs = JobStore(gw.redis, who.tenant)
+    if not jobs.exists(job_id):
+        raise not_found("job")
+    stage = jobs.get_field(job_id, "stage")
+    canceled = jobs.cancel(job_id)
+    view = jobs.view(job_id)
+    return CancelOut(job_id=job_id, canceled=canceled, status=view["status"],
+                     message=cancel_message(view, canceled, stage),
+                     progress=view["progress"], usage=view["usage"])
+
+
+def cancel_message(view: dict, canceled: bool, stage: str | None) -> str:
+    """What the cancel stopped and what had been completed by then."""
+    if not canceled:
+        return f"job already ended ({view['status']}); nothing to cancel"
+    p = view["progress"]
+    if view.get("kind") == "query":
+        done = f"query canceled during {stage or 'queued'}"
+    else:
+        done = (f"canceled during {stage or 'queued'}: {p['chunks_done']} of {p['chunks_total']} "
+                f"chunks extracted ({p['chunks_failed']} failed) across {p['documents']} document(s)")
+    return (f"{done}; {view['usage']['calls']} LLM calls made. Completed work is kept (re-submitting the same "
+            "documents reuses it through the LLM cache); queued work is skipped and tasks in flight stop at "
+            "their next LLM call.")

@@ -1,0 +1,105 @@
+"""``/v1/queries``: submit (optionally wait up to 60 s), fetch the result."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Path, Query
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from api_gateway.deps import GatewayDep, TenantDep
+from api_gateway.errors import ApiError, not_found
+from api_gateway.idempotency import fingerprint
+from api_gateway.routes.common import RETRY_AFTER_S, IdempotencyKey, errors
+from api_gateway.schemas import QueryAccepted, QueryOut
+from api_gateway.state import Gateway
+from api_gateway.submission import run_submission
+from shared.jobs import TERMINAL, JobStore
+from shared.keys import Keys
+from shared.query.params import QueryParam
+from shared.query_submit import submit_query
+
+router = APIRouter(prefix="/v1/queries", tags=["queries"])
+MAX_WAIT_S = 60.0
+QueryId = Annotated[str, Path(min_length=1, max_length=200, examples=["qry-0f1e2d3c4b5a69788796a5b4c3d2e1f0"])]
+QUERY_EXAMPLES = {
+    "local": {"summary": "local search with a token budget",
+              "value": {"mode": "local", "query": "How does Scrooge change after the ghosts visit?",
+                        "response_type": "bullet_points", "max_total_tokens": 6000}},
+    "global": {"summary": "global search over community reports",
+               "value": {"mode": "global", "query": "What are the main themes?", "level": 1}},
+    "context": {"summary": "only the retrieved context", "value": {"mode": "hybrid", "query": "Who is Marley?",
+                                                                     "only_need_context": True}},
+}
+
+
+def query_out(view: dict) -> dict:
+    out = {"query_id": view["id"], "status": view["status"], "error": view.get("error")}
+    if view["status"] in TERMINAL:
+        out.update(view.get("result") or {})
+        out.setdefault("total_usage", {k: view["usage"].get(k) for k in ("calls", "prompt_tokens",
+                                                                          "completion_tokens", "cost_usd")})
+    return out
+
+
+def _query_view(gw: Gateway, tenant: str, query_id: str) -> dict:
+    view = JobStore(gw.redis, tenant).view(query_id)
+    if view is None or view.get("kind") != "query":
+        raise not_found("query")
+    return view
+
+
+async def wait_until_finished(gw: Gateway, tenant: str, query_id: str, seconds: float) -> bool:
+    """Poll the job's status with the asyncio Redis client (never blocks the event loop)."""
+    key, client = Keys(tenant).job(query_id), gw.aredis()
+    deadline, delay = time.monotonic() + seconds, 0.02
+    while True:
+        status = await client.hget(key, "status")
+        if status is not None and status.decode() in TERMINAL:
+            return True
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        await asyncio.sleep(min(delay, remaining))
+        delay = min(0.25, delay * 1.5)
+
+
+@router.post("", status_code=202, response_model=QueryAccepted, summary="Submit a query",
+             responses={200: {"model": QueryOut, "description": "finished within ?wait"},
+                        **errors(400, 401, 413, 422, 429)})
+async def create_query(
+    gw: GatewayDep, who: TenantDep,
+    param: Annotated[QueryParam, Body(openapi_examples=QUERY_EXAMPLES)],
+    wait: Annotated[float, Query(ge=0, description="hold up to this many seconds (capped at 60)")] = 0,
+    idempotency_key: IdempotencyKey = None,
+) -> JSONResponse:
+    if not param.query.strip():
+        raise ApiError(422, "empty_query", "query text is empty")
+    fields = param.model_dump(mode="json", exclude_unset=True)
+    if who.record.preset and "preset" not in fields:
+        param = QueryParam.model_validate({**fields, "preset": who.record.preset})
+
+    def submit() -> dict:
+        query_id = submit_query(gw.redis, gw.celery, who.tenant, param)
+        return {"job_id": query_id, "query_id": query_id, "status": "queued", "location": f"/v1/queries/{query_id}"}
+
+    status, body = await run_in_threadpool(run_submission, gw, who, scope="queries", idempotency_key=idempotency_key,
+                                           fingerprint=fingerprint(fields), submit=submit)
+    body = {k: v for k, v in body.items() if k != "job_id"}
+    if wait > 0 and await wait_until_finished(gw, who.tenant, body["query_id"], min(wait, MAX_WAIT_S)):
+        view = await run_in_threadpool(_query_view, gw, who.tenant, body["query_id"])
+        return JSONResponse(query_out(view), status_code=200, headers={"Location": body["location"]})
+    return JSONResponse(body, status_code=status, headers={"Location": body["location"],
+                                                            "Retry-After": str(RETRY_AFTER_S["query"])})
+
+
+@router.get("/{query_id}", response_model=QueryOut, responses=errors(401, 404, 429), summary="Query status/result")
+def get_query(gw: GatewayDep, who: TenantDep, query_id: QueryId) -> JSONResponse:
+    """The result (answer, answer_kind, budget, usage, sources, partial, ...) once finished; otherwise the
+    status with ``Retry-After``."""
+    view = _query_view(gw, who.tenant, query_id)
+    headers = {} if view["status"] in TERMINAL else {"Retry-After": str(RETRY_AFTER_S["query"])}
+    return JSONResponse(query_out(view), headers=headers)

@@ -1,0 +1,132 @@
+"""Process-wide gateway state: settings, Redis clients, the Celery producer, the tenant store."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import os
+import secrets
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+import redis.asyncio as aredis
+
+from shared.queueing import QUEUES, make_celery
+from shared.redis_conn import connect, read_stack_info
+from shared.tenants import TenantStore, api_key_pepper
+
+log = logging.getLogger("api_gateway")
+
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+MAX_BODY_ENV = "GRAPHFLEET_GATEWAY_MAX_BODY_BYTES"
+READY_CACHE_S = 5.0
+
+
+def resolve_admin_key(settings) -> str:
+    if settings.admin_key:
+        return settings.admin_key
+    if settings.env != "development":
+        raise RuntimeError(f"GRAPHFLEET_ADMIN_KEY must be set when env={settings.env!r} (only 'development' "
+                           "generates a throwaway admin key)")
+    key = "adm-" + secrets.token_urlsafe(24)
+    log.warning("no GRAPHFLEET_ADMIN_KEY set (development): generated admin key %s", key)
+    print(f"graphfleet gateway: development admin key: {key}", file=sys.stderr, flush=True)
+    return key
+
+
+def resolve_redis_url(settings) -> str:
+    if settings.redis_url:
+        return settings.redis_url
+    info = read_stack_info(settings.data_dir)
+    if info and info.get("redis_url"):
+        return info["redis_url"]
+    raise RuntimeError("no Redis configured: set GRAPHFLEET_REDIS_URL or start the stack (`graphfleet up`)")
+
+
+class LockedCelery:
+    """``send_task`` serialised across threadpool workers (kombu producers are not thread-safe)."""
+
+    def __init__(self, app):
+        self.app = app
+        self._lock = threading.Lock()
+
+    def send_task(self, name: str, args=None, **kwargs):
+        with self._lock:
+            return self.app.send_task(name, args=args, **kwargs)
+
+
+@dataclass
+class Gateway:
+    settings: object
+    redis_url: str
+    admin_key: str
+    max_body_bytes: int
+    redis: object = None
+    celery: LockedCelery | None = None
+    tenants: TenantStore | None = None
+    _aredis: dict = field(default_factory=dict)
+    _ready: tuple[float, dict] | None = None
+    _ready_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def build(cls, settings, max_body_bytes: int | None = None) -> Gateway:
+        url = resolve_redis_url(settings)
+        settings = settings.model_copy(update={"redis_url": url})
+        limit = max_body_bytes or int(os.environ.get(MAX_BODY_ENV) or DEFAULT_MAX_BODY_BYTES)
+        gw = cls(settings=settings, redis_url=url, admin_key=resolve_admin_key(settings), max_body_bytes=limit)
+        gw.redis = connect(url)
+        gw.celery = LockedCelery(make_celery(settings, name="graphfleet-gateway"))
+        pepper = api_key_pepper(settings)
+        if not pepper and settings.env != "development":
+            log.warning("GRAPHFLEET_API_KEY_PEPPER is not set: API keys are hashed without a server-side secret")
+        gw.tenants = TenantStore(gw.redis, pepper)
+        return gw
+
+    def aredis(self) -> aredis.Redis:
+        """An asyncio client bound to the running event loop."""
+        loop = asyncio.get_running_loop()
+        client = self._aredis.get(id(loop))
+        if client is None:
+            client = aredis.Redis.from_url(self.redis_url)
+            self._aredis = {id(loop): client}
+        return client
+
+    async def aclose(self) -> None:
+        for client in self._aredis.values():
+            await client.aclose()
+        self._aredis = {}
+
+    def is_admin(self, presented: str | None) -> bool:
+        if not presented:
+            return False
+        a = hashlib.sha256(presented.encode()).digest()
+        b = hashlib.sha256(self.admin_key.encode()).digest()
+        return hmac.compare_digest(a, b)
+
+    def readiness(self) -> dict:
+        """Redis reachable and a consumer on every queue; cached for a few seconds."""
+        with self._ready_lock:
+            if self._ready and time.monotonic() - self._ready[0] < READY_CACHE_S:
+                return self._ready[1]
+            state = self._probe()
+            self._ready = (time.monotonic(), state)
+            return state
+
+    def _probe(self) -> dict:
+        try:
+            redis_ok = bool(self.redis.ping())
+        except Exception:  # noqa: BLE001 - any failure means not ready
+            redis_ok = False
+        consumed: set[str] = set()
+        if redis_ok:
+            try:
+                replies = self.celery.app.control.inspect(timeout=1.0).active_queues() or {}
+                consumed = {q["name"] for queues in replies.values() for q in queues}
+            except Exception:  # noqa: BLE001
+                log.warning("celery inspect failed", exc_info=True)
+        queues = {q: q in consumed for q in QUEUES}
+        return {"ready": redis_ok and all(queues.values()), "redis": redis_ok, "queues": queues}

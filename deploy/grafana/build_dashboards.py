@@ -1,0 +1,226 @@
+"""Write the provisioned Grafana dashboards (deploy/grafana/dashboards/*.json) from the panel lists below.
+
+    .venv/bin/python deploy/grafana/build_dashboards.py
+
+The JSON files are the deployed artefacts (Grafana provisioning reads them); this script is their
+source, and tests/unit/test_dashboards.py fails when the two differ. Every expression may use only
+metric names from ``shared.metrics.METRIC_NAMES``; deploy/check_dashboards.py runs each of them against
+a real Prometheus that scraped a real run. Grafana variables used: ``$datasource``, ``$tier``,
+``$model``, ``$stage``, ``$queue``, ``$kind``, ``$__rate_interval``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parent / "dashboards"
+DS = {"type": "prometheus", "uid": "${datasource}"}
+RI = "$__rate_interval"
+
+
+def q(expr: str, legend: str = "") -> dict:
+    return {"expr": expr, "legendFormat": legend}
+
+
+def panel(title: str, targets: list[dict], unit: str = "short", kind: str = "timeseries", w: int = 12, h: int = 8,
+          description: str = "", stack: bool = False) -> dict:
+    p = {"type": kind, "title": title, "description": description, "datasource": DS, "w": w, "h": h,
+         "targets": targets, "fieldConfig": {"defaults": {"unit": unit}, "overrides": []}}
+    if kind == "timeseries":
+        p["fieldConfig"]["defaults"]["custom"] = {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10,
+                                                  "stacking": {"mode": "normal" if stack else "none", "group": "A"}}
+        p["options"] = {"legend": {"displayMode": "table", "placement": "bottom", "calcs": ["lastNotNull", "max"]},
+                        "tooltip": {"mode": "multi", "sort": "desc"}}
+    elif kind == "stat":
+        p["options"] = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                        "colorMode": "value", "graphMode": "area", "textMode": "auto"}
+    return p
+
+
+def row(title: str) -> dict:
+    return {"type": "row", "title": title, "collapsed": False, "w": 24, "h": 1}
+
+
+def quantiles(metric: str, by: str, selector: str = "", legend: str = "") -> list[dict]:
+    sel = f"{{{selector}}}" if selector else ""
+    return [q(f"histogram_quantile({p}, sum by ({by}le) (rate({metric}_bucket{sel}[{RI}])))",
+              f"p{int(p * 100)}{legend}") for p in (0.5, 0.95, 0.99)]
+
+
+# ------------------------------------------------------------------------------ overview
+LLM_SEL = 'model=~"$model", stage=~"$stage"'
+OVERVIEW = [
+    row("LLM spend and tokens"),
+    panel("LLM spend ($/h)", [q(f"sum(rate(graphfleet_llm_cost_usd_total[{RI}])) * 3600", "total")],
+          unit="currencyUSD", kind="stat", w=6,
+          description="Chat and embedding calls, priced by shared/llm/pricing.py"),
+    panel("LLM spend by model and stage ($/h)",
+          [q(f"sum by (model, stage) (rate(graphfleet_llm_cost_usd_total{{{LLM_SEL}}}[{RI}])) * 3600",
+             "{{model}} {{stage}}")], unit="currencyUSD", w=18, stack=True),
+    panel("Tokens/min by model and stage",
+          [q(f"sum by (model, stage, direction) (rate(graphfleet_llm_tokens_total{{{LLM_SEL}}}[{RI}])) * 60",
+             "{{model}} {{stage}} {{direction}}")], w=24, stack=True),
+    row("LLM latency, errors, cache"),
+    panel("LLM latency p50/p95/p99", quantiles("graphfleet_llm_request_duration_seconds", "", LLM_SEL), unit="s",
+          description="Per attempt, cache hits excluded"),
+    panel("LLM latency p95 by model and stage",
+          [q("histogram_quantile(0.95, sum by (model, stage, le) (rate("
+             f"graphfleet_llm_request_duration_seconds_bucket{{{LLM_SEL}}}[{RI}])))", "{{model}} {{stage}}")],
+          unit="s"),
+    panel("LLM errors/s by cause", [
+        q(f"sum by (error) (rate(graphfleet_llm_errors_total{{{LLM_SEL}}}[{RI}]))", "{{error}}"),
+        q(f"sum(rate(graphfleet_llm_retries_total{{{LLM_SEL}}}[{RI}]))", "retries"),
+    ], unit="reqps", w=8),
+    panel("429 rate (per s and share of attempts)", [
+        q(f'sum(rate(graphfleet_llm_errors_total{{error="rate_limited"}}[{RI}])) or vector(0)', "429/s"),
+        q(f'(sum(rate(graphfleet_llm_errors_total{{error="rate_limited"}}[{RI}])) or vector(0)) / '
+          f"sum(rate(graphfleet_llm_request_duration_seconds_count[{RI}]))", "429 share of attempts"),
+    ], unit="short", w=8),
+    panel("LLM cache hit rate", [
+        q(f"sum(rate(graphfleet_llm_cache_hits_total[{RI}])) / "
+          f'sum(rate(graphfleet_llm_requests_total{{kind="chat"}}[{RI}]))', "hit rate"),
+    ], unit="percentunit", w=8),
+    row("Queues and tasks (per worker type)"),
+    panel("Queue depth", [q("max by (queue) (graphfleet_queue_depth)", "{{queue}}"),
+                          q("max(graphfleet_queue_unacked)", "unacked (all queues)")], w=12),
+    panel("Tasks in progress", [q("sum by (queue) (graphfleet_tasks_in_progress)", "{{queue}}")], w=12, stack=True),
+    panel("Task latency p95 by queue",
+          [q("histogram_quantile(0.95, sum by (queue, le) (rate("
+             f"graphfleet_task_duration_seconds_bucket[{RI}])))", "{{queue}}")], unit="s"),
+    panel("Tasks/s by queue and outcome",
+          [q(f"sum by (queue, outcome) (rate(graphfleet_tasks_total[{RI}]))", "{{queue}} {{outcome}}")],
+          unit="ops"),
+    panel("Task failure ratio by queue",
+          [q(f'(sum by (queue) (rate(graphfleet_tasks_total{{outcome="failed"}}[{RI}])) '
+             f'or 0 * sum by (queue) (rate(graphfleet_tasks_total{{outcome="started"}}[{RI}]))) / '
+             f'sum by (queue) (rate(graphfleet_tasks_total{{outcome="started"}}[{RI}]))', "{{queue}}")],
+          unit="percentunit", w=12),
+    panel("Chunks extracted/min", [q(f"sum by (outcome) (rate(graphfleet_chunks_processed_total[{RI}])) * 60",
+                                     "{{outcome}}")], w=12),
+    row("Jobs"),
+    panel("Jobs/min by kind and status",
+          [q(f"sum by (kind, status) (rate(graphfleet_jobs_total[{RI}])) * 60", "{{kind}} {{status}}")], w=12),
+    panel("End-to-end job latency (submit to done)", [
+        q("histogram_quantile(0.5, sum by (kind, le) (rate("
+          f'graphfleet_job_duration_seconds_bucket{{status="succeeded"}}[{RI}])))', "p50 {{kind}}"),
+        q("histogram_quantile(0.95, sum by (kind, le) (rate("
+          f'graphfleet_job_duration_seconds_bucket{{status="succeeded"}}[{RI}])))', "p95 {{kind}}"),
+    ], unit="s", w=12),
+]
+
+# ------------------------------------------------------------------------------ per tier
+TIER_SEL = 'tier=~"$tier"'
+TIER_LLM = 'tier=~"$tier", model=~"$model", stage=~"$stage"'
+TIER = [
+    row("Tier $tier: spend"),
+    panel("Spend ($/h)", [q(f"sum(rate(graphfleet_llm_cost_usd_total{{{TIER_LLM}}}[{RI}])) * 3600", "$tier")],
+          unit="currencyUSD", kind="stat", w=6),
+    panel("Spend by stage ($/h)",
+          [q(f"sum by (stage) (rate(graphfleet_llm_cost_usd_total{{{TIER_LLM}}}[{RI}])) * 3600", "{{stage}}")],
+          unit="currencyUSD", w=9, stack=True),
+    panel("Average LLM cost per finished job ($)",
+          [q(f"sum(rate(graphfleet_llm_cost_usd_total{{{TIER_SEL}}}[{RI}])) / "
+             f'sum(rate(graphfleet_jobs_total{{{TIER_SEL}, status!="submitted"}}[{RI}]))', "$/job")],
+          unit="currencyUSD", w=9),
+    panel("Tokens/min by stage and direction",
+          [q(f"sum by (stage, direction) (rate(graphfleet_llm_tokens_total{{{TIER_LLM}}}[{RI}])) * 60",
+             "{{stage}} {{direction}}")], w=12, stack=True),
+    panel("LLM calls/s by model and queue",
+          [q(f"sum by (model, queue) (rate(graphfleet_llm_requests_total{{{TIER_LLM}}}[{RI}]))",
+             "{{model}} {{queue}}")], unit="reqps", w=12),
+    panel("Cache hit rate",
+          [q(f"sum(rate(graphfleet_llm_cache_hits_total{{{TIER_LLM}}}[{RI}])) / "
+             f'sum(rate(graphfleet_llm_requests_total{{{TIER_LLM}, kind="chat"}}[{RI}]))', "hit rate")],
+          unit="percentunit", w=12),
+    panel("Jobs/min by kind and status",
+          [q(f'sum by (kind, status) (rate(graphfleet_jobs_total{{{TIER_SEL}, kind=~"$kind"}}[{RI}])) * 60',
+             "{{kind}} {{status}}")], w=12),
+    row("Tier $tier: latency"),
+    panel("Job latency p50/p95 (submit to done)", [
+        q("histogram_quantile(0.5, sum by (kind, le) (rate("
+          f'graphfleet_job_duration_seconds_bucket{{{TIER_SEL}, kind=~"$kind"}}[{RI}])))', "p50 {{kind}}"),
+        q("histogram_quantile(0.95, sum by (kind, le) (rate("
+          f'graphfleet_job_duration_seconds_bucket{{{TIER_SEL}, kind=~"$kind"}}[{RI}])))', "p95 {{kind}}"),
+    ], unit="s", w=12),
+    panel("Job latency heatmap",
+          [{"expr": f'sum by (le) (increase(graphfleet_job_duration_seconds_bucket{{{TIER_SEL}, kind=~"$kind"}}'
+                    f"[{RI}]))", "legendFormat": "{{le}}", "format": "heatmap"}], kind="heatmap", w=12),
+]
+
+
+def _variables(tier_vars: bool) -> list[dict]:
+    out = [{"name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus",
+            "current": {}, "hide": 0, "refresh": 1, "options": [], "regex": "", "skipUrlSync": False}]
+
+    def var(name: str, label: str, query: str, multi: bool = True) -> dict:
+        return {"name": name, "label": label, "type": "query", "datasource": DS,
+                "query": {"query": query, "refId": f"{name}-var"}, "definition": query, "refresh": 2,
+                "includeAll": multi, "multi": multi, "allValue": ".*" if multi else None, "current": {},
+                "options": [], "sort": 1, "hide": 0, "regex": "", "skipUrlSync": False}
+
+    if tier_vars:
+        out.append(var("tier", "Tenant tier", "label_values(graphfleet_llm_tokens_total, tier)", multi=False))
+        out.append(var("kind", "Job kind", "label_values(graphfleet_jobs_total, kind)"))
+    out.append(var("model", "Model", "label_values(graphfleet_llm_tokens_total, model)"))
+    out.append(var("stage", "Stage", "label_values(graphfleet_llm_tokens_total, stage)"))
+    return out
+
+
+def _layout(panels: list[dict]) -> list[dict]:
+    """Ids and gridPos (24 columns, rows wrap), targets get refIds and the datasource."""
+    out, x, y, row_h = [], 0, 0, 0
+    for i, p in enumerate(panels, start=1):
+        p = dict(p)
+        w, h = p.pop("w"), p.pop("h")
+        if x + w > 24:
+            x, y, row_h = 0, y + row_h, 0
+        p["id"] = i
+        p["gridPos"] = {"h": h, "w": w, "x": x, "y": y}
+        if p["type"] == "row":
+            p["panels"] = []
+        else:
+            p["targets"] = [{"refId": chr(ord("A") + j), "datasource": DS, **t} for j, t in enumerate(p["targets"])]
+        x, row_h = x + w, max(row_h, h)
+        if x >= 24:
+            x, y, row_h = 0, y + row_h, 0
+        out.append(p)
+    return out
+
+
+def dashboard(uid: str, title: str, panels: list[dict], tier_vars: bool, description: str) -> dict:
+    return {
+        "uid": uid, "title": title, "description": description, "tags": ["graphfleet"], "timezone": "browser",
+        "editable": True, "graphTooltip": 1, "fiscalYearStartMonth": 0, "liveNow": False, "id": None,
+        "schemaVersion": 39, "version": 1, "refresh": "30s", "time": {"from": "now-6h", "to": "now"},
+        "timepicker": {}, "links": [{"type": "dashboards", "tags": ["graphfleet"], "title": "graphfleet",
+                                     "asDropdown": True, "includeVars": True, "keepTime": True}],
+        "annotations": {"list": [{"builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                                  "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)",
+                                  "name": "Annotations & Alerts", "type": "dashboard"}]},
+        "templating": {"list": _variables(tier_vars)},
+        "panels": _layout(panels),
+    }
+
+
+def build() -> dict[str, dict]:
+    return {
+        "graphfleet-overview.json": dashboard(
+            "graphfleet-overview", "graphfleet overview", OVERVIEW, False,
+            "LLM spend, tokens, latency, errors and cache; queues, tasks and jobs of the whole fleet."),
+        "graphfleet-tier.json": dashboard(
+            "graphfleet-tier", "graphfleet tenant tier", TIER, True,
+            "One tenant tier: spend, tokens, cache, jobs and latency (tenant ids are not labels; per-job "
+            "usage is GET /v1/jobs/{id})."),
+    }
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, dash in build().items():
+        (OUT / name).write_text(json.dumps(dash, indent=2) + "\n")
+        print(f"wrote {OUT / name}: {sum(p['type'] != 'row' for p in dash['panels'])} panels")
+
+
+if __name__ == "__main__":
+    main()

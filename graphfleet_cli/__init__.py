@@ -1,0 +1,1 @@
+"""The ``graphfleet`` command line."""

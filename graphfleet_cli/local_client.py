@@ -1,0 +1,111 @@
+"""Drive the stack directly through Redis and the queues (used when no gateway URL is set)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from graphfleet_cli.progress import ProgressLine
+from shared.config import get_settings
+from shared.ingest_submit import DocumentInput, decode_bytes, submit_ingestion
+from shared.jobs import TERMINAL, JobStore
+from shared.query_submit import submit_query
+from shared.queueing import make_celery
+from shared.redis_conn import connect
+from shared.store.redis_graph import GraphStore
+
+TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".text"}
+
+
+def collect_files(paths: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise SystemExit(f"no such file or directory: {raw}")
+    if not files:
+        raise SystemExit("no .txt or .md files found")
+    return files
+
+
+class LocalClient:
+    def __init__(self, redis_url: str):
+        self.settings = get_settings().model_copy(update={"redis_url": redis_url})
+        self.redis = connect(redis_url)
+        self.celery = make_celery(self.settings)
+
+    def ingest_files(self, tenant: str, files: list[Path]) -> dict:
+        docs = [DocumentInput(text=decode_bytes(f.read_bytes(), str(f)), title=f.name,
+                              metadata={"path": str(f)}) for f in files]
+        return submit_ingestion(self.redis, self.celery, tenant, docs, self.settings)
+
+    def job(self, tenant: str, job_id: str) -> dict | None:
+        return JobStore(self.redis, tenant).view(job_id)
+
+    def wait(self, tenant: str, job_id: str, timeout: float = 3600.0, progress: bool = False) -> dict:
+        deadline = time.time() + timeout
+        delay = 0.05
+        bar = ProgressLine() if progress else None
+        while True:
+            view = self.job(tenant, job_id)
+            if bar and view:
+                bar.update(view)
+            if view and view["status"] in TERMINAL:
+                if bar:
+                    bar.close()
+                return view
+            if time.time() > deadline:
+                raise TimeoutError(f"job {job_id} not finished after {timeout}s")
+            time.sleep(delay)
+            delay = min(0.1, delay * 1.5)
+
+    def query(self, tenant: str, param, timeout: float = 300.0) -> dict:
+        """Enqueue and poll; returns ``{"query_id", "status", "error", "result"}`` (as the HTTP client)."""
+        query_id = submit_query(self.redis, self.celery, tenant, param)
+        deadline = time.time() + timeout
+        delay = 0.01
+        while True:
+            view = self.job(tenant, query_id)
+            if view and view["status"] in TERMINAL:
+                return {"query_id": query_id, "status": view["status"], "error": view.get("error"),
+                        "result": view.get("result") or {}}
+            if time.time() > deadline:
+                raise TimeoutError(f"query {query_id} not finished after {timeout}s")
+            time.sleep(delay)
+            delay = min(0.05, delay * 1.5)
+
+    def stats(self, tenant: str) -> dict:
+        return GraphStore(self.redis, tenant).stats()
+
+    def store(self, tenant: str) -> GraphStore:
+        return GraphStore(self.redis, tenant)
+
+    def export_graphml(self, tenant: str) -> bytes:
+        from shared.graph_export import graphml_bytes
+
+        return graphml_bytes(self.store(tenant))
+
+    def close(self) -> None:
+        self.redis.close()
+
+
+def ingest_summary(view: dict, stats: dict, seconds: float) -> dict:
+    usage = view["usage"]
+    return {
+        "job_id": view["id"],
+        "status": view["status"],
+        **stats,
+        "job_documents": view["progress"]["documents"],
+        "job_chunks": view["progress"]["chunks_total"],
+        "failed_chunks": view["failures"],
+        "llm_calls": usage["calls"],
+        "prompt_tokens": usage["prompt_tokens"],
+        "completion_tokens": usage["completion_tokens"],
+        "cost_usd": usage["cost_usd"],
+        "usage_by_stage": usage["by_stage"],
+        "seconds": round(seconds, 3),
+    }

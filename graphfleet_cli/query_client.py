@@ -1,0 +1,98 @@
+"""``graphfleet query`` and the demo's queries: submit through the queues, wait, print."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from pydantic import ValidationError
+
+from shared.query.params import QueryParam
+
+_FLAG_FIELDS = ("max_total_tokens", "max_entity_tokens", "max_relation_tokens", "top_k", "chunk_top_k", "preset",
+                "level")
+
+
+def param_from_args(args) -> QueryParam:
+    fields: dict = {"query": args.text, "mode": args.mode, "response_type": args.response_type,
+                    "only_need_context": args.only_context}
+    for name in _FLAG_FIELDS:
+        value = getattr(args, name, None)
+        if value is not None:
+            fields[name] = value
+    for item in args.param:
+        key, _, raw = item.partition("=")
+        try:
+            fields[key.strip().replace("-", "_")] = json.loads(raw)
+        except ValueError:
+            fields[key.strip().replace("-", "_")] = raw
+    return QueryParam.model_validate(fields)
+
+
+def run_query(client, tenant: str, param: QueryParam, timeout: float = 300.0) -> dict:
+    """Submit through ``client`` (local queues or the gateway) and shape the result for printing/--json."""
+    started = time.perf_counter()
+    done = client.query(tenant, param, timeout)
+    result = done["result"] or {}
+    return {
+        "query_id": done["query_id"], "status": done["status"], "mode": param.mode, "error": done["error"],
+        "answer": result.get("answer", ""), "answer_kind": result.get("answer_kind", "none"),
+        "context": result.get("context"), "budget": result.get("budget"), "usage": result.get("usage", {}),
+        "total_usage": result.get("total_usage"), "sources": result.get("sources"),
+        "citations": result.get("citations"), "quality": result.get("quality"),
+        "format_check": result.get("format_check"), "partial": result.get("partial", False),
+        "partial_reason": result.get("partial_reason"), "details": result.get("details"),
+        "seconds": round(time.perf_counter() - started, 4),
+    }
+
+
+def run_query_command(args, client, tenant: str) -> int:
+    try:
+        param = param_from_args(args)
+    except ValidationError as exc:
+        print(f"invalid query parameters: {exc}", file=sys.stderr)
+        return 2
+    out = run_query(client, tenant, param, args.timeout)
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False))
+    else:
+        print_human(out)
+    return 0 if out["status"] == "succeeded" else 1
+
+
+def budget_lines(budget: dict | None) -> list[str]:
+    if not budget:
+        return []
+    lines = [f"  total {budget.get('total_tokens')} / {budget.get('total_allowed')} tokens "
+             f"(model limit {budget.get('model_limit')})"]
+    for sec in budget.get("sections", []):
+        lines.append(f"  - {sec.get('name')}: {sec.get('candidates')} found, {sec.get('kept')} kept, "
+                     f"{sec.get('tokens_used')}/{sec.get('tokens_allowed')} tokens"
+                     f"{' (truncated)' if sec.get('truncated') else ''}")
+    return lines
+
+
+def print_human(out: dict) -> None:
+    label = {"llm": "answer", "extractive": "extractive answer (no LLM configured: top-ranked facts with sources)",
+             "none": "no answer"}[out["answer_kind"]]
+    print(f"[{out['mode']}] {label}:")
+    print(out["answer"] or "(empty)")
+    if out.get("partial"):
+        print(f"PARTIAL: {out['partial_reason']}")
+    print("budget:")
+    print("\n".join(budget_lines(out["budget"])))
+    tu = out.get("total_usage") or {}
+    print(f"usage: {tu.get('calls', 0)} LLM calls, {tu.get('prompt_tokens', 0)} prompt + "
+          f"{tu.get('completion_tokens', 0)} completion tokens, ${tu.get('cost_usd', 0):.6f}; "
+          f"{out['seconds']} s")
+
+
+def demo_queries(client, tenant: str, queries: list[tuple[str, str]], as_json: bool) -> None:
+    for mode, text in queries:
+        out = run_query(client, tenant, QueryParam(query=text, mode=mode, response_type="bullet_points"))
+        if as_json:
+            print(json.dumps(out, ensure_ascii=False))
+        else:
+            print(f"\n== {mode}: {text}")
+            print_human(out)

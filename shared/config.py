@@ -1,0 +1,167 @@
+"""Typed settings, built by :func:`get_settings` (never at import time).
+
+Flat contract names (``GRAPHFLEET_LLM_BASE_URL`` ...) are top-level fields; per-stage
+sections are nested models set with a double underscore, e.g.
+``GRAPHFLEET_CHUNKING__SIZE_TOKENS=1024``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ChunkingSettings(BaseModel):
+    size_tokens: int = Field(1200, ge=16)
+    overlap_tokens: int = Field(100, ge=0)
+    by_separators: bool = False
+    separators: list[str] = ["\n\n", "\n", ". ", " "]
+    max_document_bytes: int = 20_000_000
+
+
+class ExtractionSettings(BaseModel):
+    strategy: str = Field("auto", pattern="^(auto|llm|fast)$")
+    max_gleaning: int = Field(1, ge=0, le=5)
+    entity_types: list[str] = ["organization", "person", "geo", "event", "concept"]
+    max_tokens: int = 4000
+    fast_max_phrase_words: int = 4
+    fast_min_mentions: int = 2
+
+
+class MergeSettings(BaseModel):
+    force_llm_summary_on_merge: int = 8
+    summary_max_tokens: int = 1200
+    summary_context_size: int = 12000
+    summary_trigger_tokens: int = 1200
+    entities_per_task: int = 50
+
+
+class ClusterSettings(BaseModel):
+    max_cluster_size: int = Field(10, ge=2)
+    seed: int = 0xDEADBEEF
+    max_levels: int = 6
+
+
+class ReportSettings(BaseModel):
+    max_input_tokens: int = 12000
+    max_output_tokens: int = 1500
+    communities_per_task: int = 1
+    # communities smaller than this get an extractive report (no LLM call); 1 = LLM for every community
+    min_llm_members: int = 3
+
+
+class EmbeddingSettings(BaseModel):
+    dim: int = 256
+    batch_size: int = 64
+
+
+class WorkerSettings(BaseModel):
+    llm_concurrency: int = 24
+    cpu_concurrency: int = 2
+    visibility_timeout_s: int = 3600
+    task_soft_time_limit_s: int = 900
+    task_time_limit_s: int = 1200
+    max_redeliveries: int = 5
+
+
+class QuerySettings(BaseModel):
+    # model -> context window, merged over shared.query.budget.MODEL_CONTEXT_LIMITS
+    context_limits: dict[str, int] = {}
+    # tenant -> preset name ("balanced", "low_memory", "default")
+    tenant_presets: dict[str, str] = {}
+
+
+class LLMSettings(BaseModel):
+    timeout_s: float = 120.0
+    max_retries: int = 6
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 30.0
+    temperature: float = 0.0
+    cache_enabled: bool = True
+    cache_ttl_s: int = 30 * 24 * 3600
+    max_concurrency: int = 32
+    # USD per 1M tokens: model -> (input, output)
+    prices: dict[str, tuple[float, float]] = {}
+
+
+class RateLimitSettings(BaseModel):
+    """The global LLM budget shared by every worker on every host (``shared.llm.ratelimit``).
+
+    ``tpm``/``rpm`` map a model to tokens / requests per window; a model without an entry (or 0) is
+    not limited. ``tenant_tpm``/``tenant_rpm`` map a tenant to its own budget for each model it
+    uses, on top of the model budget. Env: ``GRAPHFLEET_RATELIMIT__TPM='{"gpt-4o-mini": 200000}'``.
+    """
+
+    enabled: bool = False
+    tpm: dict[str, int] = {}
+    rpm: dict[str, int] = {}
+    tenant_tpm: dict[str, int] = {}
+    tenant_rpm: dict[str, int] = {}
+    window_s: float = Field(60.0, gt=0)
+    # token bucket: the most a budget admits at once, in seconds of its rate (window_s = no pacing)
+    burst_s: float = Field(5.0, gt=0)
+    # longest a call waits for budget before failing with cause "rate_limit_wait" (below the soft limit)
+    max_wait_s: float = Field(600.0, gt=0)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="GRAPHFLEET_", env_nested_delimiter="__", extra="ignore", case_sensitive=False
+    )
+
+    # Contract names (used by outside scripts; keep them).
+    llm_base_url: str | None = None
+    llm_api_key: str = "sk-not-set"
+    llm_model: str = "gpt-4o-mini"
+    summary_model: str | None = None
+    embedding_model: str = "text-embedding-3-small"
+    redis_url: str | None = None
+    data_dir: Path = Path.home() / ".graphfleet"
+    url: str | None = None
+    vector_backend: str = Field("redis", pattern="^(redis|weaviate)$")
+    weaviate_url: str | None = None
+    weaviate_grpc_port: int = 50051
+    weaviate_api_key: str | None = None
+
+    env: str = "development"
+    admin_key: str | None = None
+    default_tenant: str = "default"
+    metrics_tenant_label: bool = False
+
+    chunking: ChunkingSettings = ChunkingSettings()
+    extraction: ExtractionSettings = ExtractionSettings()
+    merge: MergeSettings = MergeSettings()
+    cluster: ClusterSettings = ClusterSettings()
+    report: ReportSettings = ReportSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    workers: WorkerSettings = WorkerSettings()
+    llm: LLMSettings = LLMSettings()
+    query: QuerySettings = QuerySettings()
+    ratelimit: RateLimitSettings = RateLimitSettings()
+
+    @property
+    def llm_enabled(self) -> bool:
+        return bool(self.llm_base_url)
+
+    @property
+    def effective_summary_model(self) -> str:
+        return self.summary_model or self.llm_model
+
+    @property
+    def extraction_strategy(self) -> str:
+        if self.extraction.strategy != "auto":
+            return self.extraction.strategy
+        return "llm" if self.llm_enabled else "fast"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Build settings from the environment once per process."""
+    return Settings()
+
+
+def reset_settings_cache() -> None:
+    get_settings.cache_clear()

@@ -1,0 +1,199 @@
+"""Job state in Redis: status, stage, progress counters, per-chunk failures, usage, timestamps."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from shared.keys import Keys
+from shared.llm.usage import job_usage
+from shared.models import ChunkFailure
+
+TERMINAL = {"succeeded", "failed", "canceled"}
+
+# HSET the fields only while the job exists and has not ended: a cancel can never be overwritten by a
+# worker moving the job to running (or finishing it), whichever wins the race.
+_SET_IF_ACTIVE = """
+local s = redis.call('HGET', KEYS[1], 'status')
+if (not s) or s == 'succeeded' or s == 'failed' or s == 'canceled' then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
+return 1
+"""
+
+
+def _metrics():
+    from shared import metrics
+
+    return metrics
+
+
+def _s(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+class JobStore:
+    def __init__(self, redis, tenant: str):
+        self.redis = redis
+        self.tenant = tenant
+        self.k = Keys(tenant)
+
+    def create(self, job_id: str, kind: str, doc_ids: list[str] | None = None, params: dict | None = None) -> None:
+        now = time.time()
+        pipe = self.redis.pipeline()
+        pipe.hset(self.k.job(job_id), mapping={
+            "id": job_id, "tenant": self.tenant, "kind": kind, "status": "queued", "stage": "queued",
+            "created_at": now, "updated_at": now, "params": json.dumps(params or {}),
+            "documents": len(doc_ids or []),
+        })
+        if doc_ids:
+            pipe.sadd(self.k.job_docs(job_id), *doc_ids)
+        pipe.zadd(self.k.jobs(), {job_id: now})
+        pipe.execute()
+        _metrics().record_job_submitted(kind, self.tier())
+
+    def exists(self, job_id: str) -> bool:
+        return bool(self.redis.exists(self.k.job(job_id)))
+
+    def get_field(self, job_id: str, field: str) -> str | None:
+        v = self.redis.hget(self.k.job(job_id), field)
+        return _s(v) if v is not None else None
+
+    def set(self, job_id: str, **fields) -> None:
+        fields["updated_at"] = time.time()
+        self.redis.hset(self.k.job(job_id), mapping={k: v if not isinstance(v, dict | list) else json.dumps(v)
+                                                     for k, v in fields.items()})
+
+    def set_if_active(self, job_id: str, **fields) -> bool:
+        """Atomically set ``fields`` unless the job ended (or does not exist); True when set."""
+        fields["updated_at"] = time.time()
+        args = [x for k, v in fields.items() for x in (k, json.dumps(v) if isinstance(v, dict | list) else v)]
+        return bool(self.redis.eval(_SET_IF_ACTIVE, 1, self.k.job(job_id), *args))
+
+    def mark_running(self, job_id: str, stage: str) -> None:
+        """Move to running/stage unless the job already ended (e.g. canceled)."""
+        if self.status(job_id) in TERMINAL:
+            return
+        fields = {"status": "running", "stage": stage}
+        if not self.get_field(job_id, "started_at"):
+            fields["started_at"] = time.time()
+        if self.set_if_active(job_id, **fields):
+            self.mark_stage_time(job_id, stage)
+
+    def mark_stage_time(self, job_id: str, stage: str) -> None:
+        self.redis.hsetnx(self.k.job(job_id) + ":stages", stage, time.time())
+
+    def stage_times(self, job_id: str) -> dict[str, float]:
+        """When each stage first started (seconds since the job was created)."""
+        created = float(self.get_field(job_id, "created_at") or 0)
+        raw = self.redis.hgetall(self.k.job(job_id) + ":stages")
+        return dict(sorted(((_s(k), round(float(v) - created, 3)) for k, v in raw.items()), key=lambda kv: kv[1]))
+
+    def status(self, job_id: str) -> str | None:
+        return self.get_field(job_id, "status")
+
+    def is_canceled(self, job_id: str) -> bool:
+        return self.status(job_id) == "canceled"
+
+    def finish(self, job_id: str, status: str, **fields) -> None:
+        if self.status(job_id) in TERMINAL:
+            return
+        now = time.time()
+        if self.set_if_active(job_id, status=status, stage="done", finished_at=now, **fields):
+            self._record_finished(job_id, status, now)
+
+    def cancel(self, job_id: str) -> bool:
+        if self.status(job_id) in TERMINAL:
+            return False
+        now = time.time()
+        if not self.set_if_active(job_id, status="canceled", stage="canceled", finished_at=now):
+            return False
+        self._record_finished(job_id, "canceled", now)
+        return True
+
+    def tier(self) -> str:
+        from shared.llm.usage import TIERS
+
+        return TIERS.tier(self.redis, self.tenant)
+
+    def _record_finished(self, job_id: str, status: str, finished_at: float) -> None:
+        """Job metrics, once per job even when two tasks (or a redelivery) finish it concurrently."""
+        if not self.redis.hsetnx(self.k.job_flags(job_id), "metrics:finished", status):
+            return
+        kind, created = self.get_field(job_id, "kind") or "unknown", self.get_field(job_id, "created_at")
+        seconds = finished_at - float(created) if created else None
+        _metrics().record_job_finished(kind, status, seconds, self.tier())
+
+    # ---- chunk progress
+    def add_chunks(self, job_id: str, chunk_ids: list[str]) -> None:
+        if chunk_ids:
+            self.redis.sadd(self.k.job_chunks(job_id), *chunk_ids)
+
+    def chunk_finished(self, job_id: str, chunk_id: str, failure: ChunkFailure | None = None) -> None:
+        pipe = self.redis.pipeline()
+        if failure is not None:
+            pipe.hset(self.k.job_failures(job_id), chunk_id, failure.model_dump_json())
+        else:
+            pipe.hdel(self.k.job_failures(job_id), chunk_id)
+        pipe.sadd(self.k.job_chunks_done(job_id), chunk_id)
+        pipe.execute()
+        _metrics().record_chunks(1, "failed" if failure is not None else "ok")
+
+    def doc_chunked(self, job_id: str, doc_id: str) -> None:
+        self.redis.sadd(self.k.job_docs_done(job_id), doc_id)
+
+    def extraction_complete(self, job_id: str) -> bool:
+        pipe = self.redis.pipeline()
+        pipe.scard(self.k.job_docs(job_id))
+        pipe.scard(self.k.job_docs_done(job_id))
+        pipe.sdiff(self.k.job_chunks(job_id), self.k.job_chunks_done(job_id))
+        docs, docs_done, missing = pipe.execute()
+        return docs_done >= docs and not missing
+
+    def failures(self, job_id: str) -> list[ChunkFailure]:
+        raw = self.redis.hgetall(self.k.job_failures(job_id))
+        return sorted((ChunkFailure.model_validate_json(v) for v in raw.values()), key=lambda f: f.chunk_id)
+
+    def doc_ids(self, job_id: str) -> list[str]:
+        return sorted(_s(x) for x in self.redis.smembers(self.k.job_docs(job_id)))
+
+    # ---- stage fan-in
+    def claim_advance(self, job_id: str, stage: str, token: str) -> bool:
+        """True for the one caller allowed to start ``stage``; the same ``token`` (a redelivered
+        task id) may claim again, so a crash between claim and enqueue does not strand the job."""
+        key = self.k.job_flags(job_id)
+        if self.redis.hsetnx(key, stage, token):
+            return True
+        return _s(self.redis.hget(key, stage)) == token
+
+    def batch_done(self, job_id: str, stage: str, batch: str) -> int:
+        key = self.k.job_stage_done(job_id, stage)
+        self.redis.sadd(key, batch)
+        return self.redis.scard(key)
+
+    # ---- view
+    def view(self, job_id: str) -> dict | None:
+        raw = self.redis.hgetall(self.k.job(job_id))
+        if not raw:
+            return None
+        job = {_s(k): _s(v) for k, v in raw.items()}
+        pipe = self.redis.pipeline()
+        pipe.scard(self.k.job_chunks(job_id))
+        pipe.scard(self.k.job_chunks_done(job_id))
+        pipe.hlen(self.k.job_failures(job_id))
+        pipe.scard(self.k.job_docs_done(job_id))
+        total, finished, failed, docs_chunked = pipe.execute()
+        for f in ("created_at", "updated_at", "started_at", "finished_at"):
+            if f in job:
+                job[f] = float(job[f])
+        for f in ("params", "result"):
+            if f in job:
+                job[f] = json.loads(job[f])
+        job["progress"] = {
+            "documents": int(job.get("documents", 0)), "documents_chunked": docs_chunked,
+            "chunks_total": total, "chunks_done": finished - failed, "chunks_failed": failed,
+            "stage": job.get("stage"),
+        }
+        job["failures"] = [f.model_dump() for f in self.failures(job_id)]
+        job["usage"] = job_usage(self.redis, self.tenant, job_id)
+        job["stage_times"] = self.stage_times(job_id)
+        return job

@@ -1,0 +1,1 @@
+"""LLM and embedding access: one client, one cache, one usage record per call."""

@@ -1,0 +1,142 @@
+"""Records stored in Redis and passed between pure functions."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class Document(BaseModel):
+    id: str
+    tenant: str
+    title: str = ""
+    text_hash: str = ""
+    metadata: dict[str, str] = {}
+    chunk_ids: list[str] = []
+    status: str = "pending"  # pending | processing | processed | failed | deleted
+    created_at: float = 0.0
+    error: str | None = None
+
+
+class Chunk(BaseModel):
+    id: str
+    doc_id: str
+    index: int
+    text: str
+    tokens: int
+
+
+class EntityFragment(BaseModel):
+    """What one chunk said about one entity (one field of the entity's fragment hash)."""
+
+    name: str
+    type: str = "unknown"
+    description: str = ""
+    source_id: str  # chunk id
+    doc_id: str = ""
+
+
+class RelationFragment(BaseModel):
+    src: str
+    tgt: str
+    description: str = ""
+    keywords: str = ""
+    weight: float = 1.0
+    strength: float = 1.0
+    source_id: str
+    doc_id: str = ""
+
+
+class ExtractionResult(BaseModel):
+    chunk_id: str
+    entities: list[EntityFragment] = []
+    relations: list[RelationFragment] = []
+    warnings: list[str] = []
+
+
+class Entity(BaseModel):
+    name: str
+    type: str = "unknown"
+    description: str = ""
+    source_ids: list[str] = []
+    doc_ids: list[str] = []
+    degree: int = 0
+    summarized: bool = False
+
+
+class Relation(BaseModel):
+    src: str
+    tgt: str
+    description: str = ""
+    keywords: str = ""
+    weight: float = 1.0
+    source_ids: list[str] = []
+    doc_ids: list[str] = []
+    rank: int = 0
+
+
+class Community(BaseModel):
+    id: str  # "L{level}-{index}" stable within a clustering
+    level: int
+    nodes: list[str]
+    edges: list[tuple[str, str]] = []
+    chunk_ids: list[str] = []
+    parent: str | None = None
+    children: list[str] = []
+    occurrence: float = 0.0
+    signature: str = ""  # content hash of members + their descriptions: drives incremental reports
+
+
+class Finding(BaseModel):
+    summary: str
+    explanation: str = ""
+
+
+class CommunityReport(BaseModel):
+    community_id: str
+    level: int
+    title: str
+    summary: str
+    rating: float = 0.0
+    rating_explanation: str = ""
+    findings: list[Finding] = []
+    signature: str = ""
+    generated_by: str = "llm"  # llm | extractive
+    full_text: str = ""
+
+
+class UsageRecord(BaseModel):
+    tenant: str
+    job_id: str = ""
+    stage: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cache_hit: bool = False
+    cost_usd: float = 0.0
+    kind: str = "chat"  # chat | embedding
+    ts: float = 0.0
+    retries: int = 0
+    error: str | None = None
+    queue: str = ""
+    tier: str = ""  # the tenant's tier (metrics label); filled by UsageRecorder when empty
+
+
+class ChunkFailure(BaseModel):
+    chunk_id: str
+    stage: str
+    cause: str
+    attempts: int = 1
+
+
+class JobCounts(BaseModel):
+    documents: int = 0
+    chunks_total: int = 0
+    chunks_done: int = 0
+    chunks_failed: int = 0
+
+
+class MapPoint(BaseModel):
+    description: str
+    score: float = Field(0.0)
+    community_id: str = ""

@@ -1,0 +1,35 @@
+"""Chunk one document; report which chunks still need extraction."""
+
+from __future__ import annotations
+
+from shared.chunking import chunk_document
+from shared.jobs import JobStore
+from shared.store.redis_graph import GraphStore
+
+
+class DocumentMissing(LookupError):
+    pass
+
+
+def run_chunk(store: GraphStore, jobs: JobStore, settings, job_id: str, doc_id: str) -> list[str]:
+    """Chunk ``doc_id`` (idempotent). Returns chunk ids of this document without an extraction yet."""
+    doc = store.document(doc_id)
+    text = store.document_text(doc_id)
+    if doc is None or text is None:
+        raise DocumentMissing(f"document {doc_id} not found for tenant {store.tenant}")
+    chunks = chunk_document(text, doc_id, settings.chunking, settings.llm_model)
+    store.put_chunks(chunks)  # new chunks are marked for embedding in the same atomic step
+    chunk_ids = list(dict.fromkeys(c.id for c in chunks))
+    if doc.chunk_ids != chunk_ids or doc.status == "pending":
+        doc.chunk_ids = chunk_ids
+        doc.status = "processing"
+        store.save_document(doc)
+    jobs.add_chunks(job_id, chunk_ids)
+    pending = []
+    for cid in chunk_ids:
+        if store.redis.exists(store.k.extraction(cid)):
+            jobs.chunk_finished(job_id, cid)
+        else:
+            pending.append(cid)
+    jobs.doc_chunked(job_id, doc_id)
+    return pending

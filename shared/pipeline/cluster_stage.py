@@ -1,0 +1,48 @@
+"""Cluster the tenant's whole graph into hierarchical Leiden communities."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from shared.clustering import attach_chunk_ids, community_signature, hierarchical_leiden
+from shared.store.redis_graph import GraphStore
+
+
+def degrees_of(edges: list[tuple[str, str, float]]) -> dict[str, int]:
+    deg: Counter[str] = Counter()
+    for a, b, _w in edges:
+        deg[a] += 1
+        deg[b] += 1
+    return dict(deg)
+
+
+def run_cluster(store: GraphStore, settings) -> dict[int, list[str]]:
+    """Recluster and save; return community ids per level (deepest level first in iteration order)."""
+    version = store.graph_version()
+    entities = store.all_entities()
+    edges = [e for e in store.edge_list() if e[0] in entities and e[1] in entities]
+    store.set_degrees(degrees_of(edges))
+    nodes = list(entities)
+    if settings.extraction_strategy == "fast":
+        from shared.extraction.fast_extractor import prune_graph
+
+        relations = store.all_relations()
+        kept_entities, kept_relations = prune_graph(
+            entities, relations, min_mentions=settings.extraction.fast_min_mentions
+        )
+        nodes = list(kept_entities)
+        edges = [(a, b, r.weight) for (a, b), r in kept_relations.items()]
+    result = hierarchical_leiden(
+        edges, nodes, max_cluster_size=settings.cluster.max_cluster_size,
+        seed=settings.cluster.seed, max_levels=settings.cluster.max_levels,
+    )
+    communities = result.communities
+    attach_chunk_ids(communities, entities)
+    relations = store.all_relations()
+    for community in communities:
+        community.signature = community_signature(community, entities, relations)
+    store.replace_communities(communities, result.levels, version)
+    by_level: dict[int, list[str]] = {}
+    for community in communities:
+        by_level.setdefault(community.level, []).append(community.id)
+    return dict(sorted(by_level.items(), key=lambda kv: -kv[0]))

@@ -1,0 +1,40 @@
+"""Extract entities and relations from one chunk, with the LLM or the LLM-free extractor."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from shared.models import ExtractionResult
+from shared.store.redis_graph import GraphStore
+
+ChatFn = Callable[[list[dict], str], str]
+
+
+def extract(chunk_text: str, chunk_id: str, doc_id: str, settings, chat: ChatFn | None) -> ExtractionResult:
+    """Pure: choose the strategy and run it."""
+    if settings.extraction_strategy == "llm" and chat is not None:
+        from shared.extraction.llm_extractor import extract_chunk
+
+        return extract_chunk(
+            chunk_text, chunk_id, doc_id, chat,
+            entity_types=settings.extraction.entity_types, max_gleaning=settings.extraction.max_gleaning,
+        )
+    from shared.extraction.fast_extractor import extract_chunk_fast
+
+    return extract_chunk_fast(
+        chunk_text, chunk_id, doc_id, max_phrase_words=settings.extraction.fast_max_phrase_words
+    )
+
+
+def run_extract(store: GraphStore, settings, chunk_id: str, chat: ChatFn | None) -> ExtractionResult:
+    """Idempotent: an existing extraction is reused (its fragments are rewritten unchanged)."""
+    existing = store.extraction(chunk_id)
+    if existing is not None:
+        store.save_extraction(existing)
+        return existing
+    chunk = store.chunk(chunk_id)
+    if chunk is None:
+        raise LookupError(f"chunk {chunk_id} not found")
+    result = extract(chunk.text, chunk.id, chunk.doc_id, settings, chat)
+    store.save_extraction(result)
+    return result

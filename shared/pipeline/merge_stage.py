@@ -1,0 +1,56 @@
+"""Merge dirty entities and relations from their fragments (summaries via the LLM when long)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from shared.merge import merge_entity, merge_relation, needs_summary, summarize_description
+from shared.models import Entity, EntityFragment, Relation, RelationFragment
+from shared.store.redis_graph import GraphStore, split_rel_field
+from shared.tokens import count_tokens, truncate_text
+
+SummarizeFn = Callable[[str, list[str]], str]
+DESC_SEP = "<SEP>"
+
+
+def plan_batches(store: GraphStore, batch_size: int) -> list[dict]:
+    """Split the tenant's dirty entities and relations into merge batches."""
+    names = store.dirty_members("entities")
+    fields = store.dirty_members("relations")
+    batches = [{"entities": names[i : i + batch_size], "relations": []} for i in range(0, len(names), batch_size)]
+    batches += [{"entities": [], "relations": fields[i : i + batch_size]} for i in range(0, len(fields), batch_size)]
+    return batches
+
+
+def _finish_description(name: str, description: str, settings, summarize: SummarizeFn | None) -> tuple[str, bool]:
+    fragments = [f for f in description.split(DESC_SEP) if f.strip()]
+    counter = lambda text: count_tokens(text, settings.effective_summary_model)  # noqa: E731
+    if not needs_summary(fragments, settings.merge, counter):
+        return description, False
+    if summarize is None:  # no LLM: keep the fragments, bounded by the summary budget
+        return truncate_text(DESC_SEP.join(fragments), settings.merge.summary_max_tokens), False
+    summary = summarize_description(name, fragments, summarize, settings.merge, settings.effective_summary_model)
+    return summary, True
+
+
+def run_merge_batch(
+    store: GraphStore, entities: list[str], relations: list[str], settings, summarize: SummarizeFn | None
+) -> dict:
+    def merge_e(name: str, frags: list[EntityFragment]) -> Entity | None:
+        entity = merge_entity(name, frags)
+        entity.description, entity.summarized = _finish_description(name, entity.description, settings, summarize)
+        return entity
+
+    def merge_r(src: str, tgt: str, frags: list[RelationFragment]) -> Relation | None:
+        relation = merge_relation(src, tgt, frags)
+        relation.description, _ = _finish_description(f"{src} -> {tgt}", relation.description, settings, summarize)
+        return relation
+
+    written = deleted = 0
+    if entities:
+        w, d = store.merge_batch("entities", entities, merge_e)
+        written, deleted = written + w, deleted + d
+    if relations:
+        w, d = store.merge_batch("relations", relations, lambda f, frags: merge_r(*split_rel_field(f), frags))
+        written, deleted = written + w, deleted + d
+    return {"written": written, "deleted": deleted}

@@ -1,0 +1,142 @@
+"""Pieces shared by the context builders: CSV rows, sources/citations, text-unit selection."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from shared.models import Chunk
+from shared.query.budget import Section
+from shared.query.params import QueryParam
+from shared.query.truncation import shorten
+from shared.retrieval.fusion import rrf
+from shared.tokens import count_tokens, count_tokens_batch
+
+
+class Evidence(BaseModel):
+    """One kept context item, in rank order: what an extractive answer quotes and a citation names."""
+
+    kind: str  # entity | relation | report | chunk | point
+    cite: str  # id as it appears in the context ("E3", "R1", "L0-2", chunk id)
+    key: str  # entity name, "src->tgt", community id, chunk id
+    text: str
+    doc_ids: list[str] = []
+    chunk_ids: list[str] = []
+    score: float = 0.0
+
+
+class Sources(BaseModel):
+    entities: list[str] = []
+    relations: list[str] = []
+    reports: list[str] = []
+    chunks: list[str] = []
+    documents: list[str] = []
+    evidence: list[Evidence] = []
+    omitted_chunks: list[str] = []  # candidate chunks the budget left out (map-reduce input)
+
+    def add(self, ev: Evidence) -> None:
+        self.evidence.append(ev)
+        target = {"entity": self.entities, "relation": self.relations, "report": self.reports,
+                  "chunk": self.chunks}.get(ev.kind)
+        if target is not None and ev.key not in target:
+            target.append(ev.key)
+        for d in ev.doc_ids:
+            if d and d not in self.documents:
+                self.documents.append(d)
+
+    def citations(self) -> dict[str, str]:
+        return {e.cite: e.key for e in self.evidence}
+
+
+def csv_row(values: Sequence) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="").writerow(
+        [v if not isinstance(v, float) else round(v, 3) for v in values]
+    )
+    return buf.getvalue()
+
+
+def rel_key(src: str, tgt: str) -> str:
+    return f"{src}->{tgt}"
+
+
+def fuse_chunk_rankings(
+    direct: Sequence[tuple[str, float]], linked: Sequence[str], k: int = 60
+) -> list[tuple[str, float]]:
+    """Directly retrieved chunks (hybrid BM25+vector) interleaved with entity-linked chunks, direct
+    first, duplicates dropped; the score is the RRF score of both lists (for display).
+
+    Interleaving guarantees that any prefix of n sources holds the top ceil(n/2) direct hits, so a
+    graph mode keeps what plain BM25 retrieval would put first, whatever the budget cuts."""
+    scores = dict(rrf([list(direct), [(c, 0.0) for c in linked]], [1.0, 1.0], k))
+    out: list[tuple[str, float]] = []
+    seen: set[str] = set()
+    d_ids = [c for c, _ in direct]
+    for i in range(max(len(d_ids), len(linked))):
+        for lst in (d_ids, linked):
+            if i < len(lst) and lst[i] not in seen:
+                seen.add(lst[i])
+                out.append((lst[i], scores.get(lst[i], 0.0)))
+    return out
+
+
+def order_chunks(ranked: Sequence[tuple[str, float]], chunks: dict[str, Chunk], order: str,
+                 model: str | None) -> list[tuple[Chunk, float]]:
+    items = [(chunks[c], s) for c, s in ranked if c in chunks]
+    if order == "shortest_first":
+        counts = count_tokens_batch([c.text for c, _ in items], model)
+        idx = sorted(range(len(items)), key=lambda i: (counts[i], i))
+        items = [items[i] for i in idx]
+    return items
+
+
+def sources_section(
+    items: Sequence[tuple[Chunk, float]], param: QueryParam, cap: int | None, title: str = "Sources"
+) -> tuple[Section, list[Evidence]]:
+    """Sources section with id,doc_id,content rows; the last partially fitting chunk can be shortened
+    by the configured seed-001 strategy (relevance or structure)."""
+    model = param.model
+    rows = [csv_row([c.id, c.doc_id, c.text]) for c, _ in items]
+    evidence = [
+        Evidence(kind="chunk", cite=c.id, key=c.id, text=c.text, doc_ids=[c.doc_id], chunk_ids=[c.id], score=s)
+        for c, s in items
+    ]
+
+    def shrink(i: int, room: int) -> str | None:
+        if param.source_truncation in ("none", "map_reduce") or i >= len(items):  # map-reduce: room for summaries
+            return None
+        chunk = items[i][0]
+        overhead = count_tokens(csv_row([chunk.id, chunk.doc_id, ""]), model) + 2
+        target = room - overhead
+        for _ in range(4):
+            if target <= 0:
+                return None
+            text = shorten(chunk.text, param.query, target, param.source_truncation, model)
+            if not text:
+                return None
+            row = csv_row([chunk.id, chunk.doc_id, text])
+            over = count_tokens(row, model) - room
+            if over <= 0:
+                evidence[i] = evidence[i].model_copy(update={"text": text})
+                return row
+            target -= over + 2
+        return None
+
+    return Section("sources", rows, title=title, header="id,doc_id,content", cap=cap, shrink=shrink), evidence
+
+
+def linked_chunk_order(entity_order: Sequence[str], entity_sources: dict[str, list[str]],
+                       neighbor_sources: dict[str, list[set[str]]]) -> list[str]:
+    """nano-graphrag's text-unit order: by the rank of the entity that cites the chunk, then by how
+    many one-hop neighbours also cite it (more = better)."""
+    best: dict[str, tuple[int, int]] = {}
+    for rank, name in enumerate(entity_order):
+        neighbours = neighbor_sources.get(name, [])
+        for cid in entity_sources.get(name, []):
+            score = (rank, -sum(1 for srcs in neighbours if cid in srcs))
+            if cid not in best or score < best[cid]:
+                best[cid] = score
+    return sorted(best, key=lambda c: best[c])

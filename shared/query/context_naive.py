@@ -1,0 +1,23 @@
+"""Naive mode context: hybrid-retrieved chunks, the whole remaining budget for them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from shared.query.budget import BudgetReport, total_context_budget
+from shared.query.context_common import Sources, order_chunks, sources_section
+from shared.query.context_local import assemble
+from shared.query.params import QueryParam
+
+
+def build_naive_context(
+    reader,
+    chunk_hits: Sequence[tuple[str, float]],
+    param: QueryParam,
+    system_prompt: str = "",
+) -> tuple[str, BudgetReport, Sources]:
+    ranked = list(chunk_hits)[: param.chunk_top_k]
+    chunk_map = reader.chunks([c for c, _ in ranked]) if ranked else {}
+    items = order_chunks(ranked, chunk_map, param.text_order, param.model)
+    tb = total_context_budget(param, system_prompt)
+    return assemble({"sources": sources_section(items, param, None)}, param, "naive", tb, ("sources",))

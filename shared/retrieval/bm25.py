@@ -1,0 +1,67 @@
+"""A small BM25 index over (id, text) pairs, backed by bm25s.
+
+Tokenization is deliberately simple and deterministic: lowercase, word split (CJK characters are
+single tokens), English stopwords removed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import numpy as np
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had
+    has have having he her here hers herself him himself his how i if in into is it its itself just
+    me more most my myself no nor not now of off on once only or other our ours ourselves out over
+    own same she should so some such than that the their theirs them themselves then there these
+    they this those through to too under until up very was we were what when where which while who
+    whom why will with would you your yours yourself yourselves s t don""".split()
+)
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+_TOKEN_RE = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
+_EMPTY = "\x00"  # placeholder token for documents with no indexable words
+
+
+def tokenize(text: str) -> list[str]:
+    return [t for t in _TOKEN_RE.findall(text.lower()) if t not in STOPWORDS]
+
+
+class BM25Index:
+    def __init__(self, ids: list[str], texts: list[str], k1: float = 1.5, b: float = 0.75):
+        if len(ids) != len(texts):
+            raise ValueError("ids and texts differ in length")
+        self.ids = list(ids)
+        self._retriever = None
+        if self.ids:
+            import bm25s  # lazy: keeps import of this module cheap
+
+            corpus = [tokenize(t) or [_EMPTY] for t in texts]
+            self._retriever = bm25s.BM25(k1=k1, b=b)
+            self._retriever.index(corpus, show_progress=False)
+
+    @classmethod
+    def build(cls, pairs: Iterable[tuple[str, str]], **kw) -> BM25Index:
+        items = list(pairs)
+        return cls([i for i, _ in items], [t for _, t in items], **kw)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def scores(self, query: str) -> np.ndarray:
+        terms = tokenize(query)
+        if not self.ids or not terms:
+            return np.zeros(len(self.ids), dtype=np.float32)
+        return np.asarray(self._retriever.get_scores(terms), dtype=np.float32)
+
+    def query(self, text: str, top_k: int = 10) -> list[tuple[str, float]]:
+        """Best ``top_k`` ids with a positive score, highest first (ties keep corpus order)."""
+        if top_k <= 0:
+            return []
+        s = self.scores(text)
+        if not s.size:
+            return []
+        order = np.argsort(-s, kind="stable")[:top_k]
+        return [(self.ids[i], float(s[i])) for i in order if s[i] > 0]

@@ -1,0 +1,1 @@
+"""Storage protocols and their Redis / Weaviate implementations (adapters hold no algorithms)."""

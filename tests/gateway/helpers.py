@@ -1,0 +1,66 @@
+"""Fixtures and helpers for the gateway tests (imported by the other ``test_gateway_*`` modules).
+
+The gateway runs in-process (TestClient) against the session's real Redis, on its own database
+index so that no worker ever consumes the messages these tests enqueue and queue lengths are exact.
+"""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from shared.jobs import JobStore
+from shared.keys import Keys
+from shared.queueing import QUEUES
+
+ADMIN = "adm-test-key-123"
+GATEWAY_DB = 7
+ADMIN_HEADERS = {"X-API-Key": ADMIN}
+
+
+def db_url(redis_server) -> str:
+    return redis_server.url.rsplit("/", 1)[0] + f"/{GATEWAY_DB}"
+
+
+def make_client(**create_kwargs) -> TestClient:
+    from api_gateway.app import create_app
+
+    return TestClient(create_app(**create_kwargs))
+
+
+def new_tenant(api, tenant_id: str, **fields) -> dict:
+    r = api.post("/v1/tenants", json={"id": tenant_id, **fields}, headers=ADMIN_HEADERS)
+    assert r.status_code == 201, r.text
+    r = api.post(f"/v1/tenants/{tenant_id}/keys", json={"name": "test"}, headers=ADMIN_HEADERS)
+    assert r.status_code == 201, r.text
+    key = r.json()
+    return {"id": tenant_id, "key": key["api_key"], "key_id": key["key_id"],
+            "headers": {"X-API-Key": key["api_key"]}}
+
+
+def queue_lengths(redis) -> dict[str, int]:
+    return {q: redis.llen(q) for q in [*QUEUES, "default"]}
+
+
+def enqueued(redis) -> int:
+    return sum(queue_lengths(redis).values())
+
+
+def job_count(redis, tenant: str) -> int:
+    return redis.zcard(Keys(tenant).jobs())
+
+
+def finish(redis, tenant: str, job_id: str, status: str = "succeeded", **fields) -> None:
+    JobStore(redis, tenant).finish(job_id, status, **fields)
+
+
+def ingest(api, who: dict, *texts: str, headers: dict | None = None):
+    docs = [{"text": t} for t in texts]
+    return api.post("/v1/documents", json={"documents": docs}, headers={**who["headers"], **(headers or {})})
+
+
+def assert_error(response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) >= {"error"} and body["error"]["code"] == code, body
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    return body

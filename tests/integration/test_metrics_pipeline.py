@@ -1,0 +1,176 @@
+"""Metrics end to end: real Redis, real Celery worker processes (prefork and threads pools), the gateway
+over HTTP, the LLM simulator. The gateway's /metrics must show every process's counters, and the token
+counters must equal what the simulator served, exactly; cost must equal tokens x price."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from graphfleet_cli.local_client import LocalClient
+from graphfleet_cli.stack import Stack
+from shared.llm.pricing import price_for
+from shared.query.params import QueryParam
+from shared.queueing import QUEUES
+from shared.redis_conn import free_port
+from shared.tenants import Tenant, TenantStore
+from tests.conftest import ROOT, SAMPLE, worker_env
+
+pytestmark = pytest.mark.integration
+
+GROUPS = [  # the default groups, with ingestion on a prefork pool (forked children write their own files)
+    ("ingest", ["chunker", "extractor", "merger", "reporter", "indexer"], "prefork"),
+    ("cluster", ["clusterer"], "solo"),
+    ("query", ["query", "reducer"], "threads"),
+    ("map", ["map_analyst"], "threads"),
+]
+CORPUS_CHARS = 40_000
+
+
+@pytest.fixture(scope="module")
+def stack(redis_server, simulator, tmp_path_factory):
+    # GRAPHFLEET_METRICS_PORT: the first worker process to bind it serves this host's metrics (worker-only hosts)
+    s = Stack(data_dir=tmp_path_factory.mktemp("mstack"), redis_url=redis_server.url, worker_concurrency=2,
+              groups=GROUPS, gateway_port=free_port(),
+              extra_env=worker_env(simulator, GRAPHFLEET_METRICS_PORT=free_port()))
+    try:
+        s.start()
+        _wait_gateway(s.gateway_url)
+        yield s
+    finally:
+        s.stop()
+
+
+def _wait_gateway(url: str) -> None:
+    for _ in range(300):
+        try:
+            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("gateway did not start")
+
+
+def scrape(url: str) -> dict[str, list[tuple[dict, float]]]:
+    resp = httpx.get(url + "/metrics", timeout=30)
+    assert resp.status_code == 200
+    assert resp.headers["content-type"].startswith("text/plain")
+    return parse(resp.text)
+
+
+def parse(text: str) -> dict[str, list[tuple[dict, float]]]:
+    out: dict[str, list] = defaultdict(list)
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[s.name].append((s.labels, s.value))
+    return out
+
+
+def total(got: dict, name: str, **match) -> float:
+    return sum(v for labels, v in got[name] if all(labels.get(k) == want for k, want in match.items()))
+
+
+def sim_stats(simulator: str) -> dict:
+    return httpx.get(simulator.removesuffix("/v1") + "/stats").json()
+
+
+def assert_tokens_equal_simulator(got: dict, sim: dict) -> dict[str, float]:
+    """Token counters == simulator counts, exactly; cost == tokens x price per model. Returns the totals."""
+    chat_in = sum(v for lab, v in got["graphfleet_llm_tokens_total"]
+                  if lab["direction"] == "input" and lab["stage"] != "embed")
+    embed_in = total(got, "graphfleet_llm_tokens_total", direction="input", stage="embed")
+    out = total(got, "graphfleet_llm_tokens_total", direction="output")
+    assert chat_in == sim["chat"]["prompt_tokens"]
+    assert out == sim["chat"]["completion_tokens"]
+    assert embed_in == sim["embeddings"]["tokens"]
+    by_model: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for lab, v in got["graphfleet_llm_tokens_total"]:
+        by_model[lab["model"]][lab["direction"] == "output"] += v
+    cost = defaultdict(float)
+    for lab, v in got["graphfleet_llm_cost_usd_total"]:
+        cost[lab["model"]] += v
+    for model, (tin, tout) in by_model.items():
+        pin, pout = price_for(model)
+        assert cost[model] == pytest.approx((tin * pin + tout * pout) / 1e6, rel=1e-9), model
+    assert total(got, "graphfleet_llm_requests_total", kind="embedding") - total(
+        got, "graphfleet_llm_errors_total", stage="embed") == sim["embeddings"]["calls"]
+    return {"chat_input": chat_in, "embed_input": embed_in, "output": out, "cost": sum(cost.values())}
+
+
+def test_gateway_metrics_equal_simulator_counts(stack, simulator, tenant):
+    client = LocalClient(stack.redis_url)
+    TenantStore(client.redis).create(Tenant(id=tenant, tier="gold"))
+    httpx.post(simulator.removesuffix("/v1") + "/stats/reset")
+    doc = stack.data_dir / "carol-part.txt"
+    doc.write_text(SAMPLE.read_text(encoding="utf-8-sig")[:CORPUS_CHARS], encoding="utf-8")
+    view = client.wait(tenant, client.ingest_files(tenant, [doc])["job_id"], timeout=600)
+    assert view["status"] == "succeeded", view
+    chunks = view["progress"]["chunks_total"]
+
+    got = scrape(stack.gateway_url)
+    sim = sim_stats(simulator)
+    totals = assert_tokens_equal_simulator(got, sim)
+    print(f"\ningest: simulator {sim['chat']} embeddings {sim['embeddings']}; exported {totals}")
+    assert totals["chat_input"] > 0 and totals["output"] > 0 and totals["embed_input"] > 0
+    # the job's own usage (UsageRecorder -> Redis) agrees with the counters
+    assert view["usage"]["prompt_tokens"] == totals["chat_input"] + totals["embed_input"]
+    assert view["usage"]["completion_tokens"] == totals["output"]
+    # labels: tier from the tenant record, bounded stages, no tenant ids
+    for lab, _v in got["graphfleet_llm_tokens_total"]:
+        assert lab["tier"] == "gold" and "tenant" not in lab
+    assert {lab["stage"] for lab, _v in got["graphfleet_llm_tokens_total"]} >= {"extract", "glean", "report",
+                                                                                 "embed"}
+    assert total(got, "graphfleet_llm_tokens_total", stage="embed", direction="input", queue="indexer") > 0
+    # pipeline: tasks (prefork children), chunks, jobs, queue depth (read from Redis at scrape)
+    assert total(got, "graphfleet_tasks_total", queue="extractor", outcome="succeeded") == chunks
+    assert total(got, "graphfleet_tasks_total", queue="extractor", outcome="started") == chunks
+    assert total(got, "graphfleet_task_duration_seconds_count", queue="extractor") == chunks
+    assert total(got, "graphfleet_chunks_processed_total", outcome="ok") == chunks
+    assert total(got, "graphfleet_jobs_total", kind="ingest", status="succeeded", tier="gold") == 1
+    assert total(got, "graphfleet_job_duration_seconds_count", kind="ingest", tier="gold") == 1
+    assert {lab["queue"] for lab, _v in got["graphfleet_queue_depth"]} == set(QUEUES)
+    assert total(got, "graphfleet_tasks_in_progress") == 0
+    # the worker-side exporter reads the same host directory: same counts
+    worker = scrape(f"http://127.0.0.1:{stack.extra_env['GRAPHFLEET_METRICS_PORT']}")
+    assert total(worker, "graphfleet_llm_tokens_total") == total(got, "graphfleet_llm_tokens_total")
+    assert total(worker, "graphfleet_tasks_total") == total(got, "graphfleet_tasks_total")
+
+    # queries of every LLM-using flavour: their phases are stages of their own
+    for mode in ("local", "global", "naive"):
+        out = client.query(tenant, QueryParam(query="What does Scrooge learn?", mode=mode), timeout=300)
+        assert out["status"] == "succeeded", out
+    got = scrape(stack.gateway_url)
+    totals = assert_tokens_equal_simulator(got, sim_stats(simulator))
+    print(f"after queries: exported {totals}")
+    assert total(got, "graphfleet_jobs_total", kind="query", status="succeeded", tier="gold") == 3
+    assert total(got, "graphfleet_job_duration_seconds_count", kind="query") == 3
+    assert total(got, "graphfleet_llm_tokens_total", stage="map") > 0
+    assert total(got, "graphfleet_llm_tokens_total", stage="answer") > 0
+    assert total(got, "graphfleet_tasks_total", queue="map_analyst", outcome="succeeded") > 0
+    client.close()
+
+
+def test_counters_survive_process_exit_without_leaking_files(stack, simulator):
+    """After every process of the stack stopped, the directory holds archive files only and a scrape of it
+    still shows every count (here: the simulator's totals of the previous test)."""
+    before = scrape(stack.gateway_url)
+    want = total(before, "graphfleet_llm_tokens_total")
+    want_tasks = total(before, "graphfleet_tasks_total")
+    stack.stop()
+    names = sorted(p.name for p in stack.metrics_dir.glob("*.db"))
+    assert all("_archive" in n for n in names), names
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(stack.metrics_dir), "PYTHONPATH": str(ROOT)}
+    code = "import sys; from shared.metrics import metrics_response; sys.stdout.write(metrics_response()[0].decode())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60,
+                         check=True)
+    after = parse(out.stdout)
+    assert total(after, "graphfleet_llm_tokens_total") == want > 0
+    assert total(after, "graphfleet_tasks_total") >= want_tasks  # a delayed query deadline task may add some

@@ -1,0 +1,147 @@
+import sys
+import threading
+from pathlib import Path
+
+from shared.models import Community, CommunityReport, MapPoint
+from shared.query.context_global import (
+    build_map_messages,
+    dynamic_selection,
+    plan_global,
+    reduce_points,
+    static_selection,
+)
+from shared.query.global_run import collect_map_results, run_global_inline
+from shared.query.map_points import parse_map_points
+from shared.query.params import QueryParam, resolve
+from shared.tokens import count_tokens
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_query_fakes import ScriptedChat, make_graph  # noqa: E402
+
+
+def _many(n=30, words=120):
+    comms, reps = {}, {}
+    for i in range(n):
+        cid = f"L{i % 3}-{i}"
+        comms[cid] = Community(id=cid, level=i % 3, nodes=[f"n{i}"], occurrence=float(n - i))
+        reps[cid] = CommunityReport(
+            community_id=cid, level=i % 3, title=f"T{i}", summary="lorem " * words, rating=float(i % 10)
+        )
+    return comms, reps
+
+
+def test_plan_respects_group_budget_level_and_min_rating():
+    comms, reps = _many()
+    p = resolve(QueryParam(query="q", global_group_tokens=600, level=1, global_min_community_rating=3))
+    plan = plan_global(comms, reps, p)
+    assert len(plan.groups) > 1
+    for g in plan.groups:
+        assert g.tokens == count_tokens(g.context) <= 600
+        assert "id,content,rating,importance" in g.context
+    chosen = [reps[c] for c in plan.selected]
+    assert all(r.rating >= 3 and comms[r.community_id].level <= 1 for r in chosen)
+    occ = [comms[c].occurrence for c in plan.selected]
+    assert occ == sorted(occ, reverse=True)
+    assert plan.budget.sections[0].candidates == 20
+
+
+def test_max_consider_and_oversized_report_cut_to_fit():
+    comms, reps = _many(5, words=2000)
+    p = resolve(QueryParam(query="q", global_group_tokens=300, global_max_consider_community=2, level=5))
+    plan = plan_global(comms, reps, p)
+    assert len(plan.selected) == 2 and all(g.tokens <= 300 for g in plan.groups)
+    assert static_selection(comms, reps, p)[1] == 5
+
+
+def test_dynamic_selection_expands_only_relevant_children_and_reports_savings():
+    reader, _ = make_graph()
+    p = resolve(QueryParam(query="Cratchit family", dynamic_community_selection=True))
+    rated = []
+
+    def rate(rep):
+        rated.append(rep.community_id)
+        return 5.0 if rep.community_id in ("L0-0", "L1-1") else 0.0
+
+    chosen, stats = dynamic_selection(reader.communities(), reader.reports(), p, rate)
+    assert [r.community_id for r in chosen] == ["L1-1"]  # parent dropped (keep_parent False)
+    assert rated == ["L0-0", "L1-0", "L1-1"] and stats.levels_visited == [0, 1]
+    plan = plan_global(reader.communities(), reader.reports(), p, rate)
+    assert plan.dynamic.static_map_tokens > plan.dynamic.dynamic_map_tokens
+    assert plan.dynamic.tokens_saved == (
+        plan.dynamic.static_map_tokens - plan.dynamic.dynamic_map_tokens - plan.dynamic.rating_tokens
+    )
+    assert any("dynamic selection" in n for n in plan.budget.notes)
+
+
+def test_parse_map_points_tolerates_broken_json():
+    good = '{"points": [{"description": "A [Data: Reports (L1-0, L0-0)]", "score": 80}]}'
+    assert parse_map_points(good)[0].community_id == "L1-0,L0-0"
+    assert parse_map_points("```json\n" + good + "\n```")[0].score == 80
+    assert parse_map_points("Sure! Here:\n" + good + "\nHope it helps")[0].description.startswith("A")
+    trailing = '{"points": [{"description": "B", "score": 40,},]}'
+    assert parse_map_points(trailing)[0].score == 40
+    single = "{'points': [{'description': 'C', 'score': 12}]}"
+    assert parse_map_points(single)[0].description == "C"
+    cut = '{"points": [{"description": "D one", "score": 70}, {"description": "E tw'
+    pts = parse_map_points(cut)
+    assert [p.description for p in pts] == ["D one"]
+    assert parse_map_points("") == [] and parse_map_points("no json here") == []
+    assert parse_map_points('{"points": [{"description": "F", "score": "high"}]}')[0].score == 0
+    assert parse_map_points('{"points": "oops"}') == []
+
+
+def test_reduce_keeps_positive_scores_sorted_within_budget():
+    pts = [
+        (0, MapPoint(description="low " * 5, score=10)),
+        (1, MapPoint(description="zero", score=0)),
+        (2, MapPoint(description="high " * 5, score=90)),
+    ] + [(3, MapPoint(description="filler " * 100, score=50)) for _ in range(5)]
+    text, rep = reduce_points(pts, 300)
+    assert count_tokens(text) <= 300
+    assert text.index("Importance Score: 90") < text.index("Importance Score: 50")
+    assert "zero" not in text and rep.truncated
+
+
+def test_run_global_inline_partial_when_a_map_task_fails_or_hangs():
+    reader, _ = make_graph()
+    release = threading.Event()
+    calls = {"n": 0}
+
+    def chat(messages, phase):
+        if phase == "map":
+            calls["n"] += 1
+            if "L1-1" in messages[0]["content"] and "L0-0" not in messages[0]["content"]:
+                release.wait(5)  # a lost task: never answers within the deadline
+                return "late"
+            return '{"points": [{"description": "Scrooge matters [Data: Reports (L0-0)]", "score": 70}]}'
+        return "Final answer [Data: Reports (L0-0)]"
+
+    # one report per group so groups differ
+    p = resolve(QueryParam(query="Scrooge", global_group_tokens=120, deadline_s=0.5))
+    res = run_global_inline(p, reader, chat)
+    release.set()
+    assert res.partial and "did not answer" in res.partial_reason
+    assert res.answer_kind == "llm" and res.answer.startswith("Final answer")
+    assert res.usage["map"].calls >= 1 and res.usage["reduce"].calls == 1
+
+
+def test_collect_map_results_and_map_messages():
+    reader, _ = make_graph()
+    plan = plan_global(reader.communities(), reader.reports(), resolve(QueryParam(query="q")))
+    msgs = build_map_messages(plan.groups[0], "q")
+    assert "-Role- You are analysing a group of community reports" in msgs[0]["content"]
+    points, partial, reason = collect_map_results(plan, {0: '{"points": [{"description": "x", "score": 5}]}'})
+    assert points and not partial and reason is None
+    _, partial, _ = collect_map_results(plan, {})
+    assert partial
+
+
+def test_global_extractive_and_only_context():
+    reader, _ = make_graph()
+    res = run_global_inline(resolve(QueryParam(query="Cratchit", only_need_context=True)), reader, None)
+    assert res.answer_kind == "none" and "-----Reports-----" in res.context
+    res2 = run_global_inline(resolve(QueryParam(query="Cratchit")), reader, None)
+    assert res2.answer_kind == "extractive" and "L1-1" in res2.answer
+    failing = ScriptedChat(fail_phases={"map"})
+    res3 = run_global_inline(resolve(QueryParam(query="Cratchit")), reader, failing)
+    assert res3.partial and res3.answer_kind == "none"

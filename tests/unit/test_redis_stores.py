@@ -1,0 +1,124 @@
+"""Store behaviour against a real Redis (no Celery): concurrency, idempotence, tenant scoping."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from shared.jobs import JobStore
+from shared.models import Entity, EntityFragment, ExtractionResult, RelationFragment
+from shared.store.base import VectorItem
+from shared.store.redis_graph import GraphStore
+from shared.store.redis_vectors import RedisVectorStore
+
+
+def _merge(name, frags):
+    descs = sorted({f.description for f in frags})
+    return Entity(name=name, description="<SEP>".join(descs), source_ids=sorted({f.source_id for f in frags}))
+
+
+def test_concurrent_writers_and_mergers_lose_no_fragment(redis_client, tenant):
+    store = GraphStore(redis_client, tenant)
+    n = 40
+
+    def writer(i):
+        store.save_extraction(ExtractionResult(chunk_id=f"c{i}", entities=[
+            EntityFragment(name="SCROOGE", description=f"d{i}", source_id=f"c{i}")]))
+        store.merge_entity("SCROOGE", _merge)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for name in store.dirty_members("entities"):
+        store.merge_entity(name, _merge)
+    entity = store.entities(["SCROOGE"])["SCROOGE"]
+    assert len(entity.source_ids) == n
+    assert store.dirty_members("entities") == []
+
+
+def test_relation_keys_are_order_independent(redis_client, tenant):
+    store = GraphStore(redis_client, tenant)
+    store.save_extraction(ExtractionResult(chunk_id="c1", relations=[
+        RelationFragment(src="B", tgt="A", source_id="c1", weight=2)]))
+    store.save_extraction(ExtractionResult(chunk_id="c2", relations=[
+        RelationFragment(src="A", tgt="B", source_id="c2", weight=3)]))
+    assert store.dirty_members("relations") == ["A\x1fB"]
+
+
+def test_extraction_rewrite_is_idempotent_and_removal_marks_dirty(redis_client, tenant):
+    store = GraphStore(redis_client, tenant)
+    result = ExtractionResult(chunk_id="c1", entities=[EntityFragment(name="X", description="x", source_id="c1")])
+    store.save_extraction(result)
+    store.save_extraction(result)
+    assert redis_client.hlen(store.k.entity_fragments("X")) == 1
+    store.merge_entity("X", _merge)
+    names, _ = store.remove_chunk_fragments("c1")
+    assert names == {"X"}
+    assert store.merge_entity("X", _merge) is False
+    assert store.entities(["X"]) == {}
+
+
+def test_claim_advance_allows_one_claimant_and_its_redelivery(redis_client, tenant):
+    jobs = JobStore(redis_client, tenant)
+    jobs.create("job-1", "ingest", ["d1"])
+    assert jobs.claim_advance("job-1", "merge", "task-a")
+    assert not jobs.claim_advance("job-1", "merge", "task-b")
+    assert jobs.claim_advance("job-1", "merge", "task-a")  # redelivered task keeps its claim
+
+
+def test_vector_store_is_tenant_scoped_and_ranks_by_cosine(redis_client, tenant):
+    vs = RedisVectorStore(redis_client)
+    other = tenant + "x"
+    vs.upsert(tenant, "entities", [VectorItem("a", [1, 0, 0]), VectorItem("b", [0.7, 0.7, 0]),
+                                    VectorItem("c", [0, 0, 1])])
+    vs.upsert(other, "entities", [VectorItem("secret", [1, 0, 0])])
+    hits = vs.search(tenant, "entities", [1, 0.1, 0], top_k=2)
+    assert [h.id for h in hits] == ["a", "b"]
+    assert np.isclose(hits[0].score, 1 / np.sqrt(1.01), atol=1e-5)
+    assert all(h.id != "secret" for h in vs.search(tenant, "entities", [1, 0, 0], top_k=10))
+    assert [h.id for h in vs.search(tenant, "entities", [1, 0, 0], top_k=10, min_score=0.5)] == ["a", "b"]
+    vs.delete(tenant, "entities", ["a"])
+    assert [h.id for h in vs.search(tenant, "entities", [1, 0, 0], top_k=1)] == ["b"]
+    vs.drop_tenant(tenant)
+    assert vs.count(tenant, "entities") == 0 and vs.count(other, "entities") == 1
+
+
+def test_batch_merge_retries_when_a_fragment_arrives_during_the_merge(redis_client, tenant):
+    store = GraphStore(redis_client, tenant)
+    store.save_extraction(ExtractionResult(chunk_id="c1", entities=[
+        EntityFragment(name="A", description="a1", source_id="c1")]))
+    calls = {"n": 0}
+
+    def slow_merge(name, frags):
+        calls["n"] += 1
+        if calls["n"] == 1:  # a concurrent writer lands between read and write
+            store.save_extraction(ExtractionResult(chunk_id="c2", entities=[
+                EntityFragment(name="A", description="a2", source_id="c2")]))
+        return _merge(name, frags)
+
+    assert store.merge_batch("entities", ["A"], slow_merge) == (1, 0)
+    assert calls["n"] == 2
+    assert store.entities(["A"])["A"].source_ids == ["c1", "c2"]
+    assert store.dirty_members("entities") == []
+
+
+def test_concurrent_batch_merges_lose_nothing(redis_client, tenant):
+    store = GraphStore(redis_client, tenant)
+    names = [f"E{i}" for i in range(20)]
+
+    def writer(i):
+        store.save_extraction(ExtractionResult(chunk_id=f"c{i}", entities=[
+            EntityFragment(name=n, description=f"d{i}", source_id=f"c{i}") for n in names]))
+        store.merge_batch("entities", names, _merge)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if store.dirty_members("entities"):
+        store.merge_batch("entities", store.dirty_members("entities"), _merge)
+    assert all(len(e.source_ids) == 12 for e in store.entities(names).values())

@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared.chunking import chunk_by_separators, chunk_by_tokens
+from shared.tokens import count_tokens, count_tokens_batch, get_encoding, truncate_list_by_token_size, truncate_text
+from tests.conftest import ROOT, SAMPLE
+
+
+def test_encoding_for_gpt4o_works_offline_in_a_fresh_process(tmp_path):
+    code = (
+        "from shared.tokens import seed_tiktoken_cache; seed_tiktoken_cache();"
+        "import tiktoken; e = tiktoken.encoding_for_model('gpt-4o'); print(e.name, len(e.encode('hello world')))"
+    )
+    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(tmp_path / "cache"),
+           "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    assert out.stdout.split() == ["o200k_base", "2"]
+
+
+def test_unknown_model_falls_back_with_warning(caplog):
+    get_encoding.cache_clear()
+    with caplog.at_level(logging.WARNING):
+        enc = get_encoding("my-private-model-7b")
+    assert enc.name == "cl100k_base"
+    assert "falling back" in caplog.text
+
+
+def test_batch_counts_match_single_counts():
+    texts = ["hello world", "", "Scrooge's nephew", "x" * 1000]
+    assert count_tokens_batch(texts) == [count_tokens(t) for t in texts]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(min_size=0, max_size=80), max_size=40), st.integers(min_value=0, max_value=400))
+def test_truncate_list_never_exceeds_limit_and_is_a_prefix(items, limit):
+    kept = truncate_list_by_token_size(items, key=lambda s: s, max_tokens=limit)
+    assert kept == items[: len(kept)]
+    assert sum(count_tokens(s) + 1 for s in kept) <= limit
+    if len(kept) < len(items):
+        assert sum(count_tokens(s) + 1 for s in items[: len(kept) + 1]) > limit
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=500), st.integers(min_value=0, max_value=100))
+def test_truncate_text_respects_budget(text, limit):
+    cut = truncate_text(text, limit)
+    assert count_tokens(cut) <= limit
+    assert text.startswith(cut) or count_tokens(text) > limit
+
+
+def test_token_chunks_overlap_and_keep_metadata():
+    text = SAMPLE.read_text(encoding="utf-8-sig")[:30000]
+    chunks = chunk_by_tokens(text, "doc-1", size=500, overlap=50)
+    assert len(chunks) > 5
+    enc = get_encoding()
+    for i, chunk in enumerate(chunks):
+        assert chunk.doc_id == "doc-1" and chunk.index == i
+        assert chunk.tokens <= 500
+    tokens = enc.encode_ordinary(text)
+    # window i covers tokens [450*i, 450*i + 500): consecutive windows share exactly 50 tokens
+    for i, chunk in enumerate(chunks):
+        assert chunk.text == enc.decode(tokens[450 * i : 450 * i + 500])
+    assert chunks[0].tokens == 500
+    assert 450 * (len(chunks) - 1) + chunks[-1].tokens == len(tokens)
+
+
+def test_chunk_ids_are_content_hashes():
+    text = "Marley was dead: to begin with. " * 200
+    first = chunk_by_tokens(text, "d1", 100, 10)
+    second = chunk_by_tokens(text, "d2", 100, 10)
+    assert [c.id for c in first] == [c.id for c in second]
+    assert all(c.id.startswith("chunk-") for c in first)
+
+
+def test_separator_chunks_fit_budget_and_cover_text():
+    text = SAMPLE.read_text(encoding="utf-8-sig")[:40000]
+    chunks = chunk_by_separators(text, "d", size=300, overlap=30)
+    assert all(c.tokens <= 300 for c in chunks)
+    joined = "".join(c.text for c in chunks)
+    for para in text.split("\n\n")[:50]:
+        assert para.strip()[:40] in joined

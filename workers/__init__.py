@@ -1,0 +1,1 @@
+"""Celery worker processes: thin task shells around ``shared`` functions."""

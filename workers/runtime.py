@@ -1,0 +1,95 @@
+"""Per-process clients (Redis pool, LLM client, vector store), built on first use after fork."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+
+from celery.signals import worker_process_init
+
+from shared.config import get_settings
+from shared.embedding import make_embedder
+from shared.jobs import JobStore
+from shared.llm.client import LLMClient
+from shared.llm.usage import CallContext, UsageRecorder
+from shared.redis_conn import connect
+from shared.store.factory import make_vector_store
+from shared.store.redis_graph import GraphStore
+
+
+@dataclass
+class Runtime:
+    settings: object
+    redis: object
+    recorder: UsageRecorder
+    llm: LLMClient | None
+    vectors: object
+    embedder: object
+    pid: int = field(default_factory=os.getpid)
+
+    def store(self, tenant: str) -> GraphStore:
+        return GraphStore(self.redis, tenant, lock_timeout_s=self.settings.workers.task_soft_time_limit_s)
+
+    def jobs(self, tenant: str) -> JobStore:
+        return JobStore(self.redis, tenant)
+
+    def chat_fn(self, ctx: CallContext, model: str | None = None, cancel_check=None):
+        """A ``chat(messages, stage) -> text`` callable bound to a call context, or None without an LLM."""
+        if self.llm is None:
+            return None
+
+        def chat(messages: list[dict], stage: str) -> str:
+            if cancel_check is not None and cancel_check():
+                from shared.llm.client import CanceledError
+
+                raise CanceledError("job canceled")
+            return self.llm.chat(messages, ctx.with_stage(stage), model=model).text
+
+        return chat
+
+
+_lock = threading.Lock()
+_runtime: Runtime | None = None
+
+
+def build_runtime() -> Runtime:
+    settings = get_settings()
+    if not settings.redis_url:
+        raise RuntimeError("GRAPHFLEET_REDIS_URL is not set for this worker")
+    redis = connect(settings.redis_url)
+    recorder = UsageRecorder(redis, listeners=_metric_listeners())
+    llm = LLMClient(settings, redis, recorder, limiter=make_limiter(settings, redis)) if settings.llm_enabled else None
+    return Runtime(settings, redis, recorder, llm, make_vector_store(settings, redis), make_embedder(settings, llm))
+
+
+def make_limiter(settings, redis):
+    """The global LLM rate limit from ``settings.ratelimit``, or None (no limit) when disabled."""
+    if not settings.ratelimit.enabled:
+        return None
+    from shared.llm.ratelimit import RedisRateLimiter
+
+    return RedisRateLimiter(redis, settings.ratelimit)
+
+
+def _metric_listeners() -> list:
+    try:
+        from shared.metrics import usage_listener
+    except ImportError:
+        return []
+    return [usage_listener]
+
+
+def runtime() -> Runtime:
+    global _runtime
+    if _runtime is None or _runtime.pid != os.getpid():
+        with _lock:
+            if _runtime is None or _runtime.pid != os.getpid():
+                _runtime = build_runtime()
+    return _runtime
+
+
+@worker_process_init.connect
+def _reset_after_fork(**_kwargs) -> None:
+    global _runtime
+    _runtime = None
