@@ -65,6 +65,11 @@ class WorkerSettings(BaseModel):
     task_soft_time_limit_s: int = 900
     task_time_limit_s: int = 1200
     max_redeliveries: int = 5
+    # job watchdog (shared/pipeline/watchdog.py): how often one worker sweeps the active jobs, and how
+    # long a job must make no progress, with none of its messages queued or in flight, before its
+    # pending steps are enqueued again
+    watchdog_interval_s: float = 30.0
+    stall_timeout_s: float = 120.0
 
 
 class QuerySettings(BaseModel):

@@ -4,12 +4,44 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 
-from shared.keys import Keys
+from shared.keys import SEP, Keys, active_jobs_key
 from shared.llm.usage import job_usage
 from shared.models import ChunkFailure
 
 TERMINAL = {"succeeded", "failed", "canceled"}
+
+
+@dataclass
+class JobSnapshot:
+    """A job's state as stored: the job hash fields, fan-in sets, stage claims and batch progress."""
+
+    tenant: str
+    job_id: str
+    fields: dict[str, str]
+    docs: set[str] = field(default_factory=set)
+    docs_done: set[str] = field(default_factory=set)
+    chunks: set[str] = field(default_factory=set)
+    chunks_done: set[str] = field(default_factory=set)
+    flags: dict[str, str] = field(default_factory=dict)  # stage -> token of the task that claimed it
+    batches_done: dict[str, set[int]] = field(default_factory=dict)  # "merge" / "report{i}" -> batch indexes
+    deliveries: int = 0  # task deliveries so far (grows whenever any task of the job starts)
+
+    @property
+    def kind(self) -> str:
+        return self.fields.get("kind", "")
+
+    @property
+    def status(self) -> str:
+        return self.fields.get("status", "")
+
+    def fingerprint(self) -> str:
+        """Changes whenever the job makes progress: a task started or finished, a stage advanced."""
+        f = self.fields
+        return json.dumps([f.get("status"), f.get("stage"), f.get("updated_at"), self.deliveries,
+                           len(self.docs_done), len(self.chunks_done), sorted(self.flags),
+                           {k: len(v) for k, v in sorted(self.batches_done.items())}])
 
 # HSET the fields only while the job exists and has not ended: a cancel can never be overwritten by a
 # worker moving the job to running (or finishing it), whichever wins the race.
@@ -31,6 +63,16 @@ def _s(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
+def active_member(tenant: str, job_id: str) -> str:
+    """Member of the global active-jobs index (ids only, no tenant data): ``tenant<SEP>job_id``."""
+    return f"{tenant}{SEP}{job_id}"
+
+
+def parse_active_member(member) -> tuple[str, str]:
+    tenant, _, job_id = _s(member).partition(SEP)
+    return tenant, job_id
+
+
 class JobStore:
     def __init__(self, redis, tenant: str):
         self.redis = redis
@@ -48,6 +90,7 @@ class JobStore:
         if doc_ids:
             pipe.sadd(self.k.job_docs(job_id), *doc_ids)
         pipe.zadd(self.k.jobs(), {job_id: now})
+        pipe.zadd(active_jobs_key(), {active_member(self.tenant, job_id): now})
         pipe.execute()
         _metrics().record_job_submitted(kind, self.tier())
 
@@ -117,6 +160,7 @@ class JobStore:
 
     def _record_finished(self, job_id: str, status: str, finished_at: float) -> None:
         """Job metrics, once per job even when two tasks (or a redelivery) finish it concurrently."""
+        self.redis.zrem(active_jobs_key(), active_member(self.tenant, job_id))
         if not self.redis.hsetnx(self.k.job_flags(job_id), "metrics:finished", status):
             return
         kind, created = self.get_field(job_id, "kind") or "unknown", self.get_field(job_id, "created_at")
@@ -169,6 +213,34 @@ class JobStore:
         key = self.k.job_stage_done(job_id, stage)
         self.redis.sadd(key, batch)
         return self.redis.scard(key)
+
+    def snapshot(self, job_id: str) -> JobSnapshot | None:
+        """Everything the watchdog needs to tell what a job still has to do (one round trip + one for
+        the per-stage done sets)."""
+        pipe = self.redis.pipeline()
+        pipe.hgetall(self.k.job(job_id))
+        pipe.smembers(self.k.job_docs(job_id))
+        pipe.smembers(self.k.job_docs_done(job_id))
+        pipe.smembers(self.k.job_chunks(job_id))
+        pipe.smembers(self.k.job_chunks_done(job_id))
+        pipe.hgetall(self.k.job_flags(job_id))
+        pipe.hvals(self.k.deliveries(job_id))
+        raw, docs, docs_done, chunks, chunks_done, flags, deliveries = pipe.execute()
+        if not raw:
+            return None
+        fields = {_s(k): _s(v) for k, v in raw.items()}
+        stages = ["merge"] + [f"report{i}" for i in range(len(json.loads(fields.get("report_levels") or "[]")))]
+        pipe = self.redis.pipeline()
+        for stage in stages:
+            pipe.smembers(self.k.job_stage_done(job_id, stage))
+        batches_done = {stage: {int(_s(b)) for b in done} for stage, done in zip(stages, pipe.execute(), strict=True)}
+        return JobSnapshot(
+            tenant=self.tenant, job_id=job_id, fields=fields,
+            docs={_s(x) for x in docs}, docs_done={_s(x) for x in docs_done},
+            chunks={_s(x) for x in chunks}, chunks_done={_s(x) for x in chunks_done},
+            flags={_s(k): _s(v) for k, v in flags.items()}, batches_done=batches_done,
+            deliveries=sum(int(v) for v in deliveries),
+        )
 
     # ---- view
     def view(self, job_id: str) -> dict | None:

@@ -151,3 +151,11 @@ class Keys:
 
 def tenants_key() -> str:
     return f"{ROOT}:tenants"
+
+
+def active_jobs_key() -> str:  # zset "tenant\x1fjob_id" -> created_at, for jobs not yet ended (ids only)
+    return f"{ROOT}:active_jobs"
+
+
+def watchdog_key() -> str:  # hash "tenant\x1fjob_id" -> json {fingerprint, since, idle}; plus :lock
+    return f"{ROOT}:watchdog"

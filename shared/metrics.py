@@ -58,6 +58,7 @@ METRIC_NAMES: frozenset[str] = frozenset({
     "graphfleet_jobs_total",
     "graphfleet_job_duration_seconds",
     "graphfleet_chunks_processed_total",
+    "graphfleet_job_resumes_total",
 })
 
 LLM_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
@@ -111,6 +112,8 @@ class _Metrics:
         self.job_duration = Histogram("graphfleet_job_duration_seconds", "End-to-end job latency (submit to done)",
                                       ["kind", "status", "tier"], buckets=JOB_BUCKETS)
         self.chunks = Counter("graphfleet_chunks_processed", "Chunks extracted (ok|failed)", ["outcome"])
+        self.job_resumes = Counter("graphfleet_job_resumes", "Stalled jobs whose lost steps the watchdog re-enqueued",
+                                   ["kind", "stage"])
 
 
 _lock = threading.Lock()
@@ -203,6 +206,10 @@ def record_job_finished(kind: str, status: str, seconds: float | None, tier: str
     m.jobs.labels(kind=kind, status=status, tier=tier).inc()
     if seconds is not None:
         m.job_duration.labels(kind=kind, status=status, tier=tier).observe(max(0.0, seconds))
+
+
+def record_job_resumed(kind: str, stage: str) -> None:
+    metrics().job_resumes.labels(kind=_label(kind, "unknown", 16), stage=_label(stage, "unknown", 32)).inc()
 
 
 def record_chunks(count: int = 1, outcome: str = "ok") -> None:

@@ -8,11 +8,12 @@ from celery.signals import worker_init
 from shared.config import get_settings
 from shared.metrics import install_celery_signal_handlers
 from shared.queueing import celery_config
-from workers import kombu_fixes
+from workers import kombu_fixes, watchdog
 
 kombu_fixes.install()  # Redis restarts must not stop the consumer (see workers/kombu_fixes.py)
 app = Celery("graphfleet", include=["workers.ingest_tasks", "workers.query_tasks"])
 install_celery_signal_handlers(app)  # task/process metrics (shared/metrics_celery.py)
+watchdog.install(app)  # re-enqueues the lost steps of stalled jobs (shared/pipeline/watchdog.py)
 
 
 @app.on_configure.connect

@@ -26,6 +26,9 @@ from tests.reliability.conftest import sim, sim_stats
 GLOBAL_KEYS = {
     "gf:tenants": "registry of tenant ids (admin)",
     "gf:apikeys": "key_id -> tenant index (no secrets: keys are stored hashed under the tenant)",
+    "gf:active_jobs": "tenant and job ids of jobs not yet ended, for the job watchdog (ids only)",
+    "gf:watchdog": "the watchdog's progress fingerprints per active job (ids, hashes, times)",
+    "gf:watchdog:lock": "the watchdog's sweep lock",
     "unacked": "kombu: messages in flight (ids only; tasks carry references, not payloads)",
     "unacked_index": "kombu",
     "unacked_mutex": "kombu",

@@ -1,0 +1,38 @@
+"""Runs the job watchdog (``shared.pipeline.watchdog``) in a daemon thread of every worker's main
+process; a Redis lock makes one sweep at a time across the fleet, so any number of workers may run it."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from celery.signals import worker_ready, worker_shutdown
+
+from shared.pipeline.watchdog import Watchdog
+
+log = logging.getLogger(__name__)
+_stop = threading.Event()
+
+
+def _loop(app) -> None:
+    from workers.runtime import runtime
+
+    rt = runtime()
+    watchdog = Watchdog(rt.redis, rt.settings, lambda name, args: app.send_task(name, args=args))
+    interval = max(0.2, float(rt.settings.workers.watchdog_interval_s))
+    while not _stop.wait(interval):
+        try:
+            watchdog.sweep()
+        except Exception:  # noqa: BLE001 - Redis down or restarting: try again at the next interval
+            log.warning("job watchdog sweep failed; retrying in %.1f s", interval, exc_info=True)
+
+
+def install(app) -> None:
+    @worker_ready.connect(weak=False)
+    def _start(**_kwargs) -> None:
+        _stop.clear()
+        threading.Thread(target=_loop, args=(app,), name="graphfleet-watchdog", daemon=True).start()
+
+    @worker_shutdown.connect(weak=False)
+    def _halt(**_kwargs) -> None:
+        _stop.set()
