@@ -37,6 +37,7 @@ class MergeSettings(BaseModel):
     summary_context_size: int = 12000
     summary_trigger_tokens: int = 1200
     entities_per_task: int = 50
+    summary_concurrency: int = 8  # summaries of one merge batch in flight at once
 
 
 class ClusterSettings(BaseModel):
@@ -49,6 +50,7 @@ class ReportSettings(BaseModel):
     max_input_tokens: int = 12000
     max_output_tokens: int = 1500
     communities_per_task: int = 1
+    extractive_per_task: int = 64  # communities reported without an LLM call, per task
     # communities smaller than this get an extractive report (no LLM call); 1 = LLM for every community
     min_llm_members: int = 3
 

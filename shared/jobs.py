@@ -53,6 +53,17 @@ return 1
 """
 
 
+_MARK_RUNNING = """
+local s = redis.call('HGET', KEYS[1], 'status')
+if (not s) or s == 'succeeded' or s == 'failed' or s == 'canceled' then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'running', 'stage', ARGV[1], 'updated_at', ARGV[2])
+redis.call('HSETNX', KEYS[1], 'started_at', ARGV[2])
+redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2])
+return 1
+"""
+_CANCEL_SEEN: dict[tuple[str, str], tuple[float, bool]] = {}
+
+
 def _metrics():
     from shared import metrics
 
@@ -112,15 +123,26 @@ class JobStore:
         args = [x for k, v in fields.items() for x in (k, json.dumps(v) if isinstance(v, dict | list) else v)]
         return bool(self.redis.eval(_SET_IF_ACTIVE, 1, self.k.job(job_id), *args))
 
-    def mark_running(self, job_id: str, stage: str) -> None:
-        """Move to running/stage unless the job already ended (e.g. canceled)."""
-        if self.status(job_id) in TERMINAL:
-            return
-        fields = {"status": "running", "stage": stage}
-        if not self.get_field(job_id, "started_at"):
-            fields["started_at"] = time.time()
-        if self.set_if_active(job_id, **fields):
-            self.mark_stage_time(job_id, stage)
+    def mark_running(self, job_id: str, stage: str) -> bool:
+        """Move to running/stage unless the job already ended (e.g. canceled); first start times of the
+        job and of the stage are kept. One round trip (every task calls this). False when the job has
+        ended (canceled, failed, succeeded) or does not exist."""
+        key = self.k.job(job_id)
+        return bool(self.redis.eval(_MARK_RUNNING, 2, key, key + ":stages", stage, time.time()))
+
+    def canceled_recently(self, job_id: str, max_age_s: float = 0.5) -> bool:
+        """``is_canceled`` read at most every ``max_age_s`` per job and process (a cancel is final):
+        the check before every LLM call, cooperative cancel within half a second."""
+        now = time.monotonic()
+        key = (self.tenant, job_id)
+        hit = _CANCEL_SEEN.get(key)
+        if hit is not None and (hit[1] or now - hit[0] < max_age_s):
+            return hit[1]
+        canceled = self.is_canceled(job_id)
+        if len(_CANCEL_SEEN) > 10_000:
+            _CANCEL_SEEN.clear()
+        _CANCEL_SEEN[key] = (now, canceled)
+        return canceled
 
     def mark_stage_time(self, job_id: str, stage: str) -> None:
         self.redis.hsetnx(self.k.job(job_id) + ":stages", stage, time.time())
@@ -172,24 +194,31 @@ class JobStore:
         if chunk_ids:
             self.redis.sadd(self.k.job_chunks(job_id), *chunk_ids)
 
-    def chunk_finished(self, job_id: str, chunk_id: str, failure: ChunkFailure | None = None) -> None:
+    def chunk_finished(self, job_id: str, chunk_id: str, failure: ChunkFailure | None = None) -> bool:
+        """Record the chunk as finished (or failed); True when this made extraction complete (every
+        document chunked, every chunk finished), in the same round trip."""
         pipe = self.redis.pipeline()
         if failure is not None:
             pipe.hset(self.k.job_failures(job_id), chunk_id, failure.model_dump_json())
         else:
             pipe.hdel(self.k.job_failures(job_id), chunk_id)
         pipe.sadd(self.k.job_chunks_done(job_id), chunk_id)
-        pipe.execute()
+        self._completion_queries(pipe, job_id)
+        docs, docs_done, missing = pipe.execute()[-3:]
         _metrics().record_chunks(1, "failed" if failure is not None else "ok")
+        return docs_done >= docs and not missing
+
+    def _completion_queries(self, pipe, job_id: str) -> None:
+        pipe.scard(self.k.job_docs(job_id))
+        pipe.scard(self.k.job_docs_done(job_id))
+        pipe.sdiff(self.k.job_chunks(job_id), self.k.job_chunks_done(job_id))
 
     def doc_chunked(self, job_id: str, doc_id: str) -> None:
         self.redis.sadd(self.k.job_docs_done(job_id), doc_id)
 
     def extraction_complete(self, job_id: str) -> bool:
         pipe = self.redis.pipeline()
-        pipe.scard(self.k.job_docs(job_id))
-        pipe.scard(self.k.job_docs_done(job_id))
-        pipe.sdiff(self.k.job_chunks(job_id), self.k.job_chunks_done(job_id))
+        self._completion_queries(pipe, job_id)
         docs, docs_done, missing = pipe.execute()
         return docs_done >= docs and not missing
 
@@ -210,9 +239,17 @@ class JobStore:
         return _s(self.redis.hget(key, stage)) == token
 
     def batch_done(self, job_id: str, stage: str, batch: str) -> int:
+        return self.batch_done_of(job_id, stage, batch, f"{stage}_batches")[0]
+
+    def batch_done_of(self, job_id: str, stage: str, batch: str, total_field: str) -> tuple[int, int]:
+        """Mark ``batch`` of ``stage`` done; (batches done, the total in the job field ``total_field``)."""
         key = self.k.job_stage_done(job_id, stage)
-        self.redis.sadd(key, batch)
-        return self.redis.scard(key)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.sadd(key, batch)
+        pipe.scard(key)
+        pipe.hget(self.k.job(job_id), total_field)
+        _, done, total = pipe.execute()
+        return int(done), int(total or 0)
 
     def snapshot(self, job_id: str) -> JobSnapshot | None:
         """Everything the watchdog needs to tell what a job still has to do (one round trip + one for

@@ -15,7 +15,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from shared.clustering import find_relation
@@ -331,6 +331,48 @@ def extractive_report(
 def report_levels_bottom_up(communities: Iterable[Community]) -> list[int]:
     """Levels deepest first: a community's report may use its children's reports."""
     return sorted({c.level for c in communities}, reverse=True)
+
+
+def own_rows_fit(community: Community, entities: Mapping[str, Entity],
+                 relations: Mapping[tuple[str, str], Relation], max_tokens: int, model: str | None = None) -> bool:
+    """Whether ``community``'s own rows (entities + relations, as :func:`build_report_context` writes
+    them) fit ``max_tokens`` with room to spare, in which case no sub-report is ever substituted. Cheap
+    first test: UTF-8 bytes (no token is shorter than a byte); else the rows are counted. Two tokens of
+    slack per row cover degrees and ranks that change by a digit before the report is written."""
+    ents = _sorted_entities(community, entities)
+    rels = _sorted_relations(community, relations)
+    rows = [_csv_row(i, e.name, e.type, e.description, d) for i, (e, d) in enumerate(ents)]
+    rows += [_csv_row(i, r.src, r.tgt, r.description, r.rank, r.weight) for i, r in enumerate(rels)]
+    heads = [HEADERS["entities"], HEADERS["relations"]]
+    slack = 3 * len(rows) + 4
+    if sum(len(x.encode()) for x in heads + rows) + slack <= max_tokens:
+        return True
+    return sum(count_tokens_batch(heads + rows, model)) + slack <= max_tokens
+
+
+def report_waves(communities: Iterable[Community], independent: Callable[[Community], bool] | None = None
+                 ) -> list[list[str]]:
+    """Community ids in waves: a community's report goes in wave 0 when it cannot use its children's
+    reports (no children, or ``independent(community)``: its own rows fit the report budget, so
+    :func:`build_report_context` substitutes no sub-report); otherwise in the wave after its last
+    child's. So only reports that really read sub-reports wait, instead of whole levels waiting for
+    the deeper ones. Ids sorted per wave."""
+    by_id = {c.id: c for c in communities}
+    height: dict[str, int] = {}
+
+    def h(cid: str) -> int:
+        if cid not in height:
+            kids = [k for k in by_id[cid].children if k in by_id]
+            free = not kids or (independent is not None and independent(by_id[cid]))
+            height[cid] = 0 if free else 1 + max(h(k) for k in kids)
+        return height[cid]
+
+    waves: list[list[str]] = []
+    for cid in sorted(by_id, key=lambda c: (by_id[c].level, c)):
+        k = h(cid)
+        waves.extend([] for _ in range(k + 1 - len(waves)))
+        waves[k].append(cid)
+    return [sorted(w) for w in waves]
 
 
 def communities_to_regenerate(communities: Iterable[Community], old_signatures: Mapping[str, str]) -> list[str]:

@@ -1,4 +1,5 @@
-"""Ingestion tasks: chunk -> extract -> merge -> cluster -> report (bottom-up) + index -> finalize.
+"""Ingestion tasks: chunk -> extract -> merge -> cluster -> report (bottom-up, in waves of subtree height)
++ index -> finalize.
 
 Each task loads by id, calls one ``shared.pipeline`` function, saves, and enqueues the next step.
 Fan-in uses Redis sets of finished items; ``JobStore.claim_advance`` lets exactly one task (or its
@@ -22,7 +23,7 @@ from shared.pipeline.delete_stage import run_delete
 from shared.pipeline.extract_stage import run_extract
 from shared.pipeline.index_stage import run_index
 from shared.pipeline.merge_stage import plan_batches, run_merge_batch
-from shared.pipeline.report_stage import run_report_batch
+from shared.pipeline.report_stage import plan_report_batches, run_report_batch
 from workers.celery_app import app
 from workers.delivery import INFRA_ERRORS, JobTask
 from workers.runtime import runtime
@@ -90,11 +91,11 @@ def _chunk_gave_up(tenant: str, job_id: str, item: list, cause: str, token: str)
 
 @app.task(name=q.EXTRACT, bind=True, base=JobTask, give_up=staticmethod(_chunk_gave_up))
 def extract_chunk(self, tenant: str, job_id: str, chunk_id: str) -> None:
-    rt, store, jobs = _open(tenant, job_id)
-    if jobs is None:
-        return
-    jobs.mark_running(job_id, "extract")
-    chat = rt.chat_fn(_ctx(tenant, job_id, "extract", "extractor"), cancel_check=lambda: jobs.is_canceled(job_id))
+    rt = runtime()
+    store, jobs = rt.store(tenant), rt.jobs(tenant)
+    if not jobs.mark_running(job_id, "extract"):
+        return  # canceled (or already ended): no LLM call
+    chat = rt.chat_fn(_ctx(tenant, job_id, "extract", "extractor"), cancel_check=lambda: jobs.canceled_recently(job_id))
     failure = None
     try:
         result = run_extract(store, rt.settings, chunk_id, chat)
@@ -109,13 +110,15 @@ def extract_chunk(self, tenant: str, job_id: str, chunk_id: str) -> None:
     except Exception as exc:  # noqa: BLE001 - a bad chunk is recorded, never crashes the worker
         log.exception("extraction failed for %s", chunk_id)
         failure = ChunkFailure(chunk_id=chunk_id, stage="extract", cause=f"{type(exc).__name__}: {exc}"[:500])
-    jobs.chunk_finished(job_id, chunk_id, failure)
-    _after_extraction(tenant, job_id, self.request.id)
+    complete = jobs.chunk_finished(job_id, chunk_id, failure)
+    _after_extraction(tenant, job_id, self.request.id, complete)
 
 
-def _after_extraction(tenant: str, job_id: str, token: str) -> None:
+def _after_extraction(tenant: str, job_id: str, token: str, complete: bool | None = None) -> None:
     jobs = runtime().jobs(tenant)
-    if jobs.extraction_complete(job_id) and jobs.claim_advance(job_id, "merge", token):
+    if complete is None:
+        complete = jobs.extraction_complete(job_id)
+    if complete and jobs.claim_advance(job_id, "merge", token):
         _send(q.PLAN_MERGE, tenant, job_id)
 
 
@@ -156,8 +159,8 @@ def merge_batch(self, tenant: str, job_id: str, index: int) -> None:
         run_merge_batch(store, batch.get("entities", []), batch.get("relations", []), rt.settings, summarize)
     except CanceledError:
         return
-    done = jobs.batch_done(job_id, "merge", str(index))
-    if done >= int(jobs.get_field(job_id, "merge_batches") or 0):
+    done, total = jobs.batch_done_of(job_id, "merge", str(index), "merge_batches")
+    if done >= total:
         _after_merge(tenant, job_id, self.request.id)
 
 
@@ -181,8 +184,8 @@ def cluster(self, tenant: str, job_id: str) -> None:
         return
     jobs.mark_running(job_id, "cluster")
     with rt.redis.lock(store.k.lock("cluster"), timeout=rt.settings.workers.task_time_limit_s, blocking_timeout=None):
-        by_level = run_cluster(store, rt.settings)
-    levels = [[level, ids] for level, ids in by_level.items()]
+        waves = run_cluster(store, rt.settings)
+    levels = [[wave, ids] for wave, ids in waves.items()]
     jobs.set(job_id, report_levels=json.dumps(levels))
     _send(q.PLAN_REPORTS, tenant, job_id, 0)
 
@@ -198,10 +201,9 @@ def plan_reports(self, tenant: str, job_id: str, level_index: int) -> None:
         jobs.set(job_id, reports_done=1)
         _maybe_finalize(tenant, job_id, self.request.id)
         return
-    level, ids = levels[level_index]
-    jobs.mark_running(job_id, f"report:level{level}")
-    size = rt.settings.report.communities_per_task
-    batches = [ids[i : i + size] for i in range(0, len(ids), size)]
+    wave, ids = levels[level_index]
+    jobs.mark_running(job_id, f"report:wave{wave}")
+    batches = plan_report_batches(store, ids, rt.settings, rt.llm is not None)
     pipe = rt.redis.pipeline()
     for i, batch in enumerate(batches):
         pipe.set(store.k.job_batch(job_id, f"report{level_index}", i), json.dumps(batch))
@@ -220,15 +222,15 @@ def report_batch(self, tenant: str, job_id: str, level_index: int, index: int) -
         return
     stage = f"report{level_index}"
     ids = json.loads(rt.redis.get(store.k.job_batch(job_id, stage, index)) or "[]")
-    chat = rt.chat_fn(_ctx(tenant, job_id, "report", "reporter"), cancel_check=lambda: jobs.is_canceled(job_id))
+    chat = rt.chat_fn(_ctx(tenant, job_id, "report", "reporter"), cancel_check=lambda: jobs.canceled_recently(job_id))
     try:
         outcome = run_report_batch(store, ids, rt.settings, chat)
     except CanceledError:
         return
     if outcome["errors"]:
         rt.redis.hset(store.k.job(job_id) + ":report_errors", mapping=outcome["errors"])
-    done = jobs.batch_done(job_id, stage, str(index))
-    if done >= int(jobs.get_field(job_id, f"{stage}_batches") or 0) and jobs.claim_advance(
+    done, total = jobs.batch_done_of(job_id, stage, str(index), f"{stage}_batches")
+    if done >= total and jobs.claim_advance(
         job_id, f"{stage}_next", self.request.id
     ):
         _send(q.PLAN_REPORTS, tenant, job_id, level_index + 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from shared.clustering import attach_chunk_ids, community_signature, hierarchical_leiden
+from shared.reports import own_rows_fit, report_waves
 from shared.store.redis_graph import GraphStore
 
 
@@ -17,7 +18,8 @@ def degrees_of(edges: list[tuple[str, str, float]]) -> dict[str, int]:
 
 
 def run_cluster(store: GraphStore, settings) -> dict[int, list[str]]:
-    """Recluster and save; return community ids per level (deepest level first in iteration order)."""
+    """Recluster and save; return the report waves: wave -> community ids (``shared.reports.report_waves``,
+    wave 0 first: communities without children; a community's wave follows all its children's)."""
     version = store.graph_version()
     entities = store.all_entities()
     edges = [e for e in store.edge_list() if e[0] in entities and e[1] in entities]
@@ -42,7 +44,10 @@ def run_cluster(store: GraphStore, settings) -> dict[int, list[str]]:
     for community in communities:
         community.signature = community_signature(community, entities, relations)
     store.replace_communities(communities, result.levels, version)
-    by_level: dict[int, list[str]] = {}
-    for community in communities:
-        by_level.setdefault(community.level, []).append(community.id)
-    return dict(sorted(by_level.items(), key=lambda kv: -kv[0]))
+    cfg = settings.report
+
+    def independent(community) -> bool:  # an LLM report whose own rows fit: reads no sub-report
+        return (settings.llm_enabled and len(community.nodes) >= cfg.min_llm_members
+                and own_rows_fit(community, entities, relations, cfg.max_input_tokens, settings.llm_model))
+
+    return dict(enumerate(report_waves(communities, independent)))

@@ -28,11 +28,10 @@ def extract(chunk_text: str, chunk_id: str, doc_id: str, settings, chat: ChatFn 
 
 def run_extract(store: GraphStore, settings, chunk_id: str, chat: ChatFn | None) -> ExtractionResult:
     """Idempotent: an existing extraction is reused (its fragments are rewritten unchanged)."""
-    existing = store.extraction(chunk_id)
+    chunk, existing = store.chunk_and_extraction(chunk_id)
     if existing is not None:
         store.save_extraction(existing)
         return existing
-    chunk = store.chunk(chunk_id)
     if chunk is None:
         raise LookupError(f"chunk {chunk_id} not found")
     result = extract(chunk.text, chunk.id, chunk.doc_id, settings, chat)

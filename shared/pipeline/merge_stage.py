@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from shared.merge import merge_entity, merge_relation, needs_summary, summarize_description
 from shared.models import Entity, EntityFragment, Relation, RelationFragment
@@ -47,10 +48,18 @@ def run_merge_batch(
         return relation
 
     written = deleted = 0
-    if entities:
-        w, d = store.merge_batch("entities", entities, merge_e)
-        written, deleted = written + w, deleted + d
-    if relations:
-        w, d = store.merge_batch("relations", relations, lambda f, frags: merge_r(*split_rel_field(f), frags))
-        written, deleted = written + w, deleted + d
+    # summaries are LLM calls: overlap them within the batch (merging itself is cheap and pure)
+    pool = ThreadPoolExecutor(settings.merge.summary_concurrency) if summarize is not None else None
+    map_fn = pool.map if pool is not None else map
+    try:
+        if entities:
+            w, d = store.merge_batch("entities", entities, merge_e, map_fn=map_fn)
+            written, deleted = written + w, deleted + d
+        if relations:
+            w, d = store.merge_batch("relations", relations, lambda f, frags: merge_r(*split_rel_field(f), frags),
+                                     map_fn=map_fn)
+            written, deleted = written + w, deleted + d
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
     return {"written": written, "deleted": deleted}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from shared.llm.client import CanceledError
 from shared.models import CommunityReport
 from shared.reports import build_report_context, build_report_messages, extractive_report, parse_report
 from shared.store.redis_graph import GraphStore
@@ -11,43 +12,68 @@ from shared.store.redis_graph import GraphStore
 ChatFn = Callable[[list[dict], str], str]
 
 
+def plan_report_batches(store: GraphStore, community_ids: list[str], settings, llm: bool) -> list[list[str]]:
+    """Split one wave into tasks: communities that need an LLM call ``report.communities_per_task`` per
+    task (they run in parallel across workers), the ones reported extractively (no LLM call: fewer
+    members than ``report.min_llm_members``, or no LLM) ``report.extractive_per_task`` per task, since
+    each costs only a few Redis reads and a task per community would spend more on queueing."""
+    cfg = settings.report
+    communities = store.communities_by_ids(community_ids)
+    needs_llm = [c for c in community_ids if llm and c in communities
+                 and len(communities[c].nodes) >= cfg.min_llm_members]
+    chosen = set(needs_llm)
+    cheap = [c for c in community_ids if c not in chosen]
+
+    def chunks(ids: list[str], size: int) -> list[list[str]]:
+        size = max(1, size)
+        return [ids[i : i + size] for i in range(0, len(ids), size)]
+
+    return chunks(needs_llm, cfg.communities_per_task) + chunks(cheap, cfg.extractive_per_task)
+
+
 def run_report_batch(store: GraphStore, community_ids: list[str], settings, chat: ChatFn | None) -> dict:
-    """Reuse a report whose community signature is unchanged; otherwise generate one."""
+    """Reuse a report whose community signature is unchanged; otherwise generate one. Inputs are read
+    for the whole batch up front and the new reports written in one round trip at the end."""
     batch = store.communities_by_ids(community_ids)
     communities = {**store.communities_by_ids(c for b in batch.values() for c in b.children), **batch}
     existing = store.reports_by_ids(communities)
-    generated = reused = failed = 0
+    todo = [batch[cid] for cid in community_ids if cid in batch
+            and not (cid in existing and existing[cid].signature == batch[cid].signature)]
+    cache = store.cached_reports(c.signature for c in todo)
+    uncached = [c for c in todo if c.signature not in cache]
+    entities = store.entities(n for c in uncached for n in c.nodes)
+    relations = store.relations(e for c in uncached for e in c.edges)
+    generated = failed = 0
     errors: dict[str, str] = {}
-    for cid in community_ids:
-        community = communities.get(cid)
-        if community is None:
-            continue
-        current = existing.get(cid)
-        if current is not None and current.signature == community.signature:
-            reused += 1
-            continue
-        cached = store.cached_report(community.signature)
+    new: list[CommunityReport] = []
+    for community in todo:
+        cid = community.id
+        cached = cache.get(community.signature)
         if cached is not None:
-            store.save_report(cached.model_copy(update={"community_id": cid, "level": community.level}))
-            reused += 1
+            new.append(cached.model_copy(update={"community_id": cid, "level": community.level}))
             continue
-        entities = store.entities(community.nodes)
-        relations = store.relations(community.edges)
+        ents = {n: entities[n] for n in community.nodes if n in entities}
+        rels = {key: relations[key] for key in (tuple(sorted(e)) for e in community.edges) if key in relations}
         sub_reports = {
             child: existing[child] for child in community.children
             if child in existing and child in communities and existing[child].signature == communities[child].signature
         }
         try:
-            report = _generate(community, entities, relations, sub_reports, communities, settings, chat)
+            report = _generate(community, ents, rels, sub_reports, communities, settings, chat)
+        except CanceledError:
+            raise
         except Exception as exc:  # noqa: BLE001 - recorded; an extractive report keeps the graph usable
             errors[cid] = f"{type(exc).__name__}: {exc}"[:300]
-            report = extractive_report(community, entities, relations, sub_reports)
+            report = extractive_report(community, ents, rels, sub_reports)
             report.signature = ""  # do not cache a fallback under the real signature
             failed += 1
         else:
             generated += 1
         existing[cid] = report
-        store.save_report(report)
+        new.append(report)
+    if new:
+        store.save_reports(new)
+    reused = len(community_ids) - generated - failed
     return {"generated": generated, "reused": reused, "failed": failed, "errors": errors}
 
 

@@ -124,6 +124,12 @@ class GraphStore:
         raw = self.redis.get(self.k.extraction(chunk_id))
         return ExtractionResult.model_validate_json(raw) if raw else None
 
+    def chunk_and_extraction(self, chunk_id: str) -> tuple[Chunk | None, ExtractionResult | None]:
+        """The chunk and its stored extraction (if any), in one round trip."""
+        chunk, extraction = self.redis.mget([self.k.chunk(chunk_id), self.k.extraction(chunk_id)])
+        return (Chunk.model_validate_json(chunk) if chunk else None,
+                ExtractionResult.model_validate_json(extraction) if extraction else None)
+
     def save_extraction(self, result: ExtractionResult) -> None:
         """Write the chunk's fragments (idempotent) and mark what they touch dirty."""
         pipe = self.redis.pipeline()
@@ -184,13 +190,14 @@ class GraphStore:
             return relation is not None
 
     def merge_batch(self, kind: str, keys: list[str], merge: Callable[[str, list], object | None],
-                    max_attempts: int = 8) -> tuple[int, int]:
+                    max_attempts: int = 8, map_fn: Callable = map) -> tuple[int, int]:
         """Merge many entities ("entities") or relation fields ("relations") with few round trips.
 
         Optimistic concurrency: the fragment hashes are WATCHed while read, the merged records are
         written in one MULTI/EXEC, and a concurrent fragment write aborts and retries the batch, so
         no update is lost without holding per-key locks across the (possibly slow) merge function.
-        Returns (written, deleted).
+        ``map_fn`` applies it (e.g. a thread pool's ``map``, so LLM summaries overlap). Returns
+        (written, deleted).
         """
         frag_key = self.k.entity_fragments if kind == "entities" else (
             lambda f: self.k.relation_fragments(*split_rel_field(f)))
@@ -201,24 +208,31 @@ class GraphStore:
             for key in keys:
                 pipe.hgetall(frag_key(key))
             raws = pipe.execute()
-            results = {}
-            for key, raw in zip(keys, raws, strict=True):
-                frags = [model.model_validate_json(v) for v in raw.values()]
-                results[key] = merge(key, frags) if frags else None
+            def merged(item: tuple[str, dict]) -> object | None:
+                frags = [model.model_validate_json(v) for v in item[1].values()]
+                return merge(item[0], frags) if frags else None
+
+            results = dict(zip(keys, map_fn(merged, zip(keys, raws, strict=True)), strict=True))
             if self._write_merged(kind, keys, frag_key, target, raws, results):
                 written = sum(r is not None for r in results.values())
                 return written, len(keys) - written
         raise RuntimeError(f"merge of {len(keys)} {kind} kept conflicting with concurrent writers")
 
     def _write_merged(self, kind, keys, frag_key, target, raws, results) -> bool:
-        """Write merged records iff no fragment hash changed since it was read."""
+        """Write merged records iff no fragment hash changed since it was read.
+
+        WATCH first (on the transaction's connection), then re-read every fragment hash in one pipelined
+        round trip on another connection: a change before the re-read shows in the comparison, a change
+        after the WATCH aborts the EXEC."""
         import redis as redis_lib
 
         with self.redis.pipeline() as pipe:
             try:
                 pipe.watch(*[frag_key(k) for k in keys])
-                current = [pipe.hgetall(frag_key(k)) for k in keys]
-                if current != list(raws):
+                reread = self.redis.pipeline(transaction=False)
+                for k in keys:
+                    reread.hgetall(frag_key(k))
+                if reread.execute() != list(raws):
                     return False
                 pipe.multi()
                 for key in keys:
@@ -265,8 +279,10 @@ class GraphStore:
         names = list(dict.fromkeys(names))
         if not names:
             return {}
-        raws = self.redis.hmget(self.k.entities(), names)
-        degrees = self.redis.hmget(self.k.degrees(), names)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hmget(self.k.entities(), names)
+        pipe.hmget(self.k.degrees(), names)
+        raws, degrees = pipe.execute()
         out = {}
         for name, raw, deg in zip(names, raws, degrees, strict=True):
             if raw:
@@ -401,11 +417,21 @@ class GraphStore:
         raw = self.redis.hget(self.k.report_cache(), signature)
         return CommunityReport.model_validate_json(raw) if raw else None
 
+    def cached_reports(self, signatures: Iterable[str]) -> dict[str, CommunityReport]:
+        sigs = [x for x in dict.fromkeys(signatures) if x]
+        raws = self.redis.hmget(self.k.report_cache(), sigs) if sigs else []
+        return {sig: CommunityReport.model_validate_json(r) for sig, r in zip(sigs, raws, strict=True) if r}
+
     def save_report(self, report: CommunityReport) -> None:
+        self.save_reports([report])
+
+    def save_reports(self, reports: Iterable[CommunityReport]) -> None:
         pipe = self.redis.pipeline()
-        pipe.hset(self.k.reports(), report.community_id, report.model_dump_json())
-        if report.signature:
-            pipe.hset(self.k.report_cache(), report.signature, report.model_dump_json())
+        for report in reports:
+            payload = report.model_dump_json()
+            pipe.hset(self.k.reports(), report.community_id, payload)
+            if report.signature:
+                pipe.hset(self.k.report_cache(), report.signature, payload)
         pipe.execute()
 
     def prune_reports(self, community_ids: set[str]) -> None:

@@ -17,8 +17,10 @@ from shared.reports import (
     communities_to_regenerate,
     extractive_rating,
     extractive_report,
+    own_rows_fit,
     parse_report,
     report_levels_bottom_up,
+    report_waves,
 )
 from shared.tokens import count_tokens
 
@@ -208,3 +210,34 @@ def test_levels_bottom_up_and_regeneration():
     old = {"L0-0": "s0", "L1-0": "changed", "L2-0": ""}
     assert communities_to_regenerate(communities, old) == ["L2-0", "L1-0", "L1-1"]
     assert communities_to_regenerate(communities, {"L0-0": "s0", "L1-0": "s1", "L1-1": "s2"}) == ["L2-0"]
+
+
+def test_own_rows_fit_is_exact_enough_to_skip_waiting_for_sub_reports():
+    """The wave planner relies on it: a community whose rows fit never uses a sub-report, and one that
+    does not fit really substitutes one."""
+    for desc_words in (5, 30, 80):
+        community, entities, relations, children, reports = _graph(desc_words=desc_words)
+        _, full = build_report_context(community, entities, relations, {}, 10**6)
+        need = full["tokens"]
+        for budget in (need // 2, need, need + 3 * (len(community.nodes) + len(community.edges)) + 8, 4 * need):
+            fits = own_rows_fit(community, entities, relations, budget)
+            _, info = build_report_context(community, entities, relations, reports, budget, sub_communities=children)
+            if fits:
+                assert not info["used_sub_reports"] and not info["truncated"], (desc_words, budget)
+            if budget < need:
+                assert not fits and info["used_sub_reports"]
+        assert own_rows_fit(community, entities, relations, 4 * need)
+
+
+def test_report_waves_wait_only_where_sub_reports_can_be_read():
+    def c(cid, children=()):
+        return Community(id=cid, level=int(cid[1]), nodes=[cid], children=list(children))
+
+    tree = [c("L0-0", ["L1-0", "L1-1"]), c("L0-1"), c("L1-0", ["L2-0"]), c("L1-1"), c("L2-0"), c("L0-2", ["L1-2"]),
+            c("L1-2")]
+    # level by level would be 3 sequential steps; by height: leaves of every level first
+    assert report_waves(tree) == [["L0-1", "L1-1", "L1-2", "L2-0"], ["L0-2", "L1-0"], ["L0-0"]]
+    # a parent whose own rows fit the budget reads no sub-report: it needs not wait
+    assert report_waves(tree, independent=lambda com: com.id == "L1-0") == [
+        ["L0-1", "L1-0", "L1-1", "L1-2", "L2-0"], ["L0-0", "L0-2"]]
+    assert report_waves(tree, independent=lambda com: True) == [sorted(x.id for x in tree)]
