@@ -56,7 +56,7 @@ def main() -> None:
         "machine are noisy: each row is a median of repeated runs. LLM = the project's simulator over HTTP "
         "(`graphfleet llm-simulator`), corpus = the bundled *A Christmas Carol* (42 chunks of 1200 tokens).", "",
         "## Ingestion", "",
-        "`.venv/bin/python -m bench.ingest_bench --repeat 3 [--processes 2] --out bench/results/ingest.jsonl`", "",
+        "`.venv/bin/python -m bench.ingest_bench --repeat 5 [--processes 2] --out bench/results/ingest.jsonl`", "",
         *ingest_table(ingest), "",
         "## Queries", "", "`.venv/bin/python -m bench.query_bench --repeat 3 --out bench/results/query.jsonl`", "",
         "Submit-to-result through the gateway-less path (Redis queue -> query worker -> Redis), polled by the "
