@@ -48,6 +48,38 @@ def query_table(rows: list[dict]) -> list[str]:
     return out
 
 
+def retrieval_table(rows: list[dict]) -> list[str]:
+    """The newest run per LLM setting: ingest line, then one row per mode."""
+    out = []
+    runs: list[list[dict]] = []
+    for r in rows:
+        if r["bench"] == "machine":
+            runs.append([])
+        elif runs:
+            runs[-1].append(r)
+    latest: dict[bool, list[dict]] = {}
+    for run in runs:
+        ingest = next((r for r in run if r["bench"] == "retrieval_ingest"), None)
+        if ingest and any(r["bench"] == "retrieval_summary" for r in run):
+            latest[ingest["llm"]] = run
+    for llm, run in sorted(latest.items()):
+        ingest = next(r for r in run if r["bench"] == "retrieval_ingest")
+        summary = next(r for r in run if r["bench"] == "retrieval_summary")
+        out += [f"**{'LLM simulator (0 ms)' if llm else 'no LLM (LLM-free extraction, hashing embeddings)'}**: "
+                f"{ingest['passages']} passages ingested in {ingest['seconds']} s ({ingest['llm_calls']} LLM calls; "
+                f"{ingest['entities']} entities, {ingest['relations']} relations); {summary['questions']} questions, "
+                f"budget {summary['budget']} tokens ({summary['budget_encoding']}).", "",
+                "| mode | gold passages in context (mean) | questions with all gold passages | context tokens (median) "
+                "| s per query (median) |", "|---|---|---|---|---|"]
+        for r in run:
+            if r["bench"] == "retrieval_mode":
+                secs = "-" if r["seconds_median"] is None else f"{r['seconds_median']:.3f}"
+                out.append(f"| {r['mode']} | {r['recall_mean']:.2f} | {r['all_gold_share']:.2f} "
+                           f"| {r['context_tokens_median']} | {secs} |")
+        out.append("")
+    return out
+
+
 def main() -> None:
     ingest, query = _load("ingest.jsonl"), _load("query.jsonl")
     lines = [
@@ -61,6 +93,12 @@ def main() -> None:
         "## Queries", "", "`.venv/bin/python -m bench.query_bench --repeat 3 --out bench/results/query.jsonl`", "",
         "Submit-to-result through the gateway-less path (Redis queue -> query worker -> Redis), polled by the "
         "client every <= 50 ms.", "", *query_table(query), "",
+        "## Retrieval quality under a token budget", "",
+        "`.venv/bin/python -m bench.retrieval_eval [--no-llm] --out bench/results/retrieval.jsonl` on "
+        "`../shared/data/hotpotqa_hipporag100` (HotpotQA, 100 questions, 994 pooled passages): the share of gold "
+        "supporting passages whose whole text is in the context built with `only_need_context`. Peers "
+        "(nano-graphrag, LightRAG) are not measured yet.", "",
+        *retrieval_table(_load("retrieval.jsonl")),
         "## Clustering", "", "See `bench/README.md` (hierarchical Leiden vs graspologic).", "",
     ]
     (ROOT / "docs" / "benchmarks.md").write_text("\n".join(lines))

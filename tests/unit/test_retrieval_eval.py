@@ -1,0 +1,49 @@
+"""The retrieval-quality harness's pure parts: loading a HotpotQA-style set, the recall metric, and the
+BM25 baseline's budget packing (bench/retrieval_eval.py)."""
+
+from __future__ import annotations
+
+import json
+
+from bench.retrieval_eval import BUDGET_MODEL, bm25_context, gold_titles, load_set, recall
+from shared.retrieval.bm25 import BM25Index
+from shared.tokens import count_tokens
+
+QUESTIONS = [
+    {"_id": "q1", "question": "Which river flows through the capital of Zedland?", "answer": "Blue",
+     "supporting_facts": [["Zedland", 0], ["Blue River", 1], ["Zedland", 1]],
+     "context": [["Zedland", ["Zedland is a country.", " Its capital is Ora."]],
+                 ["Blue River", ["The Blue River is long.", " It flows through Ora."]],
+                 ["Moon", ["The Moon orbits the Earth."]]]},
+]
+
+
+def test_load_pools_the_questions_contexts_or_reads_a_corpus_file(tmp_path):
+    qpath = tmp_path / "q.json"
+    qpath.write_text(json.dumps(QUESTIONS))
+    questions, passages = load_set(qpath, None)
+    assert passages["Blue River"] == "The Blue River is long. It flows through Ora."
+    assert set(passages) == {"Zedland", "Blue River", "Moon"}
+    cpath = tmp_path / "c.json"
+    cpath.write_text(json.dumps({"Zedland": ["Zedland is a country.", " Its capital is Ora."], "Sun": ["Hot."]}))
+    _, passages = load_set(qpath, cpath)
+    assert set(passages) == {"Zedland", "Sun"}
+    assert gold_titles(questions[0]) == ["Blue River", "Zedland"]
+
+
+def test_recall_counts_whole_passages_only_whitespace_normalised():
+    passages = {"A": "alpha  beta\ngamma.", "B": "delta epsilon."}
+    assert recall("x alpha beta gamma. y", ["A", "B"], passages) == 0.5
+    assert recall("alpha beta gamma. delta epsilon.", ["A", "B"], passages) == 1.0
+    assert recall("alpha beta", ["A"], passages) == 0.0  # a fragment is not the passage
+    assert recall("anything", [], passages) == 0.0
+
+
+def test_bm25_baseline_ranks_and_never_exceeds_the_budget():
+    passages = {f"P{i}": f"filler text number {i} " * 20 for i in range(30)}
+    passages["Target"] = "The Blue River flows through Ora, the capital of Zedland."
+    index = BM25Index.build((t, f"{t}\n{p}") for t, p in passages.items())
+    ctx, used = bm25_context(index, passages, "river through the capital of Zedland", 300)
+    assert ctx.startswith("Target\n")
+    assert used <= 300 and count_tokens(ctx, BUDGET_MODEL) <= 300
+    assert recall(ctx, ["Target"], passages) == 1.0
