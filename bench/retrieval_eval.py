@@ -8,7 +8,8 @@ No real LLM answers here, so the context itself is measured: for each question o
 (HotpotQA / MuSiQue style: ``question``, ``supporting_facts`` = [[title, sentence index]], ``context`` =
 [[title, [sentences]]]), graphfleet builds its context with ``only_need_context`` under ``--budget``
 tokens counted with cl100k (the query model is set to ``gpt-4``, a cl100k model), and a passage counts
-as retrieved when its whole text appears in the context (whitespace-normalised). The baseline ranks the
+as retrieved when its whole text appears in the context (as a sequence of lower-cased word tokens, so CSV
+quoting and reflowed whitespace do not hide it). The baseline ranks the
 passages with BM25 and packs them, best first, into the same budget.
 
 The corpus is the pooled passages (``{title: [sentences]}``); without ``--corpus`` it is pooled from the
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import time
 from pathlib import Path
@@ -35,7 +37,9 @@ BUDGET_MODEL = "gpt-4"  # cl100k_base
 
 
 def norm(text: str) -> str:
-    return " ".join(text.split())
+    """Lower-cased word tokens: contexts quote passages as CSV cells (``"`` doubled, commas quoted) or
+    reflow whitespace, which must not hide a passage that is there."""
+    return " ".join(re.findall(r"\w+", text.lower()))
 
 
 def load_set(questions_path: Path, corpus_path: Path | None) -> tuple[list[dict], dict[str, str]]:

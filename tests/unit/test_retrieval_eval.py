@@ -36,6 +36,8 @@ def test_recall_counts_whole_passages_only_whitespace_normalised():
     assert recall("x alpha beta gamma. y", ["A", "B"], passages) == 0.5
     assert recall("alpha beta gamma. delta epsilon.", ["A", "B"], passages) == 1.0
     assert recall("alpha beta", ["A"], passages) == 0.0  # a fragment is not the passage
+    quoted = {"Q": 'He said "yes", then left.'}
+    assert recall('12,"He said ""yes"", then left.",3', ["Q"], quoted) == 1.0  # a CSV cell of the context
     assert recall("anything", [], passages) == 0.0
 
 
