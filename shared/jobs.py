@@ -26,7 +26,6 @@ class JobSnapshot:
     chunks_done: set[str] = field(default_factory=set)
     flags: dict[str, str] = field(default_factory=dict)  # stage -> token of the task that claimed it
     batches_done: dict[str, set[int]] = field(default_factory=dict)  # "merge" / "report{i}" -> batch indexes
-    deliveries: int = 0  # task deliveries so far (grows whenever any task of the job starts)
 
     @property
     def kind(self) -> str:
@@ -35,13 +34,6 @@ class JobSnapshot:
     @property
     def status(self) -> str:
         return self.fields.get("status", "")
-
-    def fingerprint(self) -> str:
-        """Changes whenever the job makes progress: a task started or finished, a stage advanced."""
-        f = self.fields
-        return json.dumps([f.get("status"), f.get("stage"), f.get("updated_at"), self.deliveries,
-                           len(self.docs_done), len(self.chunks_done), sorted(self.flags),
-                           {k: len(v) for k, v in sorted(self.batches_done.items())}])
 
 # HSET the fields only while the job exists and has not ended: a cancel can never be overwritten by a
 # worker moving the job to running (or finishing it), whichever wins the race.
@@ -238,9 +230,6 @@ class JobStore:
             return True
         return _s(self.redis.hget(key, stage)) == token
 
-    def batch_done(self, job_id: str, stage: str, batch: str) -> int:
-        return self.batch_done_of(job_id, stage, batch, f"{stage}_batches")[0]
-
     def batch_done_of(self, job_id: str, stage: str, batch: str, total_field: str) -> tuple[int, int]:
         """Mark ``batch`` of ``stage`` done; (batches done, the total in the job field ``total_field``)."""
         key = self.k.job_stage_done(job_id, stage)
@@ -253,7 +242,7 @@ class JobStore:
 
     def snapshot(self, job_id: str) -> JobSnapshot | None:
         """Everything the watchdog needs to tell what a job still has to do (one round trip + one for
-        the per-stage done sets)."""
+        the per-stage done sets); read only for a job about to be resumed."""
         pipe = self.redis.pipeline()
         pipe.hgetall(self.k.job(job_id))
         pipe.smembers(self.k.job_docs(job_id))
@@ -261,8 +250,7 @@ class JobStore:
         pipe.smembers(self.k.job_chunks(job_id))
         pipe.smembers(self.k.job_chunks_done(job_id))
         pipe.hgetall(self.k.job_flags(job_id))
-        pipe.hvals(self.k.deliveries(job_id))
-        raw, docs, docs_done, chunks, chunks_done, flags, deliveries = pipe.execute()
+        raw, docs, docs_done, chunks, chunks_done, flags = pipe.execute()
         if not raw:
             return None
         fields = {_s(k): _s(v) for k, v in raw.items()}
@@ -276,8 +264,26 @@ class JobStore:
             docs={_s(x) for x in docs}, docs_done={_s(x) for x in docs_done},
             chunks={_s(x) for x in chunks}, chunks_done={_s(x) for x in chunks_done},
             flags={_s(k): _s(v) for k, v in flags.items()}, batches_done=batches_done,
-            deliveries=sum(int(v) for v in deliveries),
         )
+
+    def progress(self, job_id: str) -> tuple[str | None, str]:
+        """(status, fingerprint) from counters only (O(1) commands, whatever the job's size); the
+        fingerprint changes whenever the job makes progress: an item delivered for the first time, a
+        chunk or batch finished, a stage claimed or started. Status None: the job does not exist."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hmget(self.k.job(job_id), "status", "stage", "updated_at", "report_levels")
+        pipe.hlen(self.k.deliveries(job_id))
+        pipe.scard(self.k.job_docs_done(job_id))
+        pipe.scard(self.k.job_chunks_done(job_id))
+        pipe.hlen(self.k.job_flags(job_id))
+        (status, stage, updated, levels), *counts = pipe.execute()
+        waves = len(json.loads(levels)) if levels else 0
+        pipe = self.redis.pipeline(transaction=False)
+        for stage_name in ["merge", *(f"report{i}" for i in range(waves))]:
+            pipe.scard(self.k.job_stage_done(job_id, stage_name))
+        batches = pipe.execute()
+        status = _s(status) if status is not None else None
+        return status, json.dumps([status, _s(stage), _s(updated), *counts, *batches])
 
     # ---- view
     def view(self, job_id: str) -> dict | None:

@@ -13,6 +13,11 @@ from pathlib import Path
 import redis
 
 
+def to_str(value) -> str:
+    """A Redis reply (bytes without ``decode_responses``) as str."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def connect(url: str, **kwargs) -> redis.Redis:
     """A client with a connection pool; build one per process (after fork)."""
     return redis.Redis.from_url(url, health_check_interval=30, socket_keepalive=True, **kwargs)

@@ -6,10 +6,11 @@ that left the broker without being acked into a result (kombu's restore on a bro
 a Redis restart; an operator flushing a queue). Then a fan-in barrier waits forever.
 
 Every ``workers.watchdog_interval_s`` one worker in the fleet (a Redis lock) sweeps the active jobs
-(``gf:active_jobs``). A job is *stalled* when its progress fingerprint (``JobSnapshot.fingerprint``:
-deliveries, finished chunks, claims, batches, status, stage) has not changed for
+(``gf:active_jobs``). A job is *stalled* when its progress fingerprint (``JobStore.progress``, O(1)
+counters: items delivered, finished chunks, claims, batches, status, stage) has not changed for
 ``workers.stall_timeout_s`` **and** none of its messages is in a queue or in the ``unacked`` hash in
-two consecutive sweeps (a message moving between the two is briefly in neither). Only then the steps
+two consecutive sweeps (a message moving between the two is briefly in neither). Only then the job's
+full state is read (``JobStore.snapshot``) and the steps
 of :func:`shared.pipeline.resume.plan_resume` are enqueued again; they are idempotent. Each resume is
 counted on the job (``resumes``), logged, and exported as ``graphfleet_job_resumes_total``.
 """
@@ -22,15 +23,12 @@ import time
 from collections.abc import Callable, Iterable
 
 from shared import queueing as q
-from shared.jobs import JobStore, parse_active_member
+from shared.jobs import TERMINAL, JobStore, parse_active_member
 from shared.keys import active_jobs_key, watchdog_key
 from shared.pipeline.resume import Step, plan_resume
+from shared.redis_conn import to_str
 
 log = logging.getLogger(__name__)
-
-
-def _s(v) -> str:
-    return v.decode() if isinstance(v, bytes) else v
 
 KOMBU_UNACKED = "unacked"
 PRIORITY_SEP = "\x06\x16"  # kombu's Redis transport: "<queue>\x06\x16<priority>" for priority queues
@@ -89,17 +87,16 @@ class Watchdog:
 
     def _sweep(self, now: float) -> list[tuple[str, str, list[Step]]]:
         stall = self.settings.workers.stall_timeout_s
-        members = [_s(m) for m, _ in self.redis.zscan_iter(active_jobs_key(), count=1000)]
-        seen = {_s(k): json.loads(v) for k, v in self.redis.hgetall(watchdog_key()).items()}
+        members = [to_str(m) for m, _ in self.redis.zscan_iter(active_jobs_key(), count=1000)]
+        seen = {to_str(k): json.loads(v) for k, v in self.redis.hgetall(watchdog_key()).items()}
         state: dict[str, dict] = {}
         stalled = {}
         for member in members:
             tenant, job_id = parse_active_member(member)
-            snap = JobStore(self.redis, tenant).snapshot(job_id)
-            if snap is None or not plan_resume(snap):
+            status, fp = JobStore(self.redis, tenant).progress(job_id)
+            if status is None or status in TERMINAL:
                 self.redis.zrem(active_jobs_key(), member)  # ended (or expired) but still listed
                 continue
-            fp = snap.fingerprint()
             prev = seen.get(member) or {}
             entry = {"fp": fp, "since": now, "idle": 0}
             if prev.get("fp") == fp:
@@ -107,10 +104,10 @@ class Watchdog:
                 entry["idle"] = prev.get("idle", 0)
             state[member] = entry
             if now - entry["since"] >= stall:
-                stalled[job_id] = (member, snap)
+                stalled[job_id] = (member, tenant)
         busy = jobs_with_messages(self.redis, set(stalled), self.queues)
         resumed = []
-        for job_id, (member, snap) in stalled.items():
+        for job_id, (member, tenant) in stalled.items():
             entry = state[member]
             if job_id in busy:
                 entry["idle"] = 0
@@ -118,10 +115,11 @@ class Watchdog:
             entry["idle"] += 1
             if entry["idle"] < 2:  # not in the broker in two consecutive sweeps
                 continue
-            sent = self._resume(snap)
+            snap = JobStore(self.redis, tenant).snapshot(job_id)
+            sent = self._resume(snap) if snap is not None else []
             entry.update(since=now, idle=0)
             if sent:
-                resumed.append((snap.tenant, job_id, sent))
+                resumed.append((tenant, job_id, sent))
         pipe = self.redis.pipeline()
         pipe.delete(watchdog_key())
         if state:

@@ -413,17 +413,10 @@ class GraphStore:
     def reports(self) -> dict[str, CommunityReport]:
         return {_s(k): CommunityReport.model_validate_json(v) for k, v in self.redis.hgetall(self.k.reports()).items()}
 
-    def cached_report(self, signature: str) -> CommunityReport | None:
-        raw = self.redis.hget(self.k.report_cache(), signature)
-        return CommunityReport.model_validate_json(raw) if raw else None
-
     def cached_reports(self, signatures: Iterable[str]) -> dict[str, CommunityReport]:
         sigs = [x for x in dict.fromkeys(signatures) if x]
         raws = self.redis.hmget(self.k.report_cache(), sigs) if sigs else []
         return {sig: CommunityReport.model_validate_json(r) for sig, r in zip(sigs, raws, strict=True) if r}
-
-    def save_report(self, report: CommunityReport) -> None:
-        self.save_reports([report])
 
     def save_reports(self, reports: Iterable[CommunityReport]) -> None:
         pipe = self.redis.pipeline()
