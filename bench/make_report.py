@@ -48,8 +48,96 @@ def query_table(rows: list[dict]) -> list[str]:
     return out
 
 
+STAGES = (("glean", "glean"), ("extract", "extract"), ("summar", "summarize"), ("community_report", "report"),
+          ("keywords", "keywords"), ("global_map", "map"), ("map_summarize", "map"), ("global_reduce", "reduce"),
+          ("rate_community", "rate"), ("causal", "causal"), ("", "answer"))
+SYSTEMS = ("graphfleet", "nano", "lightrag")
+NAMES = {"graphfleet": "graphfleet", "nano": "nano-graphrag", "lightrag": "LightRAG"}
+
+
+def stage_of(kind: str) -> str:
+    kind = kind.removeprefix("nano_").removeprefix("lightrag_")
+    return next(label for key, label in STAGES if key in kind)
+
+
+def by_stage(calls_by_type: dict | None) -> str:
+    out: dict[str, int] = {}
+    for kind, v in (calls_by_type or {}).items():
+        out[stage_of(kind)] = out.get(stage_of(kind), 0) + v["calls"]
+    return ", ".join(f"{k} {n}" for k, n in out.items()) or "-"
+
+
+def _ratio(ours, theirs) -> str:
+    return f"{ours / theirs:.2f}" if ours is not None and theirs else "-"
+
+
+def compare_tables(rows: list[dict]) -> list[str]:
+    """Ingestion and query medians per system, with graphfleet/peer ratios."""
+    med = [r for r in rows if r["bench"] == "compare_median"]
+    if not med:
+        return ["(no results yet: run `bash bench/compare.sh`)", ""]
+    head = next((r for r in rows if r["bench"] == "machine"), {})
+    out = [f"Versions: {head.get('versions')}; model `{head.get('model')}`, embeddings dim "
+           f"{head.get('embedding_dim')}, "
+           f"{head.get('concurrency')} LLM calls in flight per system; corpus `{head.get('corpus')}`; "
+           f"medians of {head.get('repeat')} runs. Command: `{head.get('command')}`.", "",
+           "### Ingestion", "",
+           "| latency | system | wall s (median) | runs (s) | graphfleet/peer s | LLM calls | calls by stage "
+           "| graphfleet/peer calls | prompt tokens | completion tokens | graphfleet/peer tokens | embedding calls "
+           "| entities | relations | communities (by level) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    ingest = {(r["system"], r["latency_ms"]): r for r in med if r["phase"] == "ingest"}
+    for lat in sorted({k[1] for k in ingest}):
+        gf = ingest.get(("graphfleet", lat))
+        for system in SYSTEMS:
+            r = ingest.get((system, lat))
+            if not r:
+                continue
+            peer = system != "graphfleet" and gf
+            tokens = (r["prompt_tokens"] or 0) + (r["completion_tokens"] or 0)
+            gf_tokens = (gf["prompt_tokens"] + gf["completion_tokens"]) if gf else None
+            out.append(
+                f"| {lat:.0f} ms | {NAMES[system]} | {r['seconds_median']:.2f} | {r.get('seconds_all')} "
+                f"| {_ratio(gf['seconds_median'], r['seconds_median']) if peer else '-'} | {r['llm_calls']} "
+                f"| {by_stage(r['calls_by_type'])} | {_ratio(gf['llm_calls'], r['llm_calls']) if peer else '-'} "
+                f"| {r['prompt_tokens']:,} | {r['completion_tokens']:,} | {_ratio(gf_tokens, tokens) if peer else '-'} "
+                f"| {r['embedding_calls']} | {r['entities']} | {r['relations']} "
+                f"| {r['communities']} {r.get('communities_by_level') or ''} |")
+    out += ["", "### Queries (submit to result)", "",
+            "graphfleet's figures include the Redis queue, a query worker and the client's polling; the peers are "
+            "called in-process. `only context` = `only_need_context` (no answer call). Context tokens: the returned "
+            "context counted with o200k (gpt-4o-mini).", "",
+            "| latency | mode | only context | graphfleet s | nano-graphrag s | gf/nano | LightRAG s | gf/LightRAG "
+            "| context tokens (gf / nano / LR) | LLM calls (gf / nano / LR) | prompt tokens (gf / nano / LR) "
+            "| calls by stage (gf / nano / LR) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    queries = {(r["system"], r["latency_ms"], r["mode"], r["only_need_context"]): r
+               for r in med if r["phase"] == "query"}
+    for lat, mode, only in sorted({k[1:] for k in queries}, key=lambda k: (k[0], SYSTEM_MODES.index(k[1]), not k[2])):
+        cells = {s: queries.get((s, lat, mode, only)) for s in SYSTEMS}
+
+        def col(key, cells=cells):
+            return " / ".join("-" if cells[s] is None or cells[s].get(key) is None else f"{cells[s][key]:,}"
+                              for s in SYSTEMS)
+
+        def secs(s, cells=cells):
+            return f"{cells[s]['seconds_median']:.3f}" if cells[s] else "-"
+
+        gf = cells["graphfleet"]
+        ratio = {s: _ratio(gf["seconds_median"], cells[s]["seconds_median"]) if gf and cells[s] else "-"
+                 for s in ("nano", "lightrag")}
+        stages = " / ".join(by_stage(cells[s]["calls_by_type"]) if cells[s] else "-" for s in SYSTEMS)
+        out.append(f"| {lat:.0f} ms | {mode} | {only} | {secs('graphfleet')} | {secs('nano')} | {ratio['nano']} "
+                   f"| {secs('lightrag')} | {ratio['lightrag']} | {col('context_tokens')} | {col('llm_calls')} "
+                   f"| {col('prompt_tokens')} | {stages} |")
+    return out + [""]
+
+
+SYSTEM_MODES = ("local", "global", "naive", "hybrid", "mix", "causal")
+
+
 def retrieval_table(rows: list[dict]) -> list[str]:
-    """The newest run per LLM setting: ingest line, then one row per mode."""
+    """The newest complete run per LLM setting: ingest lines, then one row per system and mode."""
     out = []
     runs: list[list[dict]] = []
     for r in rows:
@@ -59,25 +147,70 @@ def retrieval_table(rows: list[dict]) -> list[str]:
             runs[-1].append(r)
     latest: dict[bool, list[dict]] = {}
     for run in runs:
-        ingest = next((r for r in run if r["bench"] == "retrieval_ingest"), None)
-        if ingest and any(r["bench"] == "retrieval_summary" for r in run):
-            latest[ingest["llm"]] = run
+        summary = next((r for r in run if r["bench"] == "retrieval_summary"), None)
+        if summary:
+            latest[summary["llm"]] = run
     for llm, run in sorted(latest.items()):
-        ingest = next(r for r in run if r["bench"] == "retrieval_ingest")
         summary = next(r for r in run if r["bench"] == "retrieval_summary")
         out += [f"**{'LLM simulator (0 ms)' if llm else 'no LLM (LLM-free extraction, hashing embeddings)'}**: "
-                f"{ingest['passages']} passages ingested in {ingest['seconds']} s ({ingest['llm_calls']} LLM calls; "
-                f"{ingest['entities']} entities, {ingest['relations']} relations); {summary['questions']} questions, "
-                f"budget {summary['budget']} tokens ({summary['budget_encoding']}).", "",
-                "| mode | gold passages in context (mean) | questions with all gold passages | context tokens (median) "
-                "| s per query (median) |", "|---|---|---|---|---|"]
+                f"{summary['questions']} questions, budget {summary['budget']} tokens ({summary['budget_encoding']}).",
+                "", "| system | passages | ingest s | LLM calls | index tokens (prompt + completion) | entities "
+                "| relations |", "|---|---|---|---|---|---|---|"]
+        for r in run:
+            if r["bench"] == "retrieval_ingest":
+                tokens = (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)
+                out.append(f"| {NAMES.get(r.get('system', 'graphfleet'))} | {r['passages']} | {r['seconds']} "
+                           f"| {r['llm_calls']} | {tokens:,} | {r['entities']} | {r['relations']} |")
+        out += ["", "| system | mode | gold passages in context (mean) | questions with all gold passages "
+                "| context tokens (median) | contexts over budget | s per query (median) |",
+                "|---|---|---|---|---|---|---|"]
         for r in run:
             if r["bench"] == "retrieval_mode":
                 secs = "-" if r["seconds_median"] is None else f"{r['seconds_median']:.3f}"
-                out.append(f"| {r['mode']} | {r['recall_mean']:.2f} | {r['all_gold_share']:.2f} "
-                           f"| {r['context_tokens_median']} | {secs} |")
+                system = NAMES.get(r.get("system", "graphfleet"), r.get("system"))
+                out.append(f"| {system} | {r['mode']} | {r['recall_mean']:.2f} | {r['all_gold_share']:.2f} "
+                           f"| {r['context_tokens_median']} | {r.get('over_budget', '-')} | {secs} |")
         out.append("")
     return out
+
+
+def scaling_table(rows: list[dict]) -> list[str]:
+    med = [r for r in rows if r["bench"] == "scaling_median"]
+    runs = [r for r in rows if r["bench"] == "scaling"]
+    if not med:
+        return ["(no results yet: `.venv/bin/python -m bench.scaling_bench --out bench/results/scaling.jsonl`)", ""]
+    out = ["| corpus | documents | tokens | chunks | worker processes per queue group | wall s (median) | chunks/s "
+           "| speed-up vs 1 process | LLM calls | entities | relations |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for m in med:
+        one = next((x for x in med if x["corpus"] == m["corpus"] and x["processes"] == 1), None)
+        run = next(r for r in runs if r["corpus"] == m["corpus"] and r["processes"] == m["processes"])
+        speedup = f"{m['chunks_per_s_median'] / one['chunks_per_s_median']:.2f}" if one else "-"
+        out.append(f"| {m['corpus']} | {m['documents']} | {m['tokens']:,} | {m['chunks']} | {m['processes']} "
+                   f"| {m['seconds_median']:.1f} | {m['chunks_per_s_median']:.1f} | {speedup} | {run['llm_calls']:,} "
+                   f"| {run['entities']:,} | {run['relations']:,} |")
+    return out + [""]
+
+
+def clustering_table(rows: list[dict]) -> list[str]:
+    rows = [r for r in rows if r.get("bench") == "clustering"]
+    if not rows:
+        return ["(no results yet: `.venv/bin/python bench/clustering_bench.py --repeat 3 --graspologic-python "
+                ".bench/peers-venv/bin/python --out bench/results/clustering.jsonl`)", ""]
+    out = ["| graph | nodes | edges | graphfleet s (median) | graspologic s (median) | graphfleet/graspologic "
+           "| communities per level (graphfleet) | communities per level (graspologic) |",
+           "|---|---|---|---|---|---|---|---|"]
+    latest = {(r["graph"], r["impl"]): r for r in rows}
+    for graph in dict.fromkeys(r["graph"] for r in rows):
+        ours, theirs = latest.get((graph, "graphfleet")), latest.get((graph, "graspologic"))
+        if not ours:
+            continue
+        t = theirs or {}
+        out.append(f"| {graph} | {ours['nodes']:,} | {ours['edges']:,} | {ours['seconds']:.2f} "
+                   f"| {t.get('seconds', '-')} | {_ratio(ours['seconds'], t.get('seconds'))} "
+                   f"| {'/'.join(str(v) for v in ours['levels'].values())} "
+                   f"| {'/'.join(str(v) for v in (t.get('levels') or {}).values()) or '-'} |")
+    return out + [""]
 
 
 def main() -> None:
@@ -86,20 +219,37 @@ def main() -> None:
         "# Benchmarks", "",
         f"Machine: {platform.machine()}, 2 cores, Python {platform.python_version()}. Figures on a shared "
         "machine are noisy: each row is a median of repeated runs. LLM = the project's simulator over HTTP "
-        "(`graphfleet llm-simulator`), corpus = the bundled *A Christmas Carol* (42 chunks of 1200 tokens).", "",
-        "## Ingestion", "",
+        "(`graphfleet llm-simulator`), deterministic, the same for every system measured.", "",
+        "Everything below: `bash bench/compare.sh` (installs nano-graphrag and LightRAG into `.bench/peers-venv`, "
+        "runs every benchmark, rewrites this file with `.venv/bin/python -m bench.make_report`).", "",
+        "## graphfleet vs nano-graphrag vs LightRAG (A Christmas Carol)", "",
+        "`.venv/bin/python -m bench.compare --repeat 3 --out bench/results/compare.jsonl`", "",
+        *compare_tables(_load("compare.jsonl")),
+        *(Path(RESULTS / "compare_notes.md").read_text().splitlines() if (RESULTS / "compare_notes.md").exists()
+          else []), "",
+        "## Retrieval quality under a token budget", "",
+        "`.venv/bin/python -m bench.retrieval_eval --systems graphfleet nano lightrag --out "
+        "bench/results/retrieval.jsonl` (and `--no-llm` for graphfleet's LLM-free path) on "
+        "`../shared/data/hotpotqa_hipporag100` (HotpotQA, 100 questions, 994 pooled passages): the share of gold "
+        "supporting passages whose whole text is in the context built with `only_need_context`, every context "
+        "counted with cl100k against the same budget.", "",
+        *retrieval_table(_load("retrieval.jsonl")),
+        "## Scaling (graphfleet)", "",
+        "`.venv/bin/python -m bench.scaling_bench --out bench/results/scaling.jsonl` (simulator at 0 ms; on 2 cores "
+        "the simulator, Redis and every worker process share the same two CPUs).", "",
+        *scaling_table(_load("scaling.jsonl")),
+        "## graphfleet ingestion detail", "",
         "`.venv/bin/python -m bench.ingest_bench --repeat 5 [--processes 2] --out bench/results/ingest.jsonl`", "",
         *ingest_table(ingest), "",
-        "## Queries", "", "`.venv/bin/python -m bench.query_bench --repeat 3 --out bench/results/query.jsonl`", "",
+        "## graphfleet queries detail", "", "`.venv/bin/python -m bench.query_bench --repeat 3 --out "
+        "bench/results/query.jsonl`", "",
         "Submit-to-result through the gateway-less path (Redis queue -> query worker -> Redis), polled by the "
         "client every <= 50 ms.", "", *query_table(query), "",
-        "## Retrieval quality under a token budget", "",
-        "`.venv/bin/python -m bench.retrieval_eval [--no-llm] --out bench/results/retrieval.jsonl` on "
-        "`../shared/data/hotpotqa_hipporag100` (HotpotQA, 100 questions, 994 pooled passages): the share of gold "
-        "supporting passages whose whole text is in the context built with `only_need_context`. Peers "
-        "(nano-graphrag, LightRAG) are not measured yet.", "",
-        *retrieval_table(_load("retrieval.jsonl")),
-        "## Clustering", "", "See `bench/README.md` (hierarchical Leiden vs graspologic).", "",
+        "## Clustering: hierarchical Leiden vs graspologic", "",
+        "`.venv/bin/python bench/clustering_bench.py --repeat 3 --graspologic-python .bench/peers-venv/bin/python "
+        "--out bench/results/clustering.jsonl`: seeded Barabasi-Albert graphs, `max_cluster_size=10`, weights 1-5; "
+        "only the clustering call is timed on both sides (graspologic is the one nano-graphrag installs).", "",
+        *clustering_table(_load("clustering.jsonl")),
     ]
     (ROOT / "docs" / "benchmarks.md").write_text("\n".join(lines))
     print("\n".join(lines))

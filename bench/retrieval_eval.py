@@ -15,7 +15,11 @@ passages with BM25 and packs them, best first, into the same budget.
 The corpus is the pooled passages (``{title: [sentences]}``); without ``--corpus`` it is pooled from the
 questions' own contexts. Each passage is ingested as one document ``"<title>\\n<text>"`` through the real
 stack (Redis, Celery workers, the LLM simulator over HTTP, or ``--no-llm`` for the LLM-free extractor).
-Peers (nano-graphrag, LightRAG) are not run by this script yet (issue 7).
+With ``--systems ... nano lightrag`` the same passages go to nano-graphrag and LightRAG (run by
+``bench/peers/peer_run.py`` in the peers' own venv, against the same simulator), each asked with its own
+budget knobs set to the same ``--budget`` (nano: its local shares 0.33/0.40/0.27 and the naive/global
+limits; LightRAG: ``max_total_tokens`` with entity/relation shares as in its defaults). Every context is
+counted with cl100k here and reported over budget when it exceeds ``--budget``.
 """
 
 from __future__ import annotations
@@ -27,13 +31,15 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.common import emit, machine, redis_server, simulator, stack
+from bench.common import emit, machine, redis_server, sim_stats, simulator, stack
+from bench.peers.peer_run import delta
 from shared.retrieval.bm25 import BM25Index
-from shared.tokens import count_tokens_batch
+from shared.tokens import count_tokens, count_tokens_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "hotpotqa_hipporag100"
 BUDGET_MODEL = "gpt-4"  # cl100k_base
+PEER_MODES = {"nano": ["local", "global", "naive"], "lightrag": ["local", "global", "hybrid", "naive", "mix"]}
 
 
 def norm(text: str) -> str:
@@ -81,62 +87,127 @@ def bm25_context(index: BM25Index, passages: dict[str, str], query: str, budget:
     return "\n".join(kept), used
 
 
-def run(args) -> None:
-    questions, passages = load_set(args.questions, args.corpus)
-    questions = questions[: args.limit] if args.limit else questions
-    emit({"bench": "machine", **machine()}, args.out)
-    index = BM25Index.build((t, f"{t}\n{p}") for t, p in passages.items())
-    scores = {"bm25": []}
-    tokens = {"bm25": []}
-    for q in questions:
-        ctx, used = bm25_context(index, passages, q["question"], args.budget)
-        scores["bm25"].append(recall(ctx, gold_titles(q), passages))
-        tokens["bm25"].append(used)
+def mode_line(system: str, mode: str, scores: list[float], tokens: list[int], seconds: list[float] | None,
+              budget: int) -> dict:
+    return {"bench": "retrieval_mode", "system": system, "mode": mode, "questions": len(scores),
+            "recall_mean": round(statistics.mean(scores), 4),
+            "all_gold_share": round(sum(s == 1.0 for s in scores) / len(scores), 4),
+            "context_tokens_median": statistics.median(tokens), "over_budget": sum(t > budget for t in tokens),
+            "seconds_median": round(statistics.median(seconds), 4) if seconds else None}
 
+
+def run_graphfleet(args, questions, passages, llm) -> dict[str, list[float]]:
     from graphfleet_cli.local_client import LocalClient
     from shared.ingest_submit import DocumentInput
     from shared.query.params import QueryParam
 
+    scores: dict[str, list[float]] = {}
+    with redis_server() as url, stack(url, llm, 16, args.processes):
+        client = LocalClient(url)
+        before = sim_stats(llm) if llm else None
+        started = time.perf_counter()
+        docs = [DocumentInput(text=f"{t}\n{p}", title=t) for t, p in passages.items()]
+        job = _submit(client, "eval", docs)
+        view = client.wait("eval", job["job_id"], timeout=3600)
+        ingest_s = time.perf_counter() - started
+        stats = client.stats("eval")
+        usage = view["usage"]
+        emit({"bench": "retrieval_ingest", "system": "graphfleet", "status": view["status"],
+              "seconds": round(ingest_s, 2), "passages": len(passages), "llm": llm is not None,
+              "llm_calls": usage["calls"], "prompt_tokens": usage["prompt_tokens"],
+              "completion_tokens": usage["completion_tokens"],
+              "embedding_calls": delta(before, sim_stats(llm))["embedding_calls"] if llm else None,
+              **{k: stats[k] for k in ("chunks", "entities", "relations", "communities_by_level")}}, args.out)
+        for mode in args.modes:
+            scores[mode], tokens, seconds = [], [], []
+            for q in questions:
+                param = QueryParam(mode=mode, query=q["question"], only_need_context=True,
+                                   max_total_tokens=args.budget, model=BUDGET_MODEL)
+                t0 = time.perf_counter()
+                out = client.query("eval", param)
+                seconds.append(time.perf_counter() - t0)
+                context = (out.get("result") or {}).get("context") or ""
+                scores[mode].append(recall(context, gold_titles(q), passages))
+                tokens.append(count_tokens(context, BUDGET_MODEL))
+            emit(mode_line("graphfleet", mode, scores[mode], tokens, seconds, args.budget), args.out)
+    return scores
+
+
+def run_peer(args, system: str, questions, passages, llm) -> dict[str, list[float]]:
+    """One peer process: ingest every passage, then each question in each of the peer's modes."""
+    import os
+    import subprocess
+    import tempfile
+
+    from bench.compare import EMBEDDING_DIM, MODEL, PEERS_TIKTOKEN
+
+    by_id = {str(i): q for i, q in enumerate(questions)}
+    queries = [{"id": f"{mode}:{i}", "mode": mode, "query": q["question"], "only_need_context": True}
+               for mode in PEER_MODES[system] for i, q in enumerate(questions)]
+    with tempfile.TemporaryDirectory(prefix=f"gf-eval-{system}-") as tmp:
+        results = Path(tmp) / "results.jsonl"
+        spec = {"system": system, "base_url": llm, "workdir": str(Path(tmp) / "work"), "model": MODEL,
+                "docs": [f"{t}\n{p}" for t, p in passages.items()], "queries": queries,
+                "embedding_dim": EMBEDDING_DIM, "budget": args.budget, "llm_concurrency": 16, "out": str(results)}
+        (Path(tmp) / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
+        env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(PEERS_TIKTOKEN), "PYTHONPATH": ""}
+        proc = subprocess.run([args.peers_python, str(ROOT / "bench" / "peers" / "peer_run.py"),
+                               str(Path(tmp) / "spec.json")], cwd=tmp, env=env, capture_output=True, text=True)
+        lines = [json.loads(ln) for ln in results.read_text().splitlines()] if results.exists() else []
+    if proc.returncode != 0:
+        emit({"bench": "retrieval_error", "system": system, "returncode": proc.returncode,
+              "stderr": proc.stderr[-2000:]}, args.out)
+    ingest = next((r for r in lines if r["phase"] == "ingest"), None)
+    if ingest:
+        emit({"bench": "retrieval_ingest", "system": system, "status": "succeeded", "seconds": ingest["seconds"],
+              "passages": len(passages), "llm": True, "llm_calls": ingest["llm_calls"],
+              "prompt_tokens": ingest["prompt_tokens"], "completion_tokens": ingest["completion_tokens"],
+              "embedding_calls": ingest["embedding_calls"], "chunks": None, "entities": ingest["entities"],
+              "relations": ingest["relations"], "communities_by_level": ingest.get("communities_by_level")},
+             args.out)
+    scores: dict[str, list[float]] = {}
+    for mode in PEER_MODES[system]:
+        rows = [r for r in lines if r["phase"] == "query" and r["mode"] == mode]
+        if not rows:
+            continue
+        per_q = [(by_id[r["id"].split(":")[1]], r) for r in rows]
+        scores[mode] = [recall(r["output"] or "", gold_titles(q), passages) for q, r in per_q]
+        tokens = [count_tokens(r["output"] or "", BUDGET_MODEL) for _q, r in per_q]
+        line = mode_line(system, mode, scores[mode], tokens, [r["seconds"] for _q, r in per_q], args.budget)
+        line["failed"] = sum(bool(r["error"]) for _q, r in per_q)
+        emit(line, args.out)
+    return scores
+
+
+def run(args) -> None:
+    questions, passages = load_set(args.questions, args.corpus)
+    questions = questions[: args.limit] if args.limit else questions
+    emit({"bench": "machine", **machine(), "systems": args.systems, "budget": args.budget}, args.out)
+    index = BM25Index.build((t, f"{t}\n{p}") for t, p in passages.items())
+    bm25, bm25_tokens = [], []
+    for q in questions:
+        ctx, used = bm25_context(index, passages, q["question"], args.budget)
+        bm25.append(recall(ctx, gold_titles(q), passages))
+        bm25_tokens.append(used)
+    recalls: dict[str, dict[str, float]] = {}
     llm_cm = simulator(latency_ms=args.latency_ms) if not args.no_llm else None
     llm = llm_cm.__enter__() if llm_cm else None
     try:
-        with redis_server() as url, stack(url, llm, 16, args.processes):
-            client = LocalClient(url)
-            started = time.perf_counter()
-            docs = [DocumentInput(text=f"{t}\n{p}", title=t) for t, p in passages.items()]
-            job = _submit(client, "eval", docs)
-            view = client.wait("eval", job["job_id"], timeout=3600)
-            ingest_s = time.perf_counter() - started
-            stats = client.stats("eval")
-            emit({"bench": "retrieval_ingest", "status": view["status"], "seconds": round(ingest_s, 2),
-                  "passages": len(passages), "llm": not args.no_llm, "llm_calls": view["usage"]["calls"],
-                  **{k: stats[k] for k in ("chunks", "entities", "relations", "communities_by_level")}}, args.out)
-            for mode in args.modes:
-                scores[mode], tokens[mode], seconds = [], [], []
-                for q in questions:
-                    param = QueryParam(mode=mode, query=q["question"], only_need_context=True,
-                                       max_total_tokens=args.budget, model=BUDGET_MODEL)
-                    t0 = time.perf_counter()
-                    out = client.query("eval", param)
-                    seconds.append(time.perf_counter() - t0)
-                    result = out.get("result") or {}
-                    scores[mode].append(recall(result.get("context") or "", gold_titles(q), passages))
-                    tokens[mode].append((result.get("budget") or {}).get("total_tokens", 0))
-                emit({"bench": "retrieval_mode", "mode": mode, "questions": len(questions),
-                      "recall_mean": round(statistics.mean(scores[mode]), 4),
-                      "all_gold_share": round(sum(s == 1.0 for s in scores[mode]) / len(questions), 4),
-                      "context_tokens_median": statistics.median(tokens[mode]),
-                      "seconds_median": round(statistics.median(seconds), 4)}, args.out)
+        for system in args.systems:
+            if system == "graphfleet":
+                scores = run_graphfleet(args, questions, passages, llm)
+            elif llm is None:
+                continue  # peers need an LLM: with --no-llm only graphfleet's LLM-free path runs
+            else:
+                scores = run_peer(args, system, questions, passages, llm)
+            recalls[system] = {m: round(statistics.mean(v), 4) for m, v in scores.items()}
     finally:
         if llm_cm:
             llm_cm.__exit__(None, None, None)
-    emit({"bench": "retrieval_mode", "mode": "bm25 (baseline)", "questions": len(questions),
-          "recall_mean": round(statistics.mean(scores["bm25"]), 4),
-          "all_gold_share": round(sum(s == 1.0 for s in scores["bm25"]) / len(questions), 4),
-          "context_tokens_median": statistics.median(tokens["bm25"]), "seconds_median": None}, args.out)
+    emit({**mode_line("bm25", "bm25 (baseline)", bm25, bm25_tokens, None, args.budget)}, args.out)
     emit({"bench": "retrieval_summary", "budget": args.budget, "budget_encoding": "cl100k_base",
-          "questions": len(questions), "llm": not args.no_llm,
-          "recall_mean": {m: round(statistics.mean(v), 4) for m, v in scores.items()}}, args.out)
+          "questions": len(questions), "llm": not args.no_llm, "recall_mean": recalls,
+          "bm25": round(statistics.mean(bm25), 4)}, args.out)
 
 
 def _submit(client, tenant: str, docs: list) -> dict:
@@ -157,6 +228,8 @@ def main() -> None:
     ap.add_argument("--processes", type=int, default=1)
     ap.add_argument("--no-llm", action="store_true", help="LLM-free extraction and no LLM at query time")
     ap.add_argument("--limit", type=int, default=0, help="first N questions only")
+    ap.add_argument("--systems", nargs="+", default=["graphfleet"], choices=["graphfleet", "nano", "lightrag"])
+    ap.add_argument("--peers-python", default=str(ROOT / ".bench" / "peers-venv" / "bin" / "python"))
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     if args.corpus is None:

@@ -247,7 +247,11 @@ def render(records: list[str]) -> str:
 
 
 def extract_records(prompt: str) -> list[str]:
-    text, types = parse_prompt(prompt)
+    return records_of(*parse_prompt(prompt))
+
+
+def records_of(text: str, types: tuple[str, ...]) -> list[str]:
+    """Entity then relationship records of a chunk (the one extraction rule every prompt format shares)."""
     analysis = analyse(text, types)
     chosen = analysis.entities[:MAX_ENTITIES]
     return [_entity_record(analysis, e) for e in chosen] + _relations(analysis, chosen, [], MAX_RELATIONS)
@@ -259,9 +263,11 @@ def emitted_keys(assistant_texts: list[str]) -> set[str]:
 
 def glean_pool(prompt: str, assistant_texts: list[str]) -> tuple[Analysis, list[Entity], list[Entity]]:
     """(analysis, entities already emitted, entities still to add, in order)."""
-    text, types = parse_prompt(prompt)
+    return glean_pool_of(*parse_prompt(prompt), emitted_keys(assistant_texts))
+
+
+def glean_pool_of(text: str, types: tuple[str, ...], done: set[str]) -> tuple[Analysis, list[Entity], list[Entity]]:
     analysis = analyse(text, types)
-    done = emitted_keys(assistant_texts)
     everything = analysis.entities + analysis.extra
     emitted = [e for e in everything if e.key in done]
     remaining = [e for e in everything if e.key not in done]
@@ -269,7 +275,10 @@ def glean_pool(prompt: str, assistant_texts: list[str]) -> tuple[Analysis, list[
 
 
 def glean_records(prompt: str, assistant_texts: list[str]) -> list[str]:
-    analysis, emitted, remaining = glean_pool(prompt, assistant_texts)
+    return glean_records_of(*glean_pool(prompt, assistant_texts))
+
+
+def glean_records_of(analysis: Analysis, emitted: list[Entity], remaining: list[Entity]) -> list[str]:
     chosen = remaining[:GLEAN_BATCH]
     if not chosen:
         return []

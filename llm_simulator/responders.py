@@ -23,13 +23,13 @@ from shared.prompts import (
     summarize_descriptions,
 )
 
-from . import answers, answers_query
+from . import answers, answers_query, peers
 from .extraction import extract_records, glean_more, glean_records, render
 
 TYPES = (
     "extract", "glean_continue", "glean_loop", "summarize", "community_report", "global_map",
     "global_reduce", "rag_answer", "naive_answer", "keywords", "causal_analysis", "causal_summary",
-    "rate_community", "assess_answer", "map_summarize", "format_repair", "unknown",
+    "rate_community", "assess_answer", "map_summarize", "format_repair", *peers.TYPES, "unknown",
 )
 # Most specific first: gleaning messages follow an extraction prompt in the same conversation.
 MARKERS = (
@@ -49,7 +49,10 @@ MARKERS = (
     ("assess_answer", assess_answer.MARKER),
     ("map_summarize", map_summarize.MARKER),
     ("format_repair", format_repair.MARKER),
+    *peers.MARKERS,  # nano-graphrag's and LightRAG's own prompts (the side-by-side benchmark)
 )
+# decided by the last user message only: a gleaning message follows an extraction prompt in the conversation
+LAST_USER_ONLY = frozenset({"glean_loop", "glean_continue"}) | peers.LAST_USER_ONLY
 _QUERY_HELPERS = {
     "rate_community": answers_query.rate_community,
     "map_summarize": answers_query.map_summarize,
@@ -94,14 +97,16 @@ def classify(conv: Conversation) -> str:
     for kind, marker in MARKERS:
         if marker in last:
             return kind
-    for kind, marker in MARKERS[2:]:  # gleaning is decided by the last user message only
-        if any(marker in text for _, text in conv.messages):
+    for kind, marker in MARKERS:
+        if kind not in LAST_USER_ONLY and any(marker in text for _, text in conv.messages):
             return kind
     return "unknown"
 
 
 def respond(kind: str, conv: Conversation, model: str | None, json_mode: bool = False) -> str:
     """The well-formed answer for a request of ``kind``."""
+    if kind in peers.TYPES:
+        return peers.respond(kind, conv, model)
     if kind == "extract":
         return render(extract_records(conv.with_marker(extract_entities.MARKER)))
     if kind in ("glean_continue", "glean_loop"):

@@ -31,6 +31,8 @@ def parse_rows(body: str) -> list[dict[str, str]]:
     lines = [ln for ln in body.splitlines() if ln.strip()]
     if not lines:
         return []
+    if ",\t" in lines[0]:  # nano-graphrag's tables: quoted cells joined by ",\t"
+        lines = [ln.replace(",\t", ",") for ln in lines]
     delimiter = "\t" if lines[0].count("\t") >= 1 and lines[0].count("\t") >= lines[0].count(",") else ","
     try:
         rows = list(csv.reader(io.StringIO("\n".join(lines)), delimiter=delimiter, skipinitialspace=True))

@@ -136,17 +136,37 @@ def section_caps(param: QueryParam, mode: str, total: int) -> dict[str, int | No
         }
         return caps
     if mode in ("hybrid", "lightrag"):
-        return {
-            "entities": param.max_entity_tokens,
-            "relationships": param.max_relation_tokens,
-            "sources": None,
-        }
+        entities, relations = graph_caps(param, total)
+        return {"entities": entities, "relationships": relations, "sources": None}
     if mode == "causal":
         cap = min(param.causal_network_tokens, total)
         return {"entities": int(cap * 0.4), "relationships": int(cap * 0.4), "sources": int(cap * 0.2)}
     if mode == "global":
         return {"reports": min(param.global_group_tokens, total)}
     return {"sources": None}  # naive: the whole remainder for chunks
+
+
+# Hybrid: by default the graph sections (entities + relations) take at most this share of the context
+# budget, so the chunks' dynamic remainder survives a small max_total_tokens. LightRAG's 6,000 + 8,000
+# fit 30,000 with more than half left for chunks, so at the defaults nothing changes; at a 4,000-token
+# budget the fixed caps would fill the whole context with graph rows and leave no chunk, which
+# bench/retrieval_eval.py measured as recall 0.06 for hybrid (see docs/benchmarks.md).
+HYBRID_GRAPH_SHARE = 0.5
+
+
+def graph_caps(param: QueryParam, total: int) -> tuple[int, int]:
+    """(entity cap, relation cap) for hybrid: the caller's explicit values or a preset's as given; the
+    defaults scaled down, keeping their ratio, when together they exceed HYBRID_GRAPH_SHARE of ``total``."""
+    entities, relations = param.max_entity_tokens, param.max_relation_tokens
+    explicit = set(getattr(param, "explicit_fields", None) or param.model_fields_set)
+    preset = getattr(param, "applied_preset", "default")
+    if explicit & {"max_entity_tokens", "max_relation_tokens"} or preset != "default":
+        return entities, relations
+    room = int(total * HYBRID_GRAPH_SHARE)
+    if entities + relations <= room:
+        return entities, relations
+    scale = room / (entities + relations)
+    return int(entities * scale), int(relations * scale)
 
 
 def synthesis_budget(param: QueryParam, total: int) -> int:

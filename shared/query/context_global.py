@@ -51,6 +51,20 @@ class GlobalPlan(BaseModel):
     group_budget: int
     budget: BudgetReport
     dynamic: DynamicSelection | None = None
+    context_budget: int = 0  # the context-data budget of one call (max_total_tokens / model window)
+
+
+def visible_context(plan: GlobalPlan, model: str | None) -> tuple[str, int]:
+    """The context a caller sees (``only_need_context`` / ``include_context``): whole map groups, best
+    first, while together they fit the context budget, so a returned context never exceeds it. The map
+    phase itself reads every group, one call each, each within the budget. Returns (text, groups shown)."""
+    shown: list[str] = []
+    for group in plan.groups:
+        candidate = "\n\n".join([*shown, group.context])
+        if shown and count_tokens(candidate, model) > plan.context_budget:
+            break
+        shown.append(group.context)
+    return "\n\n".join(shown), len(shown)
 
 
 def static_selection(
@@ -178,7 +192,7 @@ def plan_global(
             f"vs static ({dyn.static_map_tokens} map tokens)"
         )
     return GlobalPlan(groups=groups, selected=[i for g in groups for i in g.report_ids], candidates=candidates,
-                      group_budget=group_budget, budget=budget.finalize(), dynamic=dyn)
+                      group_budget=group_budget, budget=budget.finalize(), dynamic=dyn, context_budget=tb.total)
 
 
 def build_map_messages(group: MapGroup, query: str) -> list[dict]:

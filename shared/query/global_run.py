@@ -17,6 +17,7 @@ from shared.query.context_global import (
     plan_global,
     reduce_budget,
     reduce_points,
+    visible_context,
 )
 from shared.query.formats import response_instructions
 from shared.query.map_points import parse_map_points
@@ -91,7 +92,12 @@ def start_global(param: QueryParam, reader, rate: Callable[[CommunityReport], fl
         sources.add(Evidence(kind="report", cite=cid, key=cid, text=f"{r.title}. {r.summary}", score=r.rating))
     result.sources, result.citations = sources, sources.citations()
     if param.only_need_context or param.include_context:
-        result.context = "\n\n".join(g.context for g in plan.groups)
+        result.context, shown = visible_context(plan, param.model)
+        result.details["context_groups"] = f"{shown}/{len(plan.groups)}"
+        if shown < len(plan.groups):
+            result.budget.notes.append(
+                f"context shows the first {shown} of {len(plan.groups)} map groups (within the "
+                f"{plan.context_budget}-token budget); the map phase reads all of them, one call each")
     return plan, result
 
 

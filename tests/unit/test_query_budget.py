@@ -102,3 +102,19 @@ def test_report_strings():
     out = allocate([Section("entities", ["a b c"] * 84, cap=60)], 1000)
     s = out.reports[0].summary()
     assert s.startswith("84 entities found, ") and "kept" in s
+
+
+def test_hybrid_graph_caps_leave_chunks_their_remainder_under_a_small_budget():
+    from shared.query.budget import HYBRID_GRAPH_SHARE, graph_caps
+
+    # at LightRAG's defaults the seed's caps are kept as they are
+    assert graph_caps(resolve(QueryParam(mode="hybrid")), 29_000) == (6000, 8000)
+    # a 4,000-token budget: the default caps shrink to half of it, in their 6:8 ratio
+    ent, rel = graph_caps(resolve(QueryParam(mode="hybrid", max_total_tokens=4000)), 3700)
+    assert ent + rel <= 3700 * HYBRID_GRAPH_SHARE and abs(ent / rel - 6 / 8) < 0.01
+    caps = section_caps(resolve(QueryParam(mode="hybrid", max_total_tokens=4000)), "hybrid", 3700)
+    assert caps["sources"] is None and caps["entities"] == ent
+    # values the caller (or a preset) set are obeyed as given
+    assert graph_caps(resolve(QueryParam(mode="hybrid", max_total_tokens=4000, max_entity_tokens=3000)),
+                      3700) == (3000, 8000)
+    assert graph_caps(resolve(QueryParam(mode="hybrid", preset="low_memory")), 3700) == (3000, 3000)

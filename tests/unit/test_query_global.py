@@ -145,3 +145,21 @@ def test_global_extractive_and_only_context():
     failing = ScriptedChat(fail_phases={"map"})
     res3 = run_global_inline(resolve(QueryParam(query="Cratchit")), reader, failing)
     assert res3.partial and res3.answer_kind == "none"
+
+
+def test_only_context_never_exceeds_the_budget_though_the_map_reads_every_group():
+    reader, _ = make_graph()
+    # groups of <= 120 tokens; a 260-token total budget cannot show all of them in one context
+    p = resolve(QueryParam(query="Scrooge", global_group_tokens=120, max_total_tokens=260, buffer_tokens=0,
+                           only_need_context=True))
+    plan = plan_global(reader.communities(), reader.reports(), p)
+    assert len(plan.groups) >= 3
+    res = run_global_inline(p, reader, None)
+    assert count_tokens(res.context) <= plan.context_budget <= 260
+    shown, total = map(int, res.details["context_groups"].split("/"))
+    assert 1 <= shown < total == len(plan.groups)
+    assert any("map phase reads all of them" in n for n in res.budget.notes)
+    # a budget that holds every group shows every group
+    roomy = resolve(QueryParam(query="Scrooge", global_group_tokens=120, only_need_context=True))
+    res = run_global_inline(roomy, reader, None)
+    assert res.details["context_groups"].split("/")[0] == res.details["context_groups"].split("/")[1]

@@ -1,0 +1,180 @@
+"""Side by side: graphfleet, nano-graphrag and LightRAG on one corpus against one LLM simulator.
+
+    bash bench/compare.sh                      # peers' venv + this + docs/benchmarks.md
+    .venv/bin/python -m bench.compare [--latency 0 200] [--repeat 3] [--systems graphfleet nano lightrag]
+        [--corpus FILE] [--peers-python PATH] [--out bench/results/compare.jsonl]
+
+Per latency one simulator serves all three systems; each run ingests the corpus into a fresh store
+(graphfleet: a fresh Redis and worker stack, started before the clock; peers: a fresh working
+directory, in a process that imported them before the clock), then asks every query mode the system
+has, with and without the answer call (``only_need_context``), a distinct question text per run so
+no LLM cache answers. Calls, tokens and embedding calls come from the simulator's counters (``GET
+/stats`` before and after each phase), the same counters for every system; graphfleet's own usage
+ledger is recorded beside them. Context tokens are the returned context counted with the model's
+tokenizer (gpt-4o-mini, o200k). Runs interleave the systems so machine noise spreads evenly;
+medians over ``--repeat`` runs are emitted as ``compare_median`` lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import ROOT, SAMPLE, emit, machine, redis_server, sim_stats, simulator, stack
+from bench.peers.peer_run import delta
+from bench.query_bench import QUERIES
+from shared.tokens import count_tokens
+
+MODEL = "gpt-4o-mini"
+EMBEDDING_DIM = 256  # graphfleet's default; the peers are given the same
+MODES = {
+    "graphfleet": ["local", "global", "naive", "hybrid", "causal"],
+    "nano": ["local", "global", "naive"],
+    "lightrag": ["local", "global", "hybrid", "naive"],
+}
+PEERS_VENV = ROOT / ".bench" / "peers-venv"
+PEERS_TIKTOKEN = ROOT / ".bench" / "tiktoken"
+
+
+def peer_versions(python: str) -> dict:
+    code = ("import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in "
+            "('nano-graphrag', 'lightrag-hku', 'graspologic', 'openai', 'tiktoken', 'networkx')}))")
+    return json.loads(subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout)
+
+
+def question(mode: str, run: int, only_context: bool) -> str:
+    """A text no earlier query of the run used, so no system's LLM cache (keywords, map, answer) answers."""
+    return f"{QUERIES[mode]} (run {run}{', context' if only_context else ''})"
+
+
+def graphfleet_run(llm: str, corpus: Path, latency: float, run: int, concurrency: int, processes: int) -> list[dict]:
+    from graphfleet_cli.local_client import LocalClient
+    from graphfleet_cli.query_client import run_query
+    from shared.query.params import QueryParam
+
+    out = []
+    base = {"system": "graphfleet", "latency_ms": latency, "run": run}
+    with redis_server() as url, stack(url, llm, concurrency, processes):
+        client = LocalClient(url)
+        tenant = f"cmp{run}"
+        before, started = sim_stats(llm), time.perf_counter()
+        view = client.wait(tenant, client.ingest_files(tenant, [corpus])["job_id"], timeout=3600)
+        seconds = time.perf_counter() - started
+        stats = client.stats(tenant)
+        levels = stats["communities_by_level"]
+        out.append({"bench": "compare_ingest", **base, "status": view["status"], "seconds": round(seconds, 3),
+                    **delta(before, sim_stats(llm)), "ledger_llm_calls": view["usage"]["calls"],
+                    "chunks": stats["chunks"], "entities": stats["entities"], "relations": stats["relations"],
+                    "communities": sum(levels.values()), "communities_by_level": levels,
+                    "reports": stats["reports"]})
+        for mode in MODES["graphfleet"]:
+            for only in (True, False):
+                param = QueryParam(query=question(mode, run, only), mode=mode, only_need_context=only, model=MODEL)
+                before = sim_stats(llm)
+                res = run_query(client, tenant, param, 600)
+                out.append({"bench": "compare_query", **base, "mode": mode, "only_need_context": only,
+                            "seconds": res["seconds"], "status": res["status"],
+                            "context_tokens": count_tokens(res["context"] or "", MODEL) if only else None,
+                            **delta(before, sim_stats(llm))})
+    return out
+
+
+def peer_run(python: str, system: str, llm: str, corpus: Path, latency: float, run: int, concurrency: int,
+             budget: int | None = None) -> list[dict]:
+    with tempfile.TemporaryDirectory(prefix=f"gf-{system}-") as tmp:
+        results = Path(tmp) / "results.jsonl"
+        queries = [{"id": f"{mode}-{only}", "mode": mode, "query": question(mode, run, only),
+                    "only_need_context": only} for mode in MODES[system] for only in (True, False)]
+        spec = {"system": system, "base_url": llm, "workdir": str(Path(tmp) / "work"), "model": MODEL,
+                "docs": [corpus.read_text(encoding="utf-8")], "queries": queries, "embedding_dim": EMBEDDING_DIM,
+                "budget": budget, "llm_concurrency": concurrency, "out": str(results)}
+        spec_path = Path(tmp) / "spec.json"
+        spec_path.write_text(json.dumps(spec), encoding="utf-8")
+        env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(PEERS_TIKTOKEN), "OPENAI_BASE_URL": llm,
+               "OPENAI_API_KEY": "sk-bench", "PYTHONPATH": ""}
+        proc = subprocess.run([python, str(ROOT / "bench" / "peers" / "peer_run.py"), str(spec_path)],
+                              cwd=tmp, env=env, capture_output=True, text=True, timeout=7200)
+        lines = [json.loads(ln) for ln in results.read_text().splitlines()] if results.exists() else []
+    base = {"system": system, "latency_ms": latency, "run": run}
+    out = []
+    for rec in lines:
+        if rec["phase"] == "ingest":
+            out.append({"bench": "compare_ingest", **base, "status": "succeeded" if proc.returncode == 0 else "failed",
+                        **{k: v for k, v in rec.items() if k not in ("phase", "system")}})
+        else:
+            text = rec.pop("output") or ""
+            out.append({"bench": "compare_query", **base, "status": "failed" if rec["error"] else "succeeded",
+                        "context_tokens": count_tokens(text, MODEL) if rec["only_need_context"] else None,
+                        **{k: v for k, v in rec.items() if k not in ("phase", "system", "id")}})
+    if proc.returncode != 0 or not any(r["bench"] == "compare_ingest" for r in out):
+        out.append({"bench": "compare_error", **base, "returncode": proc.returncode, "stderr": proc.stderr[-2000:]})
+    return out
+
+
+def medians(rows: list[dict]) -> list[dict]:
+    """One ``compare_median`` line per (system, latency) for ingestion and per query mode."""
+    out = []
+    ingests = [r for r in rows if r["bench"] == "compare_ingest" and r["status"] == "succeeded"]
+    for key in sorted({(r["system"], r["latency_ms"]) for r in ingests}):
+        runs = [r for r in ingests if (r["system"], r["latency_ms"]) == key]
+        first = runs[0]
+        out.append({"bench": "compare_median", "phase": "ingest", "system": key[0], "latency_ms": key[1],
+                    "runs": len(runs), "seconds_median": round(statistics.median(r["seconds"] for r in runs), 3),
+                    "seconds_all": [r["seconds"] for r in runs],
+                    **{k: first.get(k) for k in ("llm_calls", "prompt_tokens", "completion_tokens", "calls_by_type",
+                                                 "embedding_calls", "embedding_inputs", "chunks", "entities",
+                                                 "relations", "communities", "communities_by_level")}})
+    queries = [r for r in rows if r["bench"] == "compare_query"]
+    for key in sorted({(r["system"], r["latency_ms"], r["mode"], r["only_need_context"]) for r in queries}):
+        runs = [r for r in queries if (r["system"], r["latency_ms"], r["mode"], r["only_need_context"]) == key]
+        last = runs[-1]
+        out.append({"bench": "compare_median", "phase": "query", "system": key[0], "latency_ms": key[1],
+                    "mode": key[2], "only_need_context": key[3], "runs": len(runs),
+                    "failed": sum(r["status"] != "succeeded" for r in runs),
+                    "seconds_median": round(statistics.median(r["seconds"] for r in runs), 4),
+                    **{k: last.get(k) for k in ("context_tokens", "llm_calls", "prompt_tokens", "completion_tokens",
+                                                "calls_by_type", "embedding_calls")}})
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--latency", type=float, nargs="+", default=[0.0, 200.0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--systems", nargs="+", default=list(MODES), choices=list(MODES))
+    ap.add_argument("--corpus", type=Path, default=SAMPLE)
+    ap.add_argument("--concurrency", type=int, default=16, help="LLM calls in flight per system")
+    ap.add_argument("--processes", type=int, default=1, help="graphfleet worker processes per queue group")
+    ap.add_argument("--peers-python", default=str(PEERS_VENV / "bin" / "python"))
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    peers = [s for s in args.systems if s != "graphfleet"]
+    versions = peer_versions(args.peers_python) if peers else {}
+    emit({"bench": "machine", **machine(), "corpus": args.corpus.name, "repeat": args.repeat,
+          "concurrency": args.concurrency, "model": MODEL, "embedding_dim": EMBEDDING_DIM, "versions": versions,
+          "command": "python -m bench.compare " + " ".join(sys.argv[1:])}, args.out)
+    rows: list[dict] = []
+    for latency in args.latency:
+        with simulator(latency_ms=latency) as llm:
+            for run in range(args.repeat):
+                for system in args.systems:
+                    if system == "graphfleet":
+                        recs = graphfleet_run(llm, args.corpus, latency, run, args.concurrency, args.processes)
+                    else:
+                        recs = peer_run(args.peers_python, system, llm, args.corpus, latency, run, args.concurrency)
+                    for r in recs:
+                        emit(r, args.out)
+                    rows += recs
+    for m in medians(rows):
+        emit(m, args.out)
+
+
+if __name__ == "__main__":
+    main()
