@@ -171,6 +171,8 @@ def retrieval_table(rows: list[dict]) -> list[str]:
                 out.append(f"| {system} | {r['mode']} | {r['recall_mean']:.2f} | {r['all_gold_share']:.2f} "
                            f"| {r['context_tokens_median']} | {r.get('over_budget', '-')} | {secs} |")
         out.append("")
+        notes = {(r.get("system"), r["note"]) for r in run if r.get("note")}
+        out += [f"- {NAMES.get(system, system)}: {note}" for system, note in sorted(notes)] + ([""] if notes else [])
     return out
 
 

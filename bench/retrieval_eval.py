@@ -142,8 +142,9 @@ def run_peer(args, system: str, questions, passages, llm) -> dict[str, list[floa
     from bench.compare import EMBEDDING_DIM, MODEL, PEERS_TIKTOKEN
 
     by_id = {str(i): q for i, q in enumerate(questions)}
+    modes = getattr(args, f"{system}_modes")
     queries = [{"id": f"{mode}:{i}", "mode": mode, "query": q["question"], "only_need_context": True}
-               for mode in PEER_MODES[system] for i, q in enumerate(questions)]
+               for mode in modes for i, q in enumerate(questions)]
     with tempfile.TemporaryDirectory(prefix=f"gf-eval-{system}-") as tmp:
         results = Path(tmp) / "results.jsonl"
         spec = {"system": system, "base_url": llm, "workdir": str(Path(tmp) / "work"), "model": MODEL,
@@ -166,7 +167,7 @@ def run_peer(args, system: str, questions, passages, llm) -> dict[str, list[floa
               "relations": ingest["relations"], "communities_by_level": ingest.get("communities_by_level")},
              args.out)
     scores: dict[str, list[float]] = {}
-    for mode in PEER_MODES[system]:
+    for mode in modes:
         rows = [r for r in lines if r["phase"] == "query" and r["mode"] == mode]
         if not rows:
             continue
@@ -229,6 +230,10 @@ def main() -> None:
     ap.add_argument("--no-llm", action="store_true", help="LLM-free extraction and no LLM at query time")
     ap.add_argument("--limit", type=int, default=0, help="first N questions only")
     ap.add_argument("--systems", nargs="+", default=["graphfleet"], choices=["graphfleet", "nano", "lightrag"])
+    ap.add_argument("--nano-modes", nargs="+", default=PEER_MODES["nano"],
+                    help="nano's global runs its map phase even for only_need_context: at a 4,000-token budget "
+                         "that is dozens of LLM calls per question")
+    ap.add_argument("--lightrag-modes", nargs="+", default=PEER_MODES["lightrag"])
     ap.add_argument("--peers-python", default=str(ROOT / ".bench" / "peers-venv" / "bin" / "python"))
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
