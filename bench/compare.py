@@ -86,15 +86,14 @@ def graphfleet_run(llm: str, corpus: Path, latency: float, run: int, concurrency
     return out
 
 
-def peer_run(python: str, system: str, llm: str, corpus: Path, latency: float, run: int, concurrency: int,
-             budget: int | None = None) -> list[dict]:
+def run_peer_process(python: str, system: str, llm: str, docs: list[str], queries: list[dict],
+                     budget: int | None, concurrency: int) -> tuple[list[dict], subprocess.CompletedProcess]:
+    """Run ``bench/peers/peer_run.py`` in the peers' venv on a fresh working directory; its JSON lines."""
     with tempfile.TemporaryDirectory(prefix=f"gf-{system}-") as tmp:
         results = Path(tmp) / "results.jsonl"
-        queries = [{"id": f"{mode}-{only}", "mode": mode, "query": question(mode, run, only),
-                    "only_need_context": only} for mode in MODES[system] for only in (True, False)]
         spec = {"system": system, "base_url": llm, "workdir": str(Path(tmp) / "work"), "model": MODEL,
-                "docs": [corpus.read_text(encoding="utf-8")], "queries": queries, "embedding_dim": EMBEDDING_DIM,
-                "budget": budget, "llm_concurrency": concurrency, "out": str(results)}
+                "docs": docs, "queries": queries, "embedding_dim": EMBEDDING_DIM, "budget": budget,
+                "llm_concurrency": concurrency, "out": str(results)}
         spec_path = Path(tmp) / "spec.json"
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
         env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(PEERS_TIKTOKEN), "OPENAI_BASE_URL": llm,
@@ -102,6 +101,15 @@ def peer_run(python: str, system: str, llm: str, corpus: Path, latency: float, r
         proc = subprocess.run([python, str(ROOT / "bench" / "peers" / "peer_run.py"), str(spec_path)],
                               cwd=tmp, env=env, capture_output=True, text=True, timeout=7200)
         lines = [json.loads(ln) for ln in results.read_text().splitlines()] if results.exists() else []
+    return lines, proc
+
+
+def peer_run(python: str, system: str, llm: str, corpus: Path, latency: float, run: int, concurrency: int,
+             budget: int | None = None) -> list[dict]:
+    queries = [{"id": f"{mode}-{only}", "mode": mode, "query": question(mode, run, only),
+                "only_need_context": only} for mode in MODES[system] for only in (True, False)]
+    lines, proc = run_peer_process(python, system, llm, [corpus.read_text(encoding="utf-8")], queries, budget,
+                                   concurrency)
     base = {"system": system, "latency_ms": latency, "run": run}
     out = []
     for rec in lines:

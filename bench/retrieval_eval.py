@@ -135,26 +135,14 @@ def run_graphfleet(args, questions, passages, llm) -> dict[str, list[float]]:
 
 def run_peer(args, system: str, questions, passages, llm) -> dict[str, list[float]]:
     """One peer process: ingest every passage, then each question in each of the peer's modes."""
-    import os
-    import subprocess
-    import tempfile
-
-    from bench.compare import EMBEDDING_DIM, MODEL, PEERS_TIKTOKEN
+    from bench.compare import run_peer_process
 
     by_id = {str(i): q for i, q in enumerate(questions)}
     modes = getattr(args, f"{system}_modes")
     queries = [{"id": f"{mode}:{i}", "mode": mode, "query": q["question"], "only_need_context": True}
                for mode in modes for i, q in enumerate(questions)]
-    with tempfile.TemporaryDirectory(prefix=f"gf-eval-{system}-") as tmp:
-        results = Path(tmp) / "results.jsonl"
-        spec = {"system": system, "base_url": llm, "workdir": str(Path(tmp) / "work"), "model": MODEL,
-                "docs": [f"{t}\n{p}" for t, p in passages.items()], "queries": queries,
-                "embedding_dim": EMBEDDING_DIM, "budget": args.budget, "llm_concurrency": 16, "out": str(results)}
-        (Path(tmp) / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
-        env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(PEERS_TIKTOKEN), "PYTHONPATH": ""}
-        proc = subprocess.run([args.peers_python, str(ROOT / "bench" / "peers" / "peer_run.py"),
-                               str(Path(tmp) / "spec.json")], cwd=tmp, env=env, capture_output=True, text=True)
-        lines = [json.loads(ln) for ln in results.read_text().splitlines()] if results.exists() else []
+    lines, proc = run_peer_process(args.peers_python, system, llm, [f"{t}\n{p}" for t, p in passages.items()],
+                                   queries, args.budget, 16)
     if proc.returncode != 0:
         emit({"bench": "retrieval_error", "system": system, "returncode": proc.returncode,
               "stderr": proc.stderr[-2000:]}, args.out)

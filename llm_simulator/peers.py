@@ -77,6 +77,12 @@ def _between(text: str, start: str, end: str) -> str:
     return (body[:j] if j >= 0 else body).strip()
 
 
+def _summary(name: str, fragments: list[str], max_tokens: int, model: str | None) -> str:
+    """The project's summary rule on a peer's description list."""
+    return answers.summarize(f"Write it under {max_tokens} tokens.\nEntity: {name}\nDescription fragments:\n"
+                             + "\n".join(fragments) + "\nOutput:", model)
+
+
 def _nano_response_type(system: str) -> str:
     return section(system, "---Target response length and format---", ("\n---", "\nAdd "))
 
@@ -96,9 +102,7 @@ def _nano(kind: str, conv, model: str | None) -> str:
         prompt = conv.with_marker(_MARKER[kind])
         name = _between(prompt, "Entities:", "\n")
         fragments = _between(prompt, "Description List:", "\n#######").split("<SEP>")
-        return answers.summarize(
-            f"Write it under 500 tokens.\nEntity: {name}\nDescription fragments:\n" + "\n".join(fragments)
-            + "\nOutput:", model)
+        return _summary(name, fragments, 500, model)
     if kind == "nano_community_report":
         real = conv.with_marker(_MARKER[kind]).split("# Real Data", 1)[-1]
         data = _between(real, "Text:", "The report should include")  # fence lines are skipped by the parser
@@ -187,9 +191,7 @@ def _lightrag(kind: str, conv, model: str | None) -> str:
                 fragments.append(str(item.get("Description", item) if isinstance(item, dict) else item))
             except ValueError:
                 fragments.append(line)
-        return answers.summarize(
-            f"Write it under {limit.group(1) if limit else 500} tokens.\nEntity: {m.group(1).strip() if m else ''}\n"
-            "Description fragments:\n" + "\n".join(fragments) + "\nOutput:", model)
+        return _summary(m.group(1).strip() if m else "", fragments, int(limit.group(1)) if limit else 500, model)
     if kind == "lightrag_keywords":
         prompt = conv.with_marker(_MARKER[kind])
         query = _between(prompt[prompt.rfind("---Real Data---"):], "User Query:", "\n---Output---")

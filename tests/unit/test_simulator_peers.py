@@ -50,6 +50,13 @@ def conv(*messages: tuple[str, str]) -> Conversation:
     return Conversation(list(messages))
 
 
+def answered(kind: str, *messages: tuple[str, str]) -> str:
+    """The simulator's answer to ``messages``, after checking they are recognised as ``kind``."""
+    c = conv(*messages)
+    assert classify(c) == kind
+    return respond(kind, c, "gpt-4o-mini")
+
+
 def test_nano_extraction_uses_the_shared_rule_and_nano_record_format():
     c = conv(("user", NANO_EXTRACT))
     assert classify(c) == "nano_extract"
@@ -110,14 +117,11 @@ def test_nano_summary_and_query_prompts():
               "---Goal---\nGenerate a response consisting of a list of key points that responds to the user's "
               "question\n---Data tables---\nid,content,rating,importance\n0,\"Bob Cratchit is the clerk of "
               "Scrooge.\",5,1\n---Goal---\n...")
-    c = conv(("system", system), ("user", "Who is the clerk of Scrooge?"))
-    assert classify(c) == "nano_global_map"
-    points = json.loads(respond("nano_global_map", c, None))["points"]
+    points = json.loads(answered("nano_global_map", ("system", system), ("user", "Who is the clerk of Scrooge?")))[
+        "points"]
     assert points[0]["score"] > 0 and "Cratchit" in points[0]["description"]
     local = system.replace("Generate a response consisting of a list of key points", "Generate a response")
-    c = conv(("system", local), ("user", "Who is the clerk of Scrooge?"))
-    assert classify(c) == "nano_local"
-    assert "Cratchit" in respond("nano_local", c, None)
+    assert "Cratchit" in answered("nano_local", ("system", local), ("user", "Who is the clerk of Scrooge?"))
 
 
 def test_lightrag_extraction_rows_respect_its_caps_and_types():
@@ -157,6 +161,4 @@ def test_lightrag_keywords_summary_and_answer():
               "Document Chunks found in the **Context**.\n  - The response should be presented in Single Paragraph.\n"
               "---Context---\n\nKnowledge Graph Data (Entity):\n\n```json\n"
               '{"entity": "Bob Cratchit", "description": "Bob Cratchit is the clerk of Scrooge."}\n```\n')
-    c = conv(("system", system), ("user", "Who is the clerk of Scrooge?"))
-    assert classify(c) == "lightrag_rag"
-    assert "clerk" in respond("lightrag_rag", c, None)
+    assert "clerk" in answered("lightrag_rag", ("system", system), ("user", "Who is the clerk of Scrooge?"))
