@@ -89,6 +89,7 @@ def graphfleet_run(llm: str, corpus: Path, latency: float, run: int, concurrency
 def run_peer_process(python: str, system: str, llm: str, docs: list[str], queries: list[dict],
                      budget: int | None, concurrency: int) -> tuple[list[dict], subprocess.CompletedProcess]:
     """Run ``bench/peers/peer_run.py`` in the peers' venv on a fresh working directory; its JSON lines."""
+    python = os.path.abspath(python) if os.sep in python else python  # it runs from the temporary dir
     with tempfile.TemporaryDirectory(prefix=f"gf-{system}-") as tmp:
         results = Path(tmp) / "results.jsonl"
         spec = {"system": system, "base_url": llm, "workdir": str(Path(tmp) / "work"), "model": MODEL,

@@ -136,20 +136,45 @@ def compare_tables(rows: list[dict]) -> list[str]:
 SYSTEM_MODES = ("local", "global", "naive", "hybrid", "mix", "causal")
 
 
-def retrieval_table(rows: list[dict]) -> list[str]:
-    """The newest complete run per LLM setting: ingest lines, then one row per system and mode."""
-    out = []
+def retrieval_runs(rows: list[dict]) -> dict[bool, list[dict]]:
+    """Per LLM setting, each system's lines from the newest finished run that measured it (systems may
+    be run by separate invocations: LightRAG's ingestion alone takes ~25 min), then that run's BM25
+    baseline and summary. Runs are split at their ``machine`` line; a run stopped before its summary
+    is ignored."""
     runs: list[list[dict]] = []
     for r in rows:
         if r["bench"] == "machine":
             runs.append([])
         elif runs:
             runs[-1].append(r)
-    latest: dict[bool, list[dict]] = {}
+    by_llm: dict[bool, list[list[dict]]] = {}
     for run in runs:
         summary = next((r for r in run if r["bench"] == "retrieval_summary"), None)
         if summary:
-            latest[summary["llm"]] = run
+            by_llm.setdefault(summary["llm"], []).append(run)
+    merged: dict[bool, list[dict]] = {}
+    for llm, llm_runs in by_llm.items():
+        newest = llm_runs[-1]
+        summary = next(r for r in newest if r["bench"] == "retrieval_summary")
+        chosen: dict[str, list[dict]] = {}
+        for run in reversed(llm_runs):
+            for system in dict.fromkeys(r.get("system", "graphfleet") for r in run
+                                        if r["bench"] in ("retrieval_ingest", "retrieval_mode", "retrieval_error")):
+                if system not in chosen and system != "bm25":
+                    chosen[system] = [r for r in run if r.get("system", "graphfleet") == system
+                                      and r["bench"] != "retrieval_summary"]
+        order = ["graphfleet", "nano", "lightrag"]
+        lines = [r for system in sorted(chosen, key=lambda x: order.index(x) if x in order else 9)
+                 for r in chosen[system]]
+        lines += [r for r in newest if r.get("system") == "bm25"]
+        merged[llm] = [*lines, summary]
+    return merged
+
+
+def retrieval_table(rows: list[dict]) -> list[str]:
+    """Ingest lines, then one row per system and mode, per LLM setting (see ``retrieval_runs``)."""
+    out = []
+    latest = retrieval_runs(rows)
     for llm, run in sorted(latest.items()):
         summary = next(r for r in run if r["bench"] == "retrieval_summary")
         out += [f"**{'LLM simulator (0 ms)' if llm else 'no LLM (LLM-free extraction, hashing embeddings)'}**: "
@@ -161,17 +186,19 @@ def retrieval_table(rows: list[dict]) -> list[str]:
                 tokens = (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)
                 out.append(f"| {NAMES.get(r.get('system', 'graphfleet'))} | {r['passages']} | {r['seconds']} "
                            f"| {r['llm_calls']} | {tokens:,} | {r['entities']} | {r['relations']} |")
-        out += ["", "| system | mode | gold passages in context (mean) | questions with all gold passages "
-                "| context tokens (median) | contexts over budget | s per query (median) |",
-                "|---|---|---|---|---|---|---|"]
+        out += ["", "| system | mode | questions | gold passages in context (mean) | questions with all gold "
+                "passages | context tokens (median) | contexts over budget | s per query (median) |",
+                "|---|---|---|---|---|---|---|---|"]
         for r in run:
             if r["bench"] == "retrieval_mode":
                 secs = "-" if r["seconds_median"] is None else f"{r['seconds_median']:.3f}"
                 system = NAMES.get(r.get("system", "graphfleet"), r.get("system"))
-                out.append(f"| {system} | {r['mode']} | {r['recall_mean']:.2f} | {r['all_gold_share']:.2f} "
-                           f"| {r['context_tokens_median']} | {r.get('over_budget', '-')} | {secs} |")
+                out.append(f"| {system} | {r['mode']} | {r['questions']} | {r['recall_mean']:.2f} "
+                           f"| {r['all_gold_share']:.2f} | {r['context_tokens_median']} "
+                           f"| {r.get('over_budget', '-')} | {secs} |")
         out.append("")
-        notes = {(r.get("system"), r["note"]) for r in run if r.get("note")}
+        notes = {(r.get("system"), r.get("note") or f"run failed (exit {r.get('returncode')}), see the jsonl")
+                 for r in run if r.get("note") or r["bench"] == "retrieval_error"}
         out += [f"- {NAMES.get(system, system)}: {note}" for system, note in sorted(notes)] + ([""] if notes else [])
     return out
 

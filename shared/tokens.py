@@ -84,7 +84,7 @@ class _CountCache:
     query that touches them. Bounded by total characters; cleared wholesale when full (cheap, and a
     cold cache only costs a re-count)."""
 
-    MAX_TEXT_CHARS = 16_384
+    MAX_TEXT_CHARS = 262_144  # whole rendered sections (a global map group is ~50k chars) are re-counted per query
     MAX_TOTAL_CHARS = 64 * 1024 * 1024
 
     def __init__(self) -> None:

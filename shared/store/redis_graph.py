@@ -8,6 +8,9 @@ rewrites the same field. The merged record is recomputed from all fragments unde
 from __future__ import annotations
 
 import json
+import threading
+import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from shared.keys import SEP, Keys
@@ -24,6 +27,11 @@ from shared.models import (
 )
 
 _ADJACENCY: dict[str, tuple[int, object, dict[str, list[str]]]] = {}  # read cache, never coordination
+# Parsed communities + reports per tenant, keyed by the random revision every write of either sets
+# (a counter could repeat after a tenant is deleted and rebuilt). Read cache only, bounded LRU.
+_COMMUNITY_ROWS: OrderedDict[str, tuple[str, object, dict[str, Community], dict[str, CommunityReport]]] = OrderedDict()
+COMMUNITY_ROWS_TENANTS = 32
+_ROWS_LOCK = threading.Lock()
 
 
 def _s(value) -> str:
@@ -377,10 +385,40 @@ class GraphStore:
             pipe.delete(self.k.node_communities())
         pipe.hset(self.k.community_meta(), mapping={
             "levels": json.dumps({str(k): v for k, v in levels.items()}), "graph_version": version})
+        self._touch(pipe)
         pipe.execute()
 
+    def _touch(self, pipe) -> None:
+        """New revision of the communities/reports (invalidates every process's parsed copy)."""
+        pipe.hset(self.k.community_meta(), "rev", uuid.uuid4().hex)
+
+    def _community_rows(self) -> tuple[dict[str, Community], dict[str, CommunityReport]]:
+        """All communities and reports, parsed once per revision per process: a global query reads
+        every report, and parsing thousands of them per query dominated its time."""
+        rev = self.redis.hget(self.k.community_meta(), "rev")
+        with _ROWS_LOCK:
+            cached = _COMMUNITY_ROWS.get(self.k.p)
+            if rev is not None and cached and cached[0] == _s(rev) and cached[1] is self.redis:
+                _COMMUNITY_ROWS.move_to_end(self.k.p)
+                return cached[2], cached[3]
+        pipe = self.redis.pipeline(transaction=True)  # rows and revision from one snapshot
+        pipe.hgetall(self.k.communities())
+        pipe.hgetall(self.k.reports())
+        pipe.hget(self.k.community_meta(), "rev")
+        raw_c, raw_r, rev = pipe.execute()
+        communities = {_s(k): Community.model_validate_json(v) for k, v in raw_c.items()}
+        reports = {_s(k): CommunityReport.model_validate_json(v) for k, v in raw_r.items()}
+        if rev is not None:
+            with _ROWS_LOCK:
+                _COMMUNITY_ROWS[self.k.p] = (_s(rev), self.redis, communities, reports)
+                _COMMUNITY_ROWS.move_to_end(self.k.p)
+                while len(_COMMUNITY_ROWS) > COMMUNITY_ROWS_TENANTS:
+                    _COMMUNITY_ROWS.popitem(last=False)
+        return communities, reports
+
     def communities(self) -> dict[str, Community]:
-        return {_s(k): Community.model_validate_json(v) for k, v in self.redis.hgetall(self.k.communities()).items()}
+        """Shared parsed rows (read-only by contract); the dict itself is the caller's."""
+        return dict(self._community_rows()[0])
 
     def communities_by_ids(self, ids: Iterable[str]) -> dict[str, Community]:
         ids = list(dict.fromkeys(ids))
@@ -411,7 +449,8 @@ class GraphStore:
 
     # -------------------------------------------------------------- reports
     def reports(self) -> dict[str, CommunityReport]:
-        return {_s(k): CommunityReport.model_validate_json(v) for k, v in self.redis.hgetall(self.k.reports()).items()}
+        """Shared parsed rows (read-only by contract); the dict itself is the caller's."""
+        return dict(self._community_rows()[1])
 
     def cached_reports(self, signatures: Iterable[str]) -> dict[str, CommunityReport]:
         sigs = [x for x in dict.fromkeys(signatures) if x]
@@ -425,12 +464,16 @@ class GraphStore:
             pipe.hset(self.k.reports(), report.community_id, payload)
             if report.signature:
                 pipe.hset(self.k.report_cache(), report.signature, payload)
+        self._touch(pipe)
         pipe.execute()
 
     def prune_reports(self, community_ids: set[str]) -> None:
         stale = [k for k in (_s(x) for x in self.redis.hkeys(self.k.reports())) if k not in community_ids]
         if stale:
-            self.redis.hdel(self.k.reports(), *stale)
+            pipe = self.redis.pipeline()
+            pipe.hdel(self.k.reports(), *stale)
+            self._touch(pipe)
+            pipe.execute()
 
     # ---------------------------------------------------------------- stats
     def stats(self) -> dict:

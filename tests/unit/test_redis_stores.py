@@ -122,3 +122,51 @@ def test_concurrent_batch_merges_lose_nothing(redis_client, tenant):
     if store.dirty_members("entities"):
         store.merge_batch("entities", store.dirty_members("entities"), _merge)
     assert all(len(e.source_ids) == 12 for e in store.entities(names).values())
+
+
+def _community(cid: str, occurrence: float = 1.0):
+    from shared.models import Community
+
+    return Community(id=cid, level=0, nodes=[cid.lower()], occurrence=occurrence)
+
+
+def _report(cid: str, title: str):
+    from shared.models import CommunityReport
+
+    return CommunityReport(community_id=cid, level=0, title=title, summary=f"about {title}", signature=title)
+
+
+def test_parsed_community_rows_follow_every_write_from_any_client(redis_server, redis_client, tenant):
+    """Reports/communities are parsed once per revision and process; any write, by this client or
+    another process's, and a tenant rebuilt from scratch, must be seen by the next read."""
+    from shared.redis_conn import connect
+
+    reader = GraphStore(redis_client, tenant)
+    other = connect(redis_server.url)  # another process's connection
+    try:
+        writer = GraphStore(other, tenant)
+        writer.replace_communities([_community("L0-0"), _community("L0-1")], {0: 2}, version=1)
+        writer.save_reports([_report("L0-0", "first")])
+        assert set(reader.communities()) == {"L0-0", "L0-1"}
+        assert reader.reports()["L0-0"].title == "first"
+        assert reader.reports() is not reader.reports()  # callers own the dict
+        reader.reports().clear()  # ...so clearing one does not empty the cache
+        assert set(reader.reports()) == {"L0-0"}
+
+        writer.save_reports([_report("L0-0", "second"), _report("L0-1", "other")])
+        assert reader.reports()["L0-0"].title == "second"
+        writer.prune_reports({"L0-1"})
+        assert set(reader.reports()) == {"L0-1"}
+        writer.replace_communities([_community("L0-7")], {0: 1}, version=2)
+        assert set(reader.communities()) == {"L0-7"}
+
+        # the tenant deleted and rebuilt with the same ids: a counter could repeat, the revision cannot
+        other.delete(*other.keys(f"{writer.k.p}*"))
+        assert reader.reports() == {} and reader.communities() == {}
+        writer.replace_communities([_community("L0-7")], {0: 1}, version=2)
+        writer.save_reports([_report("L0-7", "rebuilt")])
+        assert reader.reports()["L0-7"].title == "rebuilt"
+        # and another tenant never reads this one's rows
+        assert GraphStore(redis_client, tenant + "x").reports() == {}
+    finally:
+        other.close()
