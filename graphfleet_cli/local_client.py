@@ -64,19 +64,14 @@ class LocalClient:
             delay = min(0.1, delay * 1.5)
 
     def query(self, tenant: str, param, timeout: float = 300.0) -> dict:
-        """Enqueue and poll; returns ``{"query_id", "status", "error", "result"}`` (as the HTTP client)."""
+        """Enqueue and wait for the end-of-job message; ``{"query_id", "status", "error", "result"}``
+        (as the HTTP client)."""
         query_id = submit_query(self.redis, self.celery, tenant, param)
-        deadline = time.time() + timeout
-        delay = 0.01
-        while True:
-            view = self.job(tenant, query_id)
-            if view and view["status"] in TERMINAL:
-                return {"query_id": query_id, "status": view["status"], "error": view.get("error"),
-                        "result": view.get("result") or {}}
-            if time.time() > deadline:
-                raise TimeoutError(f"query {query_id} not finished after {timeout}s")
-            time.sleep(delay)
-            delay = min(0.05, delay * 1.5)
+        if JobStore(self.redis, tenant).wait_finished(query_id, timeout) not in TERMINAL:
+            raise TimeoutError(f"query {query_id} not finished after {timeout}s")
+        view = self.job(tenant, query_id) or {}
+        return {"query_id": query_id, "status": view.get("status"), "error": view.get("error"),
+                "result": view.get("result") or {}}
 
     def stats(self, tenant: str) -> dict:
         return GraphStore(self.redis, tenant).stats()

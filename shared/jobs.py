@@ -173,13 +173,37 @@ class JobStore:
         return TIERS.tier(self.redis, self.tenant)
 
     def _record_finished(self, job_id: str, status: str, finished_at: float) -> None:
-        """Job metrics, once per job even when two tasks (or a redelivery) finish it concurrently."""
+        """Job metrics, once per job even when two tasks (or a redelivery) finish it concurrently; wakes
+        whoever waits on the job (``wait_finished``)."""
         self.redis.zrem(active_jobs_key(), active_member(self.tenant, job_id))
+        self.redis.publish(self.k.job_done_channel(job_id), status)
         if not self.redis.hsetnx(self.k.job_flags(job_id), "metrics:finished", status):
             return
         kind, created = self.get_field(job_id, "kind") or "unknown", self.get_field(job_id, "created_at")
         seconds = finished_at - float(created) if created else None
         _metrics().record_job_finished(kind, status, seconds, self.tier())
+
+    def wait_finished(self, job_id: str, timeout: float, recheck_s: float = 0.5) -> str | None:
+        """Block until the job ends; its final status, or None after ``timeout`` seconds (or when the job
+        does not exist). Woken by the end-of-job publish instead of polling, so a short query's result is
+        seen as soon as it is written; the status is re-read every ``recheck_s`` in case a publish was
+        missed (a reconnect), so the wait never depends on the message alone."""
+        deadline = time.monotonic() + timeout
+        pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+        try:
+            pubsub.subscribe(self.k.job_done_channel(job_id))  # before the first read: no end can slip between
+            while True:
+                status = self.status(job_id)
+                if status is None or status in TERMINAL:
+                    return status
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                message = pubsub.get_message(timeout=min(recheck_s, left))
+                if message is not None and message.get("type") == "message":
+                    return _s(message["data"])
+        finally:
+            pubsub.close()
 
     # ---- chunk progress
     def add_chunks(self, job_id: str, chunk_ids: list[str]) -> None:

@@ -67,6 +67,9 @@ class Keys:
     def job(self, job_id: str) -> str:
         return f"{self.p}job:{job_id}"
 
+    def job_done_channel(self, job_id: str) -> str:  # pub/sub: the final status, published once when the job ends
+        return f"{self.p}job:{job_id}:done"
+
     def job_failures(self, job_id: str) -> str:  # hash chunk_id -> ChunkFailure json
         return f"{self.p}job:{job_id}:failures"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 
@@ -170,3 +171,29 @@ def test_parsed_community_rows_follow_every_write_from_any_client(redis_server, 
         assert GraphStore(redis_client, tenant + "x").reports() == {}
     finally:
         other.close()
+
+
+def test_wait_finished_wakes_on_the_end_of_job_message_and_only_for_that_tenants_job(redis_client, tenant):
+    jobs, other = JobStore(redis_client, tenant), JobStore(redis_client, tenant + "-other")
+    jobs.create("q1", "query")
+    other.create("q1", "query")  # same job id in another tenant: its end must not wake this waiter
+    seen: list[str | None] = []
+    waiter = threading.Thread(target=lambda: seen.append(jobs.wait_finished("q1", timeout=30, recheck_s=30)))
+    waiter.start()
+    deadline = time.monotonic() + 10
+    while redis_client.pubsub_numsub(jobs.k.job_done_channel("q1"))[0][1] == 0:  # the waiter has subscribed
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    other.finish("q1", "failed")
+    waiter.join(timeout=0.3)
+    assert waiter.is_alive() and seen == []  # another tenant's job of the same id ended: still waiting
+    jobs.finish("q1", "succeeded", result={"answer": "x"})
+    waiter.join(timeout=10)  # recheck_s=30: only the published message can have woken it this soon
+    assert not waiter.is_alive() and seen == ["succeeded"]
+    # already ended, unknown job, and a job that never ends within the timeout
+    assert jobs.wait_finished("q1", timeout=5) == "succeeded"
+    assert jobs.wait_finished("missing", timeout=5) is None
+    jobs.create("q2", "query")
+    assert jobs.wait_finished("q2", timeout=0.2, recheck_s=0.05) is None
+    jobs.cancel("q2")
+    assert jobs.wait_finished("q2", timeout=5) == "canceled"
