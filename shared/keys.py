@@ -162,3 +162,7 @@ def active_jobs_key() -> str:  # zset "tenant\x1fjob_id" -> created_at, for jobs
 
 def watchdog_key() -> str:  # hash "tenant\x1fjob_id" -> json {fingerprint, since, idle}; plus :lock
     return f"{ROOT}:watchdog"
+
+
+def index_updated_channel() -> str:  # pub/sub, not a key: a tenant id per message when its index changed (no data)
+    return f"{ROOT}:index_updated"

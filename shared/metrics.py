@@ -59,6 +59,7 @@ METRIC_NAMES: frozenset[str] = frozenset({
     "graphfleet_job_duration_seconds",
     "graphfleet_chunks_processed_total",
     "graphfleet_job_resumes_total",
+    "graphfleet_query_cache_warmup_seconds",
 })
 
 LLM_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
@@ -114,6 +115,9 @@ class _Metrics:
         self.chunks = Counter("graphfleet_chunks_processed", "Chunks extracted (ok|failed)", ["outcome"])
         self.job_resumes = Counter("graphfleet_job_resumes", "Stalled jobs whose lost steps the watchdog re-enqueued",
                                    ["kind", "stage"])
+        self.cache_warmups = Histogram("graphfleet_query_cache_warmup_seconds",
+                                       "Query worker caches rebuilt after an index update (one per tenant and process)",
+                                       ["queue"], buckets=TASK_BUCKETS)
 
 
 _lock = threading.Lock()
@@ -210,6 +214,10 @@ def record_job_finished(kind: str, status: str, seconds: float | None, tier: str
 
 def record_job_resumed(kind: str, stage: str) -> None:
     metrics().job_resumes.labels(kind=_label(kind, "unknown", 16), stage=_label(stage, "unknown", 32)).inc()
+
+
+def observe_cache_warmup(seconds: float, queue: str = "query") -> None:
+    metrics().cache_warmups.labels(queue=_label(queue)).observe(max(0.0, seconds))
 
 
 def record_chunks(count: int = 1, outcome: str = "ok") -> None:

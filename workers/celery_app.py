@@ -8,12 +8,13 @@ from celery.signals import worker_init
 from shared.config import get_settings
 from shared.metrics import install_celery_signal_handlers
 from shared.queueing import celery_config
-from workers import kombu_fixes, watchdog
+from workers import kombu_fixes, query_warmup, watchdog
 
 kombu_fixes.install()  # Redis restarts must not stop the consumer (see workers/kombu_fixes.py)
 app = Celery("graphfleet", include=["workers.ingest_tasks", "workers.query_tasks"])
 install_celery_signal_handlers(app)  # task/process metrics (shared/metrics_celery.py)
 watchdog.install(app)  # re-enqueues the lost steps of stalled jobs (shared/pipeline/watchdog.py)
+query_warmup.install(app)  # query workers rebuild a tenant's caches when its index changes (shared/query/warmup.py)
 
 
 @app.on_configure.connect

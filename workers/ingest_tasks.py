@@ -24,6 +24,7 @@ from shared.pipeline.extract_stage import run_extract
 from shared.pipeline.index_stage import run_index
 from shared.pipeline.merge_stage import plan_batches, run_merge_batch
 from shared.pipeline.report_stage import plan_report_batches, run_report_batch
+from shared.query.warmup import announce_index_update
 from workers.celery_app import app
 from workers.delivery import INFRA_ERRORS, JobTask
 from workers.runtime import runtime
@@ -243,6 +244,7 @@ def index(self, tenant: str, job_id: str) -> None:
         return
     jobs.mark_stage_time(job_id, "index")
     run_index(store, rt.vectors, rt.embedder, _ctx(tenant, job_id, "embed", "indexer"))
+    announce_index_update(rt.redis, tenant)  # query workers warm BM25 + neighbours while reports finish
     jobs.mark_stage_time(job_id, "index_done")
     jobs.set(job_id, index_done=1)
     _maybe_finalize(tenant, job_id, self.request.id)
@@ -269,4 +271,5 @@ def finalize(self, tenant: str, job_id: str) -> None:
         store.save_document(doc)
     total = rt.redis.scard(store.k.job_chunks(job_id))
     status = "failed" if total and len(failures) >= total else "succeeded"
+    announce_index_update(rt.redis, tenant)  # communities and reports are final: warm before the client reads
     jobs.finish(job_id, status, result=json.dumps(store.stats()))

@@ -103,13 +103,19 @@ OVERVIEW = [
           w=6),
     row("Jobs"),
     panel("Jobs/min by kind and status",
-          [q(f"sum by (kind, status) (rate(graphfleet_jobs_total[{RI}])) * 60", "{{kind}} {{status}}")], w=12),
+          [q(f"sum by (kind, status) (rate(graphfleet_jobs_total[{RI}])) * 60", "{{kind}} {{status}}")], w=8),
     panel("End-to-end job latency (submit to done)", [
         q("histogram_quantile(0.5, sum by (kind, le) (rate("
           f'graphfleet_job_duration_seconds_bucket{{status="succeeded"}}[{RI}])))', "p50 {{kind}}"),
         q("histogram_quantile(0.95, sum by (kind, le) (rate("
           f'graphfleet_job_duration_seconds_bucket{{status="succeeded"}}[{RI}])))', "p95 {{kind}}"),
-    ], unit="s", w=12),
+    ], unit="s", w=8),
+    panel("Query caches warmed after index updates", [
+        q(f"sum by (queue) (rate(graphfleet_query_cache_warmup_seconds_count[{RI}])) * 60", "warm-ups/min {{queue}}"),
+        q("histogram_quantile(0.95, sum by (le) (rate("
+          f"graphfleet_query_cache_warmup_seconds_bucket[{RI}])))", "p95 seconds"),
+    ], w=8, description="Query workers rebuild a tenant's BM25 indexes, neighbour lists and parsed reports when "
+                        "its ingestion updates the index, so the first query after it is not cold"),
 ]
 
 # ------------------------------------------------------------------------------ per tier

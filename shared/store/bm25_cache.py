@@ -5,29 +5,55 @@ from __future__ import annotations
 import threading
 
 from shared.keys import Keys
+from shared.lru import LRU
 from shared.retrieval.bm25 import BM25Index
-from shared.store.redis_graph import GraphStore
+from shared.store.redis_graph import CACHED_TENANTS, GraphStore
+
+KINDS = ("entities", "chunks")
 
 
 class BM25Cache:
-    """``provider(tenant, kind)`` -> index whose ids are entity names ("entities") or chunk ids ("chunks")."""
+    """``provider(tenant, kind)`` -> index whose ids are entity names ("entities") or chunk ids ("chunks").
 
-    def __init__(self, redis):
+    One index per (tenant, kind), valid while the tenant's vector version for that kind is unchanged;
+    at most ``capacity`` tenants are kept (least recently used go first)."""
+
+    def __init__(self, redis, capacity: int = CACHED_TENANTS):
         self.redis = redis
-        self._cache: dict[tuple[str, str], tuple[int, BM25Index]] = {}
+        self._cache: LRU[tuple[str, str], tuple[int, BM25Index]] = LRU(capacity * len(KINDS))
         self._lock = threading.Lock()
+        self.builds = 0  # indexes built by this cache (a cold query or a warm-up), for tests and logs
+
+    def _version(self, tenant: str, kind: str) -> int:
+        return int(self.redis.get(Keys(tenant).vector_version(kind)) or 0)
 
     def __call__(self, tenant: str, kind: str) -> BM25Index | None:
-        version = int(self.redis.get(Keys(tenant).vector_version(kind)) or 0)
+        version = self._version(tenant, kind)
         hit = self._cache.get((tenant, kind))
         if hit and hit[0] == version:
             return hit[1]
-        with self._lock:
+        with self._lock:  # one build at a time; a thread that waited finds the other's index
+            hit = self._cache.get((tenant, kind))
+            if hit and hit[0] == version:
+                return hit[1]
             store = GraphStore(self.redis, tenant)
             if kind == "entities":
                 pairs = [(n, f"{n} {e.description}") for n, e in store.all_entities().items()]
             else:
                 pairs = [(c.id, c.text) for c in store.chunks(store.all_chunk_ids()).values()]
             index = BM25Index.build(pairs)
-            self._cache[(tenant, kind)] = (version, index)
+            self._cache.put((tenant, kind), (version, index))
+            self.builds += 1
             return index
+
+    def tenants(self) -> set[str]:
+        return {tenant for tenant, _kind in self._cache}
+
+    def has_room_for(self, tenant: str) -> bool:
+        """Whether caching ``tenant`` would evict nobody: it is cached already, or the cache is not full."""
+        return tenant in self.tenants() or len(self.tenants()) < self._cache.capacity // len(KINDS)
+
+    def warm(self, tenant: str) -> None:
+        """Build the tenant's stale indexes now, so the next query finds them ready."""
+        for kind in KINDS:
+            self(tenant, kind)

@@ -8,12 +8,11 @@ rewrites the same field. The merged record is recomputed from all fragments unde
 from __future__ import annotations
 
 import json
-import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from shared.keys import SEP, Keys
+from shared.lru import LRU
 from shared.models import (
     Chunk,
     Community,
@@ -26,12 +25,12 @@ from shared.models import (
     RelationFragment,
 )
 
-_ADJACENCY: dict[str, tuple[int, object, dict[str, list[str]]]] = {}  # read cache, never coordination
+CACHED_TENANTS = 32  # per process, for each of the read caches below
+# Neighbour lists per tenant, keyed by the graph version. Read cache, never coordination.
+_ADJACENCY: LRU[str, tuple[int, object, dict[str, list[str]]]] = LRU(CACHED_TENANTS)
 # Parsed communities + reports per tenant, keyed by the random revision every write of either sets
-# (a counter could repeat after a tenant is deleted and rebuilt). Read cache only, bounded LRU.
-_COMMUNITY_ROWS: OrderedDict[str, tuple[str, object, dict[str, Community], dict[str, CommunityReport]]] = OrderedDict()
-COMMUNITY_ROWS_TENANTS = 32
-_ROWS_LOCK = threading.Lock()
+# (a counter could repeat after a tenant is deleted and rebuilt). Read cache only.
+_COMMUNITY_ROWS: LRU[str, tuple[str, object, dict[str, Community], dict[str, CommunityReport]]] = LRU(CACHED_TENANTS)
 
 
 def _s(value) -> str:
@@ -337,7 +336,7 @@ class GraphStore:
         for a, b, _w in self.edge_list():
             adj.setdefault(a, []).append(b)
             adj.setdefault(b, []).append(a)
-        _ADJACENCY[self.k.p] = (version, self.redis, adj)
+        _ADJACENCY.put(self.k.p, (version, self.redis, adj))
         return adj
 
     def neighbors(self, names: Iterable[str]) -> dict[str, list[str]]:
@@ -396,11 +395,9 @@ class GraphStore:
         """All communities and reports, parsed once per revision per process: a global query reads
         every report, and parsing thousands of them per query dominated its time."""
         rev = self.redis.hget(self.k.community_meta(), "rev")
-        with _ROWS_LOCK:
-            cached = _COMMUNITY_ROWS.get(self.k.p)
-            if rev is not None and cached and cached[0] == _s(rev) and cached[1] is self.redis:
-                _COMMUNITY_ROWS.move_to_end(self.k.p)
-                return cached[2], cached[3]
+        cached = _COMMUNITY_ROWS.get(self.k.p)
+        if rev is not None and cached and cached[0] == _s(rev) and cached[1] is self.redis:
+            return cached[2], cached[3]
         pipe = self.redis.pipeline(transaction=True)  # rows and revision from one snapshot
         pipe.hgetall(self.k.communities())
         pipe.hgetall(self.k.reports())
@@ -409,11 +406,7 @@ class GraphStore:
         communities = {_s(k): Community.model_validate_json(v) for k, v in raw_c.items()}
         reports = {_s(k): CommunityReport.model_validate_json(v) for k, v in raw_r.items()}
         if rev is not None:
-            with _ROWS_LOCK:
-                _COMMUNITY_ROWS[self.k.p] = (_s(rev), self.redis, communities, reports)
-                _COMMUNITY_ROWS.move_to_end(self.k.p)
-                while len(_COMMUNITY_ROWS) > COMMUNITY_ROWS_TENANTS:
-                    _COMMUNITY_ROWS.popitem(last=False)
+            _COMMUNITY_ROWS.put(self.k.p, (_s(rev), self.redis, communities, reports))
         return communities, reports
 
     def communities(self) -> dict[str, Community]:

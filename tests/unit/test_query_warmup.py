@@ -1,0 +1,106 @@
+"""Per-process query caches: bounded by tenant, rebuilt once per index version, and warmed in the
+background when the pipeline announces an index update (real Redis, no Celery)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from shared.keys import Keys
+from shared.lru import LRU
+from shared.models import Chunk, Entity, EntityFragment, ExtractionResult
+from shared.query.warmup import CacheWarmer, announce_index_update, warm_tenant
+from shared.store.bm25_cache import BM25Cache
+from shared.store.redis_graph import GraphStore
+
+
+def _fill(redis, tenant: str, words: str) -> None:
+    """One chunk and one merged entity, the way the pipeline leaves them."""
+    store = GraphStore(redis, tenant)
+    store.put_chunks([Chunk(id=f"{tenant}-c1", doc_id="d1", index=0, text=f"The {words} went to market.", tokens=6)])
+    store.save_extraction(ExtractionResult(chunk_id=f"{tenant}-c1", entities=[
+        EntityFragment(name=words.upper(), description=f"a {words}", source_id=f"{tenant}-c1")]))
+    store.merge_entity(words.upper(), lambda name, frags: Entity(
+        name=name, description=frags[0].description, source_ids=[f.source_id for f in frags]))
+    for kind in ("entities", "chunks"):
+        redis.incr(Keys(tenant).vector_version(kind))  # what the index stage does after writing vectors
+
+
+def _wait(condition, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def test_lru_keeps_the_most_recently_used():
+    lru: LRU[str, int] = LRU(2)
+    lru.put("a", 1)
+    lru.put("b", 2)
+    assert lru.get("a") == 1  # "a" is now the most recent
+    lru.put("c", 3)
+    assert list(lru) == ["a", "c"] and lru.get("b") is None and len(lru) == 2
+    with pytest.raises(ValueError):
+        LRU(0)
+
+
+def test_bm25_cache_builds_once_per_version_and_stays_bounded(redis_client, tenant):
+    _fill(redis_client, tenant, "grey goose")
+    cache = BM25Cache(redis_client, capacity=2)
+    index = cache(tenant, "entities")
+    assert [name for name, _ in index.query("goose")] == ["GREY GOOSE"]
+    assert cache(tenant, "entities") is index and cache.builds == 1
+    redis_client.incr(Keys(tenant).vector_version("entities"))  # the index changed: rebuilt once
+    assert cache(tenant, "entities") is not index and cache.builds == 2
+    others = [f"{tenant}x{i}" for i in range(3)]
+    for other in others:
+        cache.warm(other)
+    assert cache.tenants() == set(others[-2:])  # two tenants kept, the least recently used went first
+    assert not cache.has_room_for(tenant) and cache.has_room_for(others[-1])
+
+
+def test_warm_tenant_leaves_nothing_for_the_next_query_to_build(redis_client, tenant):
+    _fill(redis_client, tenant, "red fox")
+    cache = BM25Cache(redis_client)
+    warm_tenant(redis_client, tenant, cache)
+    assert cache.builds == 2
+    assert [c for c, _ in cache(tenant, "chunks").query("fox market")] == [f"{tenant}-c1"]
+    assert cache(tenant, "entities") is not None and cache.builds == 2  # the query found both ready
+
+
+def test_warmer_rebuilds_a_tenants_caches_when_its_index_update_is_announced(redis_client, tenant):
+    _fill(redis_client, tenant, "blue whale")
+    cache = BM25Cache(redis_client)
+    warmed: list[str] = []
+    warmer = CacheWarmer(redis_client, lambda: cache, on_warm=lambda t, _s: warmed.append(t), poll_s=0.05)
+    stop = threading.Event()
+    thread = threading.Thread(target=warmer.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        assert warmer.subscribed.wait(10)
+        announce_index_update(redis_client, tenant)
+        assert _wait(lambda: warmed == [tenant])
+        assert cache.builds == 2 and cache.tenants() == {tenant}
+        before = cache(tenant, "chunks")
+        _fill(redis_client, tenant, "green turtle")  # a second ingestion: new versions, announced again
+        announce_index_update(redis_client, tenant)
+        assert _wait(lambda: warmed == [tenant, tenant])
+        assert cache.builds == 4 and cache(tenant, "chunks") is not before
+        assert [n for n, _ in cache(tenant, "entities").query("turtle")] == ["GREEN TURTLE"]
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_warmer_never_evicts_a_cached_tenant_for_one_it_has_no_room_for(redis_client, tenant):
+    cache = BM25Cache(redis_client, capacity=1)
+    cache.warm(tenant)
+    warmer = CacheWarmer(redis_client, lambda: cache)
+    assert warmer.handle(tenant + "-other") is False
+    assert cache.tenants() == {tenant}
+    assert warmer.handle(tenant) is True

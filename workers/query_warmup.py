@@ -1,0 +1,43 @@
+"""Runs the query cache warmer (``shared.query.warmup``) in a daemon thread of every worker process
+that consumes the ``query`` queue (its thread pool runs the queries, so its caches are the ones that
+matter). Other workers only announce index updates."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from celery.signals import worker_ready, worker_shutdown
+
+from shared.queueing import QUERY, ROUTES
+
+log = logging.getLogger(__name__)
+_stop = threading.Event()
+
+
+def _loop() -> None:
+    from shared.metrics import observe_cache_warmup
+    from shared.query.warmup import CacheWarmer
+    from workers.query_tasks import _bm25_provider
+    from workers.runtime import runtime
+
+    rt = runtime()
+
+    def warmed(tenant: str, seconds: float) -> None:
+        observe_cache_warmup(seconds)
+        log.info("query caches of tenant %s warmed in %.3f s", tenant, seconds)
+
+    CacheWarmer(rt.redis, lambda: _bm25_provider(runtime().redis), on_warm=warmed).run(_stop)
+
+
+def install(app) -> None:
+    @worker_ready.connect(weak=False)
+    def _start(**_kwargs) -> None:
+        if ROUTES[QUERY] not in set(app.amqp.queues.consume_from or ()):
+            return
+        _stop.clear()
+        threading.Thread(target=_loop, name="graphfleet-cache-warmer", daemon=True).start()
+
+    @worker_shutdown.connect(weak=False)
+    def _halt(**_kwargs) -> None:
+        _stop.set()
