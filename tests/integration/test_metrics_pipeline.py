@@ -143,6 +143,14 @@ def test_gateway_metrics_equal_simulator_counts(stack, simulator, tenant):
     assert total(worker, "graphfleet_llm_tokens_total") == total(got, "graphfleet_llm_tokens_total")
     assert total(worker, "graphfleet_tasks_total") == total(got, "graphfleet_tasks_total")
 
+    # the query worker rebuilt this tenant's caches when the pipeline announced its index update
+    # (asynchronously: wait for it, within a bound)
+    deadline = time.monotonic() + 60
+    while total(got, "graphfleet_query_cache_warmup_seconds_count", queue="query") < 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        got = scrape(stack.gateway_url)
+    assert total(got, "graphfleet_query_cache_warmup_seconds_count", queue="query") >= 1
+
     # queries of every LLM-using flavour: their phases are stages of their own
     for mode in ("local", "global", "naive"):
         out = client.query(tenant, QueryParam(query="What does Scrooge learn?", mode=mode), timeout=300)
