@@ -81,4 +81,20 @@ def emit(record: dict, out: Path | None = None) -> None:
 
 
 def machine() -> dict:
-    return {"cpus": os.cpu_count(), "python": sys.version.split()[0], "platform": sys.platform}
+    """What the figures were measured on: CPU model and count, memory, kernel, Python."""
+    import platform
+
+    cpu = next((line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines()
+                if line.startswith("model name")), platform.processor() or platform.machine())
+    mem_kb = next((int(line.split()[1]) for line in _read("/proc/meminfo").splitlines()
+                   if line.startswith("MemTotal:")), 0)
+    return {"cpus": os.cpu_count(), "cpu_model": cpu, "memory_gib": round(mem_kb / 1024**2, 1),
+            "kernel": platform.release(), "arch": platform.machine(), "python": sys.version.split()[0],
+            "platform": sys.platform}
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""

@@ -2,10 +2,11 @@
 # The side-by-side benchmark in one command: installs the project (if needed) and nano-graphrag +
 # LightRAG into their own venv (.bench/peers-venv), then runs graphfleet, nano-graphrag and LightRAG
 # on the Christmas Carol against the project's LLM simulator at 0 and 200 ms, the retrieval-quality
-# evaluation (HotpotQA, 4,000-token budget) for all three, graphfleet's scaling bench, hierarchical
+# evaluation (HotpotQA, 4,000-token budget) for all three (and graphfleet without an LLM), graphfleet's
+# scaling bench (1/2/4 processes, the Carol and a 20x corpus), hierarchical
 # Leiden vs graspologic (10k/100k/500k-edge power-law graphs), and renders
 # bench/results/*.jsonl into docs/benchmarks.md.
-#   bash bench/compare.sh                 # everything (about an hour on 2 cores)
+#   bash bench/compare.sh                 # everything (about two hours on 2 cores)
 #   REPEAT=1 bash bench/compare.sh        # one run per figure instead of 3
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -16,6 +17,7 @@ R=bench/results
 .venv/bin/python -m bench.compare --repeat "$REPEAT" --peers-python "$PEERS_PY" --out $R/compare.jsonl
 .venv/bin/python -m bench.retrieval_eval --systems graphfleet nano lightrag --peers-python "$PEERS_PY" \
   --out $R/retrieval.jsonl
-.venv/bin/python -m bench.scaling_bench --out $R/scaling.jsonl
+.venv/bin/python -m bench.retrieval_eval --no-llm --out $R/retrieval.jsonl
+.venv/bin/python -m bench.scaling_bench --repeat "$REPEAT" --out $R/scaling.jsonl
 .venv/bin/python bench/clustering_bench.py --repeat "$REPEAT" --graspologic-python "$PEERS_PY" --out $R/clustering.jsonl
 .venv/bin/python -m bench.make_report

@@ -180,13 +180,19 @@ def retrieval_table(rows: list[dict]) -> list[str]:
         summary = next(r for r in run if r["bench"] == "retrieval_summary")
         out += [f"**{'LLM simulator (0 ms)' if llm else 'no LLM (LLM-free extraction, hashing embeddings)'}**: "
                 f"{summary['questions']} questions, budget {summary['budget']} tokens ({summary['budget_encoding']}).",
-                "", "| system | passages | ingest s | LLM calls | index tokens (prompt + completion) | entities "
-                "| relations |", "|---|---|---|---|---|---|---|"]
-        for r in run:
-            if r["bench"] == "retrieval_ingest":
-                tokens = (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)
-                out.append(f"| {NAMES.get(r.get('system', 'graphfleet'))} | {r['passages']} | {r['seconds']} "
-                           f"| {r['llm_calls']} | {tokens:,} | {r['entities']} | {r['relations']} |")
+                "", "| system | passages | ingest s | graphfleet/peer s | LLM calls "
+                "| index tokens (prompt + completion) | graphfleet/peer tokens | entities | relations |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        ingests = {r.get("system", "graphfleet"): r for r in run if r["bench"] == "retrieval_ingest"}
+        gf = ingests.get("graphfleet")
+        for system, r in ingests.items():
+            tokens = _index_tokens(r)
+            peer = gf is not None and system != "graphfleet"
+            out.append(f"| {NAMES.get(system)} | {r['passages']} | {r['seconds']} "
+                       f"| {_ratio(gf['seconds'], r['seconds']) if peer else '-'} "
+                       f"| {r['llm_calls']} | {tokens:,} | {_ratio(_index_tokens(gf), tokens) if peer else '-'} "
+                       f"| {r['entities']} | {r['relations']} |")
+        out += ["", *side_by_side(run)]
         out += ["", "| system | mode | questions | gold passages in context (mean) | questions with all gold "
                 "passages | context tokens (median) | contexts over budget | s per query (median) |",
                 "|---|---|---|---|---|---|---|---|"]
@@ -201,6 +207,49 @@ def retrieval_table(rows: list[dict]) -> list[str]:
         notes = {(r.get("system"), r.get("note") or f"run failed (exit {r.get('returncode')}), see the jsonl")
                  for r in run if r.get("note") or r["bench"] == "retrieval_error"}
         out += [f"- {NAMES.get(system, system)}: {note}" for system, note in sorted(notes)] + ([""] if notes else [])
+    return out
+
+
+def _index_tokens(r: dict) -> int:
+    return (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)
+
+
+def _recall(r: dict | None, questions: int) -> str:
+    """Mean recall; the question count when a system was asked fewer questions than the others."""
+    if r is None:
+        return "-"
+    return f"{r['recall_mean']:.2f}" + (f" ({r['questions']} q)" if r["questions"] != questions else "")
+
+
+def side_by_side(run: list[dict]) -> list[str]:
+    """Per mode: recall and context tokens of each system with graphfleet/peer ratios (recall: above 1 =
+    graphfleet keeps more gold passages; tokens: below 1 = graphfleet's context is smaller)."""
+    modes = {(r.get("system", "graphfleet"), r["mode"]): r for r in run if r["bench"] == "retrieval_mode"}
+    peers = [p for p in ("nano", "lightrag") if any(k[0] == p for k in modes)]
+    bm25 = modes.get(("bm25", "bm25 (baseline)"))
+    head = ["mode", "graphfleet recall"]
+    for p in peers:
+        head += [f"{NAMES[p]} recall", f"graphfleet/{NAMES[p]} recall"]
+    head += ["context tokens, median (" + " / ".join(["graphfleet", *(NAMES[p] for p in peers)]) + ")",
+             "over budget (" + " / ".join(["graphfleet", *(NAMES[p] for p in peers)]) + ")"]
+    if bm25:
+        head.append("BM25 baseline recall")
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for mode in SYSTEM_MODES:
+        cells = {s: modes.get((s, mode)) for s in ("graphfleet", *peers)}
+        if not any(cells.values()):
+            continue
+        gf = cells["graphfleet"]
+        questions = max(r["questions"] for r in cells.values() if r)
+        row = [mode, _recall(gf, questions)]
+        for p in peers:
+            ratio = _ratio(gf["recall_mean"], cells[p]["recall_mean"]) if gf and cells[p] else "-"
+            row += [_recall(cells[p], questions), ratio]
+        row += [" / ".join("-" if r is None else f"{r['context_tokens_median']:,.0f}" for r in cells.values()),
+                " / ".join("-" if r is None else str(r.get("over_budget", "-")) for r in cells.values())]
+        if bm25:
+            row.append(f"{bm25['recall_mean']:.2f}")
+        out.append("| " + " | ".join(row) + " |")
     return out
 
 
@@ -243,11 +292,22 @@ def clustering_table(rows: list[dict]) -> list[str]:
     return out + [""]
 
 
+def machine_line() -> str:
+    """The newest machine record of any results file (they are written by the benchmarks themselves)."""
+    found = [r for name in ("compare.jsonl", "retrieval.jsonl", "scaling.jsonl") for r in _load(name)
+             if r["bench"] == "machine" and r.get("cpu_model")]
+    if not found:
+        return f"Machine: {platform.machine()}, 2 cores, Python {platform.python_version()}."
+    m = found[-1]
+    return (f"Machine: {m['cpus']} cores ({m['cpu_model']}, {m['arch']}), {m['memory_gib']} GiB, Linux {m['kernel']}, "
+            f"Python {m['python']}.")
+
+
 def main() -> None:
     ingest, query = _load("ingest.jsonl"), _load("query.jsonl")
     lines = [
         "# Benchmarks", "",
-        f"Machine: {platform.machine()}, 2 cores, Python {platform.python_version()}. Figures on a shared "
+        f"{machine_line()} Figures on a shared "
         "machine are noisy: each row is a median of repeated runs. LLM = the project's simulator over HTTP "
         "(`graphfleet llm-simulator`), deterministic, the same for every system measured.", "",
         "Everything below: `bash bench/compare.sh` (installs nano-graphrag and LightRAG into `.bench/peers-venv`, "
