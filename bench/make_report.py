@@ -131,6 +131,31 @@ def compare_tables(rows: list[dict]) -> list[str]:
         out.append(f"| {lat:.0f} ms | {mode} | {only} | {secs('graphfleet')} | {secs('nano')} | {ratio['nano']} "
                    f"| {secs('lightrag')} | {ratio['lightrag']} | {col('context_tokens')} | {col('llm_calls')} "
                    f"| {col('prompt_tokens')} | {stages} |")
+    return out + ["", *global_phase_table(med)]
+
+
+def global_phase_table(med: list[dict]) -> list[str]:
+    """Global mode's map and reduce work per system: calls and tokens by phase (simulator counters)."""
+    rows = [r for r in med if r["phase"] == "query" and r["mode"] == "global"]
+    if not rows:
+        return []
+    out = ["### Global mode: map and reduce phases", "",
+           "Per question, from the simulator's counters by prompt type (LightRAG's global mode has no map phase: "
+           "it is a keyword search over relations plus one answer call).", "",
+           "| latency | only context | system | map calls | map prompt tokens | map completion tokens | reduce calls "
+           "| reduce tokens (prompt + completion) | other calls |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r["latency_ms"], not r["only_need_context"], SYSTEMS.index(r["system"]))):
+        phases: dict[str, list[int]] = {}
+        for kind, v in (r.get("calls_by_type") or {}).items():
+            stage = stage_of(kind)
+            key = stage if stage in ("map", "reduce") else "other"
+            acc = phases.setdefault(key, [0, 0, 0])
+            acc[0] += v["calls"]
+            acc[1] += v["prompt_tokens"]
+            acc[2] += v["completion_tokens"]
+        m, red, other = (phases.get(k, [0, 0, 0]) for k in ("map", "reduce", "other"))
+        out.append(f"| {r['latency_ms']:.0f} ms | {r['only_need_context']} | {NAMES[r['system']]} | {m[0]} | {m[1]:,} "
+                   f"| {m[2]:,} | {red[0]} | {red[1] + red[2]:,} | {other[0]} |")
     return out + [""]
 
 

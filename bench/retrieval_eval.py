@@ -5,8 +5,9 @@
         [--out bench/results/retrieval.jsonl]
 
 No real LLM answers here, so the context itself is measured: for each question of a multi-hop QA set
-(HotpotQA / MuSiQue style: ``question``, ``supporting_facts`` = [[title, sentence index]], ``context`` =
-[[title, [sentences]]]), graphfleet builds its context with ``only_need_context`` under ``--budget``
+(a JSON array or JSON lines; HotpotQA and 2WikiMultihopQA: ``question``, ``supporting_facts`` =
+[[title, sentence index]], ``context`` = [[title, [sentences]]]; MuSiQue: ``question``, ``paragraphs`` =
+[{title, paragraph_text, is_supporting}]), graphfleet builds its context with ``only_need_context`` under ``--budget``
 tokens counted with cl100k (the query model is set to ``gpt-4``, a cl100k model), and a passage counts
 as retrieved when its whole text appears in the context (as a sequence of lower-cased word tokens, so CSV
 quoting and reflowed whitespace do not hide it). The baseline ranks the
@@ -48,22 +49,70 @@ def norm(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
+def read_records(path: Path) -> list[dict] | dict:
+    """A JSON document, or JSON lines (one question per line)."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+class _Passages:
+    """Passage keys: the title, or ``title [n]`` when another passage with that title has other text
+    (MuSiQue repeats titles across paragraphs)."""
+
+    def __init__(self) -> None:
+        self.text: dict[str, str] = {}
+        self.keys: dict[tuple[str, str], str] = {}
+        self._count: dict[str, int] = {}
+
+    def add(self, title: str, text: str) -> str:
+        if (title, text) in self.keys:
+            return self.keys[(title, text)]
+        n = self._count.get(title, 0) + 1
+        self._count[title] = n
+        key = title if n == 1 else f"{title} [{n}]"
+        self.keys[(title, text)], self.text[key] = key, text
+        return key
+
+
+def _question_passages(q: dict) -> list[tuple[str, str, bool]]:
+    """(title, text, is gold) of a question's own passages. HotpotQA and 2WikiMultihopQA: ``context``
+    [[title, [sentences]]] with ``supporting_facts`` [[title, i]]; MuSiQue: ``paragraphs`` [{title,
+    paragraph_text, is_supporting}] (marked per paragraph: titles repeat)."""
+    if "paragraphs" in q:
+        return [(p["title"], p["paragraph_text"], bool(p.get("is_supporting"))) for p in q["paragraphs"]]
+    gold = {title for title, _idx in q["supporting_facts"]}
+    return [(title, sents if isinstance(sents, str) else "".join(sents), title in gold)
+            for title, sents in q.get("context", [])]
+
+
 def load_set(questions_path: Path, corpus_path: Path | None) -> tuple[list[dict], dict[str, str]]:
-    """(questions, passages title -> text). Passages are the sentences joined with ""."""
-    questions = json.loads(questions_path.read_text(encoding="utf-8"))
+    """(questions, passages key -> text); each question gets ``gold``, the keys of its supporting passages.
+    Without a corpus file the passages are pooled from the questions' own; a question's passage is its
+    sentences joined with "" (HotpotQA's sentences carry their own spaces). With a corpus file (``{title:
+    [sentences]}`` or ``[{title, text}]``) gold passages are matched by title and text, else by title."""
+    passages = _Passages()
     if corpus_path is not None:
-        raw = json.loads(corpus_path.read_text(encoding="utf-8"))
+        raw = read_records(corpus_path)
         items = raw.items() if isinstance(raw, dict) else ((p["title"], p.get("sentences") or p["text"]) for p in raw)
-    else:
-        items = ((title, sents) for q in questions for title, sents in q["context"])
-    passages = {}
-    for title, sents in items:
-        passages.setdefault(title, sents if isinstance(sents, str) else "".join(sents))
-    return questions, passages
+        for title, sents in items:
+            passages.add(title, sents if isinstance(sents, str) else "".join(sents))
+    questions = []
+    for q in read_records(questions_path):
+        gold = set()
+        for title, text, is_gold in _question_passages(q):
+            key = passages.add(title, text) if corpus_path is None else passages.keys.get((title, text), title)
+            if is_gold:
+                gold.add(key)
+        questions.append({**q, "gold": sorted(gold)})
+    return questions, passages.text
 
 
 def gold_titles(question: dict) -> list[str]:
-    return sorted({title for title, _idx in question["supporting_facts"]})
+    """Keys of the question's gold supporting passages (see ``load_set``)."""
+    return question["gold"]
 
 
 def recall(context: str, titles: list[str], passages: dict[str, str]) -> float:

@@ -31,6 +31,29 @@ def test_load_pools_the_questions_contexts_or_reads_a_corpus_file(tmp_path):
     assert gold_titles(questions[0]) == ["Blue River", "Zedland"]
 
 
+MUSIQUE = {"id": "2hop__1", "question": "Who leads the party of Ann Lee?", "answer": "Bo Chen", "paragraphs": [
+    {"idx": 0, "title": "Ann Lee", "paragraph_text": "Ann Lee is a member of the Green Party.", "is_supporting": True},
+    {"idx": 1, "title": "Green Party", "paragraph_text": "The Green Party was founded in 1990.",
+     "is_supporting": False},
+    {"idx": 2, "title": "Green Party", "paragraph_text": "Bo Chen leads the Green Party.", "is_supporting": True},
+    {"idx": 3, "title": "Moon", "paragraph_text": "The Moon orbits the Earth.", "is_supporting": False}]}
+
+
+def test_load_reads_json_lines_and_musique_paragraphs_marked_per_paragraph(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join(json.dumps(q) for q in [MUSIQUE, *QUESTIONS]) + "\n")
+    questions, passages = load_set(path, None)
+    musique, hotpot = questions
+    # two "Green Party" paragraphs with different text are two passages; only the supporting one is gold
+    assert passages["Green Party"] == "The Green Party was founded in 1990."
+    assert passages["Green Party [2]"] == "Bo Chen leads the Green Party."
+    assert gold_titles(musique) == ["Ann Lee", "Green Party [2]"]
+    assert recall("Bo Chen leads the Green Party. Ann Lee is a member of the Green Party.", gold_titles(musique),
+                  passages) == 1.0
+    assert recall("The Green Party was founded in 1990.", gold_titles(musique), passages) == 0.0
+    assert gold_titles(hotpot) == ["Blue River", "Zedland"] and "Zedland" in passages
+
+
 def test_recall_counts_whole_passages_only_whitespace_normalised():
     passages = {"A": "alpha  beta\ngamma.", "B": "delta epsilon."}
     assert recall("x alpha beta gamma. y", ["A", "B"], passages) == 0.5
