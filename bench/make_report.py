@@ -260,7 +260,8 @@ def side_by_side(run: list[dict]) -> list[str]:
     if bm25:
         head.append("BM25 baseline recall")
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for mode in SYSTEM_MODES:
+    variants = [m for s, m in modes if s == "graphfleet" and m not in SYSTEM_MODES]  # 'mode [name]', run order
+    for mode in (*SYSTEM_MODES, *variants):
         cells = {s: modes.get((s, mode)) for s in ("graphfleet", *peers)}
         if not any(cells.values()):
             continue

@@ -145,10 +145,53 @@ def mode_line(system: str, mode: str, scores: list[float], tokens: list[int], se
             "seconds_median": round(statistics.median(seconds), 4) if seconds else None}
 
 
+def parse_variant(spec: str) -> tuple[str, str, dict]:
+    """``NAME:MODE:key=value,key=value`` -> (name, mode, QueryParam overrides); values are JSON when they
+    parse (numbers, booleans, objects), else strings. E.g. ``fixed-caps:hybrid:max_entity_tokens=6000``."""
+    parts = spec.split(":", 2)
+    name, mode = (parts[0], parts[1]) if len(parts) >= 2 else (spec, "")
+    assignments = parts[2] if len(parts) == 3 else ""
+    if not name or not mode:
+        raise argparse.ArgumentTypeError(f"variant {spec!r}: expected NAME:MODE:key=value[,key=value...]")
+    fields: dict = {}
+    for item in filter(None, (x.strip() for x in assignments.split(","))):
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"variant {spec!r}: {item!r} is not key=value")
+        try:
+            fields[key.strip()] = json.loads(raw)
+        except ValueError:
+            fields[key.strip()] = raw
+    from shared.query.params import QueryParam
+
+    QueryParam(mode=mode, **fields)  # unknown fields or bad values fail here, before any ingestion
+    return name, mode, fields
+
+
+def _measure_modes(client, args, questions, passages, runs: list[tuple[str, str, dict]], scores: dict) -> None:
+    """Each (label, mode, overrides): every question's context under the budget; one result line each."""
+    from shared.query.params import QueryParam
+
+    for label, mode, fields in runs:
+        scores[label], tokens, seconds = [], [], []
+        for q in questions:
+            param = QueryParam(mode=mode, query=q["question"], only_need_context=True,
+                               **{"max_total_tokens": args.budget, "model": BUDGET_MODEL, **fields})
+            t0 = time.perf_counter()
+            out = client.query("eval", param)
+            seconds.append(time.perf_counter() - t0)
+            context = (out.get("result") or {}).get("context") or ""
+            scores[label].append(recall(context, gold_titles(q), passages))
+            tokens.append(count_tokens(context, BUDGET_MODEL))
+        line = mode_line("graphfleet", label, scores[label], tokens, seconds, args.budget)
+        if fields:
+            line["params"] = fields
+        emit(line, args.out)
+
+
 def run_graphfleet(args, questions, passages, llm) -> dict[str, list[float]]:
     from graphfleet_cli.local_client import LocalClient
     from shared.ingest_submit import DocumentInput
-    from shared.query.params import QueryParam
 
     scores: dict[str, list[float]] = {}
     with redis_server() as url, stack(url, llm, 16, args.processes):
@@ -167,18 +210,9 @@ def run_graphfleet(args, questions, passages, llm) -> dict[str, list[float]]:
               "completion_tokens": usage["completion_tokens"],
               "embedding_calls": delta(before, sim_stats(llm))["embedding_calls"] if llm else None,
               **{k: stats[k] for k in ("chunks", "entities", "relations", "communities_by_level")}}, args.out)
-        for mode in args.modes:
-            scores[mode], tokens, seconds = [], [], []
-            for q in questions:
-                param = QueryParam(mode=mode, query=q["question"], only_need_context=True,
-                                   max_total_tokens=args.budget, model=BUDGET_MODEL)
-                t0 = time.perf_counter()
-                out = client.query("eval", param)
-                seconds.append(time.perf_counter() - t0)
-                context = (out.get("result") or {}).get("context") or ""
-                scores[mode].append(recall(context, gold_titles(q), passages))
-                tokens.append(count_tokens(context, BUDGET_MODEL))
-            emit(mode_line("graphfleet", mode, scores[mode], tokens, seconds, args.budget), args.out)
+        runs = [(mode, mode, {}) for mode in args.modes]
+        runs += [(f"{mode} [{name}]", mode, fields) for name, mode, fields in args.variant]
+        _measure_modes(client, args, questions, passages, runs, scores)
     return scores
 
 
@@ -274,6 +308,9 @@ def main() -> None:
                          "that is dozens of LLM calls per question")
     ap.add_argument("--nano-global-limit", type=int, default=10,
                     help="nano's global on the first N questions only (0 = all): ~37 s and 88 map calls each here")
+    ap.add_argument("--variant", action="append", type=parse_variant, default=[], metavar="NAME:MODE:k=v,...",
+                    help="graphfleet only: also measure MODE with these QueryParam overrides on the same index "
+                         "(repeatable), reported as 'MODE [NAME]'")
     ap.add_argument("--lightrag-modes", nargs="+", default=PEER_MODES["lightrag"])
     ap.add_argument("--peers-python", default=str(ROOT / ".bench" / "peers-venv" / "bin" / "python"))
     ap.add_argument("--out", type=Path, default=None)

@@ -3,9 +3,12 @@ BM25 baseline's budget packing (bench/retrieval_eval.py)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 
-from bench.retrieval_eval import BUDGET_MODEL, bm25_context, gold_titles, load_set, recall
+import pytest
+
+from bench.retrieval_eval import BUDGET_MODEL, bm25_context, gold_titles, load_set, parse_variant, recall
 from shared.retrieval.bm25 import BM25Index
 from shared.tokens import count_tokens
 
@@ -72,3 +75,14 @@ def test_bm25_baseline_ranks_and_never_exceeds_the_budget():
     assert ctx.startswith("Target\n")
     assert used <= 300 and count_tokens(ctx, BUDGET_MODEL) <= 300
     assert recall(ctx, ["Target"], passages) == 1.0
+
+
+def test_variants_parse_to_query_param_overrides_and_reject_bad_fields():
+    assert parse_variant("fixed-caps:hybrid:max_entity_tokens=6000,max_relation_tokens=8000") == (
+        "fixed-caps", "hybrid", {"max_entity_tokens": 6000, "max_relation_tokens": 8000})
+    assert parse_variant("no-rest:local:local_sources_take_remainder=false,text_order=shortest_first") == (
+        "no-rest", "local", {"local_sources_take_remainder": False, "text_order": "shortest_first"})
+    assert parse_variant("plain:naive") == ("plain", "naive", {})
+    for bad in ("nomode", "x:local:no_such_field=1", "x:local:top_k=-3", "x:warp", "x:local:top_k"):
+        with pytest.raises((argparse.ArgumentTypeError, ValueError)):
+            parse_variant(bad)
