@@ -19,8 +19,16 @@ def _load(name: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
+def newest(rows: list[dict], *keys: str) -> list[dict]:
+    """The last row per key (results files are appended to by every run), in first-seen key order."""
+    out: dict[tuple, dict] = {}
+    for r in rows:
+        out[tuple(r.get(k) for k in keys)] = r
+    return list(out.values())
+
+
 def ingest_table(rows: list[dict]) -> list[str]:
-    medians = [r for r in rows if r["bench"] == "ingest_median"]
+    medians = newest([r for r in rows if r["bench"] == "ingest_median"], "latency_ms", "processes")
     runs = [r for r in rows if r["bench"] == "ingest"]
     out = ["| simulator latency | worker processes per group | runs | wall s (median) | nano-graphrag s (reference) "
            "| ratio | LLM calls by stage "
@@ -28,7 +36,7 @@ def ingest_table(rows: list[dict]) -> list[str]:
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for m in medians:
         procs = m.get("processes", 1)
-        run = next(r for r in runs if r["latency_ms"] == m["latency_ms"] and r.get("processes", 1) == procs)
+        run = [r for r in runs if r["latency_ms"] == m["latency_ms"] and r.get("processes", 1) == procs][-1]
         nano = NANO_REFERENCE.get(m["latency_ms"])
         ratio = f"{m['seconds_median'] / nano:.2f}" if nano else "-"
         out.append(f"| {m['latency_ms']:.0f} ms | {procs} | {m['runs']} | {m['seconds_median']:.2f} | {nano or '-'} "
@@ -41,7 +49,7 @@ def ingest_table(rows: list[dict]) -> list[str]:
 def query_table(rows: list[dict]) -> list[str]:
     out = ["| latency | mode | only context | s (median) | context tokens | LLM calls | calls by phase "
            "| prompt tokens | completion tokens |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
+    for r in newest([r for r in rows if r["bench"] == "query"], "latency_ms", "mode", "only_need_context"):
         out.append(f"| {r['latency_ms']:.0f} ms | {r['mode']} | {r['only_need_context']} | {r['seconds_median']:.3f} "
                    f"| {r['context_tokens']} | {r['llm_calls']} | {r['by_phase']} | {r['prompt_tokens']} "
                    f"| {r['completion_tokens']} |")
@@ -76,7 +84,7 @@ def compare_tables(rows: list[dict]) -> list[str]:
     med = [r for r in rows if r["bench"] == "compare_median"]
     if not med:
         return ["(no results yet: run `bash bench/compare.sh`)", ""]
-    head = next((r for r in rows if r["bench"] == "machine"), {})
+    head = next((r for r in reversed(rows) if r["bench"] == "machine"), {})
     out = [f"Versions: {head.get('versions')}; model `{head.get('model')}`, embeddings dim "
            f"{head.get('embedding_dim')}, "
            f"{head.get('concurrency')} LLM calls in flight per system; corpus `{head.get('corpus')}`; "
@@ -280,7 +288,7 @@ def side_by_side(run: list[dict]) -> list[str]:
 
 
 def scaling_table(rows: list[dict]) -> list[str]:
-    med = [r for r in rows if r["bench"] == "scaling_median"]
+    med = newest([r for r in rows if r["bench"] == "scaling_median"], "corpus", "processes", "latency_ms")
     runs = [r for r in rows if r["bench"] == "scaling"]
     if not med:
         return ["(no results yet: `.venv/bin/python -m bench.scaling_bench --out bench/results/scaling.jsonl`)", ""]
@@ -289,7 +297,7 @@ def scaling_table(rows: list[dict]) -> list[str]:
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for m in med:
         one = next((x for x in med if x["corpus"] == m["corpus"] and x["processes"] == 1), None)
-        run = next(r for r in runs if r["corpus"] == m["corpus"] and r["processes"] == m["processes"])
+        run = [r for r in runs if r["corpus"] == m["corpus"] and r["processes"] == m["processes"]][-1]
         speedup = f"{m['chunks_per_s_median'] / one['chunks_per_s_median']:.2f}" if one else "-"
         out.append(f"| {m['corpus']} | {m['documents']} | {m['tokens']:,} | {m['chunks']} | {m['processes']} "
                    f"| {m['seconds_median']:.1f} | {m['chunks_per_s_median']:.1f} | {speedup} | {run['llm_calls']:,} "
