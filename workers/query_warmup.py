@@ -1,6 +1,8 @@
 """Runs the query cache warmer (``shared.query.warmup``) in a daemon thread of every worker process
-that consumes the ``query`` queue (its thread pool runs the queries, so its caches are the ones that
-matter). Other workers only announce index updates."""
+that consumes the ``query`` queue. Query workers run a thread pool (``-P threads``, as in
+``graphfleet up`` and docker-compose), so the queries share this process's caches; under a prefork
+pool the children would keep their own caches and this warmer would not reach them. Other workers
+only announce index updates."""
 
 from __future__ import annotations
 
