@@ -204,11 +204,15 @@ def run_graphfleet(args, questions, passages, llm) -> dict[str, list[float]]:
         ingest_s = time.perf_counter() - started
         stats = client.stats("eval")
         usage = view["usage"]
+        # chat calls and tokens from the simulator's counters, as for the peers (graphfleet's own ledger also
+        # counts embedding calls and their input tokens; it is kept beside them)
+        sim = delta(before, sim_stats(llm)) if llm else {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                                          "embedding_calls": None}
         emit({"bench": "retrieval_ingest", "system": "graphfleet", "status": view["status"],
               "seconds": round(ingest_s, 2), "passages": len(passages), "llm": llm is not None,
-              "llm_calls": usage["calls"], "prompt_tokens": usage["prompt_tokens"],
-              "completion_tokens": usage["completion_tokens"],
-              "embedding_calls": delta(before, sim_stats(llm))["embedding_calls"] if llm else None,
+              "llm_calls": sim["llm_calls"], "prompt_tokens": sim["prompt_tokens"],
+              "completion_tokens": sim["completion_tokens"], "embedding_calls": sim["embedding_calls"],
+              "ledger": {k: usage.get(k) for k in ("calls", "prompt_tokens", "completion_tokens", "cost_usd")},
               **{k: stats[k] for k in ("chunks", "entities", "relations", "communities_by_level")}}, args.out)
         runs = [(mode, mode, {}) for mode in args.modes]
         runs += [(f"{mode} [{name}]", mode, fields) for name, mode, fields in args.variant]
