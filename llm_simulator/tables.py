@@ -11,18 +11,24 @@ _FENCE = re.compile(r"^\s*```")
 
 
 def split_sections(text: str) -> dict[str, str]:
-    """Map lower-cased section names (``-----Entities-----``, ``## Reports``) to their bodies."""
+    """Map lower-cased section names (``-----Entities-----``, ``## Reports``) to their bodies. A line inside
+    a quoted CSV cell (a report's ``# title`` or ``## finding`` lines) is never a header; a code fence
+    ends any open quote (nano-graphrag does not escape quotes inside its cells)."""
     sections: dict[str, list[str]] = {}
     name = ""
+    in_quote = False
     for line in text.splitlines():
-        m = _HEADER.match(line)
+        if _FENCE.match(line):
+            in_quote = False
+            continue
+        m = None if in_quote else _HEADER.match(line)
         if m and not line.strip().startswith("---,"):
             name = m.group(1).strip().lower()
             sections.setdefault(name, [])
             continue
-        if _FENCE.match(line):
-            continue
         sections.setdefault(name, []).append(line)
+        if line.count('"') % 2:  # doubled quotes inside a cell are even: only cell boundaries flip it
+            in_quote = not in_quote
     return {k: "\n".join(v).strip() for k, v in sections.items() if "\n".join(v).strip()}
 
 

@@ -52,11 +52,13 @@ class Sources(BaseModel):
 
 
 def csv_row(values: Sequence) -> str:
+    """One CSV row. Cells with line breaks are quoted (the writer only quotes characters of its line
+    terminator, so it is given one and the row is returned without it)."""
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="").writerow(
+    csv.writer(buf, lineterminator="\n").writerow(
         [v if not isinstance(v, float) else round(v, 3) for v in values]
     )
-    return buf.getvalue()
+    return buf.getvalue()[:-1]
 
 
 def rel_key(src: str, tgt: str) -> str:

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from shared.models import Chunk, Entity, Relation
 from shared.query.context_causal import build_causal_context, extended_node_count
-from shared.query.context_common import fuse_chunk_rankings
+from shared.query.context_common import csv_row, fuse_chunk_rankings
 from shared.query.context_hybrid import build_hybrid_context
 from shared.query.context_local import build_local_context
 from shared.query.context_naive import build_naive_context
@@ -172,3 +172,14 @@ def test_structure_and_relevance_truncation():
     paras[6] = "Paragraph 6 mentions the zeppelin quartermaster."
     rel = relevance_truncate("\n\n".join(paras), "zeppelin quartermaster", 80)
     assert "zeppelin" in rel and count_tokens(rel) <= 80
+
+
+def test_csv_rows_quote_cells_with_line_breaks_so_a_row_reads_back_whole():
+    import csv
+    import io
+
+    cells = ["c1", "doc-1", "Marley was dead:\nto begin with.\r\nThere is no doubt", 0.123456]
+    row = csv_row(cells)
+    assert "\n" in row and row.endswith("0.123")
+    assert list(csv.reader(io.StringIO(row))) == [["c1", "doc-1", cells[2], "0.123"]]
+    assert csv_row(["a", "b c", 2]) == "a,b c,2"  # nothing else is quoted

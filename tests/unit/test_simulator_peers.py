@@ -124,6 +124,22 @@ def test_nano_summary_and_query_prompts():
     assert "Cratchit" in answered("nano_local", ("system", local), ("user", "Who is the clerk of Scrooge?"))
 
 
+def test_nano_global_map_reads_report_cells_that_span_lines():
+    """nano renders each report as one quoted cell of markdown (``# title``, ``## finding`` lines) in a
+    ``,\t``-separated table; those lines are cell content, not section headers."""
+    table = ('"id",\t"content",\t"rating",\t"importance"\n'
+             '0,\t"# Scrooge and the Spirits\n\nScrooge is visited by three spirits.\n\n## Redemption\n\n'
+             'The main theme of the story is redemption.",\t7.0,\t1.0\n'
+             '1,\t"# The Cratchits\n\nBob Cratchit is the clerk of Scrooge.",\t5.0,\t1.0')
+    system = ("---Role---\nYou are a helpful assistant responding to questions about data in the tables provided.\n"
+              "---Goal---\nGenerate a response consisting of a list of key points that responds to the user's "
+              f"question\n---Data tables---\n\n{table}\n\n---Goal---\n...")
+    points = json.loads(answered("nano_global_map", ("system", system),
+                                 ("user", "What is the main theme of the story?")))["points"]
+    assert points[0]["score"] > 0 and "redemption" in points[0]["description"]
+    assert points[0]["description"].endswith("[Data: Reports (0)]")
+
+
 def test_lightrag_extraction_rows_respect_its_caps_and_types():
     c = conv(("system", LR_SYSTEM), ("user", LR_USER))
     assert classify(c) == "lightrag_extract"
