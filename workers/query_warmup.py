@@ -29,7 +29,7 @@ def _loop() -> None:
         observe_cache_warmup(seconds)
         log.info("query caches of tenant %s warmed in %.3f s", tenant, seconds)
 
-    CacheWarmer(rt.redis, lambda: _bm25_provider(runtime().redis), on_warm=warmed).run(_stop)
+    CacheWarmer(rt.redis, lambda: _bm25_provider(runtime().redis), on_warm=warmed, vectors=rt.vectors).run(_stop)
 
 
 def install(app) -> None:

@@ -2,11 +2,11 @@
 pay for them.
 
 A query worker process keeps per-tenant read caches: BM25 indexes over entities and chunks, the
-neighbour lists, and the parsed communities and reports. Each is keyed by a version the writers bump,
-so after an ingestion the next query would rebuild them (on a large index, most of a second). The
-ingestion pipeline announces each change on a pub/sub channel (the tenant id only); every query
-worker process listens and rebuilds that tenant's caches in the background, for tenants it already
-caches or while it has room for more (warming never evicts another tenant).
+embedded store's vector matrices, the neighbour lists, and the parsed communities and reports. Each is
+keyed by a version the writers bump, so after an ingestion the next query would rebuild them (on a large
+index, most of a second). The ingestion pipeline announces each change on a pub/sub channel (the tenant
+id only); every query worker process listens and rebuilds that tenant's caches in the background, for
+tenants it already caches or while it has room for more (warming never evicts another tenant).
 
 Warming is a read of what the query would read anyway and is idempotent: a missed or repeated
 announcement costs at most one cold query or one cache hit.
@@ -36,11 +36,15 @@ def announce_index_update(redis, tenant: str) -> None:
         log.warning("could not announce the index update of tenant %s", tenant, exc_info=True)
 
 
-def warm_tenant(redis, tenant: str, bm25: BM25Cache) -> float:
-    """Build the tenant's stale query caches in this process; seconds spent."""
+def warm_tenant(redis, tenant: str, bm25: BM25Cache, vectors=None) -> float:
+    """Build the tenant's stale query caches in this process; seconds spent. ``vectors``: the process's
+    vector store, warmed when it keeps a local copy (the embedded store's matrices; Weaviate keeps none)."""
     started = time.perf_counter()
     store = GraphStore(redis, tenant)
     bm25.warm(tenant)
+    warm_vectors = getattr(vectors, "warm", None)
+    if warm_vectors is not None:
+        warm_vectors(tenant)
     store.adjacency()
     store.communities()
     return time.perf_counter() - started
@@ -51,8 +55,8 @@ class CacheWarmer:
     (a daemon thread of each query worker process). Survives Redis restarts by resubscribing."""
 
     def __init__(self, redis, bm25: Callable[[], BM25Cache], on_warm: Callable[[str, float], None] | None = None,
-                 poll_s: float = 0.5, retry_s: float = 1.0):
-        self.redis, self.bm25, self.on_warm = redis, bm25, on_warm
+                 poll_s: float = 0.5, retry_s: float = 1.0, vectors=None):
+        self.redis, self.bm25, self.on_warm, self.vectors = redis, bm25, on_warm, vectors
         self.poll_s, self.retry_s = poll_s, retry_s
         self.subscribed = threading.Event()  # set once listening (tests wait on it before publishing)
 
@@ -61,7 +65,7 @@ class CacheWarmer:
         cache = self.bm25()
         if not cache.has_room_for(tenant):
             return False
-        seconds = warm_tenant(self.redis, tenant, cache)
+        seconds = warm_tenant(self.redis, tenant, cache, self.vectors)
         if self.on_warm:
             self.on_warm(tenant, seconds)
         return True

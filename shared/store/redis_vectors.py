@@ -13,7 +13,11 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from shared.keys import Keys
+from shared.lru import LRU
 from shared.store.base import VectorHit, VectorItem
+
+CACHED_TENANTS = 32  # per process
+KINDS = ("entities", "chunks")
 
 
 def _s(v):
@@ -23,8 +27,9 @@ def _s(v):
 class RedisVectorStore:
     def __init__(self, redis):
         self.redis = redis
-        self._cache: dict[tuple[str, str], tuple[int, list[str], np.ndarray, dict]] = {}
+        self._cache: LRU[tuple[str, str], tuple[int, list[str], np.ndarray, dict]] = LRU(CACHED_TENANTS * len(KINDS))
         self._lock = threading.Lock()
+        self.loads = 0  # matrices read from Redis by this process (a cold search or a warm-up)
 
     def upsert(self, tenant: str, kind: str, items: Sequence[VectorItem]) -> None:
         if not items:
@@ -54,7 +59,7 @@ class RedisVectorStore:
 
     def drop_tenant(self, tenant: str) -> None:
         k = Keys(tenant)
-        for kind in ("entities", "chunks"):
+        for kind in KINDS:
             self.redis.delete(k.vectors(kind), k.vector_meta(kind))
             self.redis.incr(k.vector_version(kind))
 
@@ -82,7 +87,10 @@ class RedisVectorStore:
         cached = self._cache.get((tenant, kind))
         if cached and cached[0] == version:
             return cached
-        with self._lock:
+        with self._lock:  # one load at a time; a thread that waited finds the other's matrix
+            cached = self._cache.get((tenant, kind))
+            if cached and cached[0] == version:
+                return cached
             raw = self.redis.hgetall(k.vectors(kind))
             meta_raw = self.redis.hgetall(k.vector_meta(kind))
             ids = sorted(_s(i) for i in raw)
@@ -92,8 +100,14 @@ class RedisVectorStore:
                 matrix = np.zeros((0, 0), dtype=np.float32)
             meta = {_s(i): json.loads(v) for i, v in meta_raw.items()}
             entry = (version, ids, matrix, meta)
-            self._cache[(tenant, kind)] = entry
+            self._cache.put((tenant, kind), entry)
+            self.loads += 1
             return entry
+
+    def warm(self, tenant: str) -> None:
+        """Load the tenant's stale matrices now, so the next search finds them ready."""
+        for kind in KINDS:
+            self._load(tenant, kind)
 
 
 def _normalise(vector: Sequence[float]) -> np.ndarray:

@@ -12,8 +12,10 @@ from shared.keys import Keys
 from shared.lru import LRU
 from shared.models import Chunk, Entity, EntityFragment, ExtractionResult
 from shared.query.warmup import CacheWarmer, announce_index_update, warm_tenant
+from shared.store.base import VectorItem
 from shared.store.bm25_cache import BM25Cache
 from shared.store.redis_graph import GraphStore
+from shared.store.redis_vectors import RedisVectorStore
 
 
 def _fill(redis, tenant: str, words: str) -> None:
@@ -65,11 +67,17 @@ def test_bm25_cache_builds_once_per_version_and_stays_bounded(redis_client, tena
 
 def test_warm_tenant_leaves_nothing_for_the_next_query_to_build(redis_client, tenant):
     _fill(redis_client, tenant, "red fox")
+    vectors = RedisVectorStore(redis_client)
+    vectors.upsert(tenant, "entities", [VectorItem(id="RED FOX", vector=[1.0, 0.0], payload={"name": "RED FOX"})])
+    vectors.upsert(tenant, "chunks", [VectorItem(id=f"{tenant}-c1", vector=[0.0, 1.0], payload={})])
     cache = BM25Cache(redis_client)
-    warm_tenant(redis_client, tenant, cache)
-    assert cache.builds == 2
+    warm_tenant(redis_client, tenant, cache, vectors)
+    assert cache.builds == 2 and vectors.loads == 2
     assert [c for c, _ in cache(tenant, "chunks").query("fox market")] == [f"{tenant}-c1"]
     assert cache(tenant, "entities") is not None and cache.builds == 2  # the query found both ready
+    assert [h.id for h in vectors.search(tenant, "entities", [1.0, 0.1], 1)] == ["RED FOX"]
+    assert vectors.search(tenant, "chunks", [0.0, 1.0], 1) and vectors.loads == 2
+    warm_tenant(redis_client, tenant, cache, object())  # a store without a local copy (Weaviate) is skipped
 
 
 def test_warmer_rebuilds_a_tenants_caches_when_its_index_update_is_announced(redis_client, tenant):
