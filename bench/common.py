@@ -93,6 +93,27 @@ def machine() -> dict:
             "platform": sys.platform}
 
 
+def own_versions() -> dict:
+    """graphfleet's side of the measurement: the project and the libraries its hot paths run on."""
+    import importlib.metadata as md
+
+    from shared.redis_conn import redis_server_binary
+
+    out = {}
+    for dist in ("graphfleet", "celery", "kombu", "redis", "igraph", "leidenalg", "tiktoken", "openai", "numpy",
+                 "bm25s", "pydantic"):
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            out[dist] = None
+    try:
+        server = subprocess.run([redis_server_binary(), "--version"], capture_output=True, text=True, timeout=10)
+        out["redis-server"] = next((w.split("=", 1)[1] for w in server.stdout.split() if w.startswith("v=")), None)
+    except (OSError, RuntimeError, subprocess.SubprocessError):
+        out["redis-server"] = None
+    return out
+
+
 def _read(path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8", errors="replace")

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import ROOT, SAMPLE, emit, machine, redis_server, sim_stats, simulator, stack
+from bench.common import ROOT, SAMPLE, emit, machine, own_versions, redis_server, sim_stats, simulator, stack
 from bench.peers.peer_run import delta
 from bench.query_bench import QUERIES
 from shared.tokens import count_tokens
@@ -168,6 +168,7 @@ def main() -> None:
     versions = peer_versions(args.peers_python) if peers else {}
     emit({"bench": "machine", **machine(), "corpus": args.corpus.name, "repeat": args.repeat,
           "concurrency": args.concurrency, "model": MODEL, "embedding_dim": EMBEDDING_DIM, "versions": versions,
+          "graphfleet_versions": own_versions(),
           "command": "python -m bench.compare " + " ".join(sys.argv[1:])}, args.out)
     rows: list[dict] = []
     for latency in args.latency:

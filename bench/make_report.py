@@ -85,7 +85,9 @@ def compare_tables(rows: list[dict]) -> list[str]:
     if not med:
         return ["(no results yet: run `bash bench/compare.sh`)", ""]
     head = next((r for r in reversed(rows) if r["bench"] == "machine"), {})
-    out = [f"Versions: {head.get('versions')}; model `{head.get('model')}`, embeddings dim "
+    ours = head.get("graphfleet_versions") or {}
+    out = [f"Versions: peers (their venv) {head.get('versions')}; graphfleet (the project's venv) "
+           f"{', '.join(f'{k} {v}' for k, v in ours.items()) or '-'}; model `{head.get('model')}`, embeddings dim "
            f"{head.get('embedding_dim')}, "
            f"{head.get('concurrency')} LLM calls in flight per system; corpus `{head.get('corpus')}`; "
            f"medians of {head.get('repeat')} runs. Command: `{head.get('command')}`.", "",
