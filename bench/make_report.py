@@ -294,14 +294,18 @@ def scaling_table(rows: list[dict]) -> list[str]:
     runs = [r for r in rows if r["bench"] == "scaling"]
     if not med:
         return ["(no results yet: `.venv/bin/python -m bench.scaling_bench --out bench/results/scaling.jsonl`)", ""]
-    out = ["| corpus | documents | tokens | chunks | worker processes per queue group | wall s (median) | chunks/s "
-           "| speed-up vs 1 process | LLM calls | entities | relations |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| corpus | simulator latency | documents | tokens | chunks | worker processes per queue group "
+           "| wall s (median) | chunks/s | speed-up vs 1 process | LLM calls | entities | relations |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    med.sort(key=lambda m: (m["corpus"] != "carol", m["corpus"], m["latency_ms"], m["processes"]))
     for m in med:
-        one = next((x for x in med if x["corpus"] == m["corpus"] and x["processes"] == 1), None)
-        run = [r for r in runs if r["corpus"] == m["corpus"] and r["processes"] == m["processes"]][-1]
+        same = [x for x in med if (x["corpus"], x["latency_ms"]) == (m["corpus"], m["latency_ms"])]
+        one = next((x for x in same if x["processes"] == 1), None)
+        run = [r for r in runs if (r["corpus"], r["processes"], r["latency_ms"])
+               == (m["corpus"], m["processes"], m["latency_ms"])][-1]
         speedup = f"{m['chunks_per_s_median'] / one['chunks_per_s_median']:.2f}" if one else "-"
-        out.append(f"| {m['corpus']} | {m['documents']} | {m['tokens']:,} | {m['chunks']} | {m['processes']} "
+        out.append(f"| {m['corpus']} | {m['latency_ms']:.0f} ms | {m['documents']} | {m['tokens']:,} | {m['chunks']} "
+                   f"| {m['processes']} "
                    f"| {m['seconds_median']:.1f} | {m['chunks_per_s_median']:.1f} | {speedup} | {run['llm_calls']:,} "
                    f"| {run['entities']:,} | {run['relations']:,} |")
     return out + [""]
@@ -321,7 +325,7 @@ def clustering_table(rows: list[dict]) -> list[str]:
         if not ours:
             continue
         t = theirs or {}
-        out.append(f"| {graph} | {ours['nodes']:,} | {ours['edges']:,} | {ours['seconds']:.2f} "
+        out.append(f"| {graph} | {ours['nodes']:,} | {ours['edges']:,} | {ours['seconds']:.3f} "
                    f"| {t.get('seconds', '-')} | {_ratio(ours['seconds'], t.get('seconds'))} "
                    f"| {'/'.join(str(v) for v in ours['levels'].values())} "
                    f"| {'/'.join(str(v) for v in (t.get('levels') or {}).values()) or '-'} |")
@@ -361,8 +365,9 @@ def main() -> None:
         "counted with cl100k against the same budget.", "",
         *retrieval_table(_load("retrieval.jsonl")),
         "## Scaling (graphfleet)", "",
-        "`.venv/bin/python -m bench.scaling_bench --out bench/results/scaling.jsonl` (simulator at 0 ms; on 2 cores "
-        "the simulator, Redis and every worker process share the same two CPUs).", "",
+        "`.venv/bin/python -m bench.scaling_bench --out bench/results/scaling.jsonl` (simulator at 0 ms; "
+        "`--latency 200` for the 200 ms rows; on 2 cores the simulator, Redis and every worker process share "
+        "the same two CPUs).", "",
         *scaling_table(_load("scaling.jsonl")),
         "## graphfleet ingestion detail", "",
         "`.venv/bin/python -m bench.ingest_bench --repeat 5 [--processes 2] --out bench/results/ingest.jsonl`", "",
