@@ -67,13 +67,16 @@ def test_renamed_copies_make_new_names_and_keep_lower_case_text():
     assert renamed(text, 3) == "Scrooge-c3 met Bob-c3 Cratchit-c3 in London-c3. it was cold."
 
 
-def test_scaling_table_reports_speed_up_against_one_process():
-    med = [{"bench": "scaling_median", "corpus": "carol", "processes": p, "documents": 1, "tokens": 1000,
-            "chunks": 40, "seconds_median": s, "chunks_per_s_median": 40 / s} for p, s in ((1, 4.0), (2, 2.5))]
-    runs = [{"bench": "scaling", "corpus": "carol", "processes": p, "llm_calls": 100, "entities": 5, "relations": 6}
-            for p in (1, 2)]
+def test_scaling_table_reports_speed_up_against_one_process_at_the_same_latency():
+    timings = {0.0: ((1, 4.0), (2, 2.5)), 200.0: ((1, 8.0), (2, 4.0))}
+    med = [{"bench": "scaling_median", "corpus": "carol", "processes": p, "latency_ms": lat, "documents": 1,
+            "tokens": 1000, "chunks": 40, "seconds_median": s, "chunks_per_s_median": 40 / s}
+           for lat, pairs in timings.items() for p, s in pairs]
+    runs = [{"bench": "scaling", "corpus": "carol", "processes": p, "latency_ms": lat, "llm_calls": 100,
+             "entities": 5, "relations": 6} for lat in timings for p in (1, 2)]
     table = "\n".join(scaling_table(med + runs))
-    assert "| 2 | 2.5 | 16.0 | 1.60 |" in table
+    assert "| carol | 0 ms | 1 | 1,000 | 40 | 2 | 2.5 | 16.0 | 1.60 |" in table
+    assert "| carol | 200 ms | 1 | 1,000 | 40 | 2 | 4.0 | 10.0 | 2.00 |" in table
 
 
 def _retrieval_run(llm: bool, systems: dict[str, float], bm25: float, finished: bool = True) -> list[dict]:
