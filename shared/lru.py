@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+
+CACHED_TENANTS = 32  # per process, for each per-tenant read cache
 
 
 class LRU(Generic[K, V]):
@@ -28,6 +30,21 @@ class LRU(Generic[K, V]):
             value = self._items.get(key)
             if value is not None:
                 self._items.move_to_end(key)
+            return value
+
+    def get_or_build(self, key: K, fresh: Callable[[V], bool], build: Callable[[], V],
+                     build_lock: threading.Lock) -> V:
+        """The cached value while ``fresh(value)``, else ``build()`` stored under ``key``. Builds are
+        serialised by ``build_lock``; a thread that waited for it finds the other's fresh value."""
+        value = self.get(key)
+        if value is not None and fresh(value):
+            return value
+        with build_lock:
+            value = self.get(key)
+            if value is not None and fresh(value):
+                return value
+            value = build()
+            self.put(key, value)
             return value
 
     def put(self, key: K, value: V) -> None:

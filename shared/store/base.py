@@ -8,6 +8,8 @@ from typing import Protocol
 
 from shared.models import Chunk, Community, CommunityReport, Document, Entity, Relation
 
+VECTOR_KINDS = ("entities", "chunks")  # the per-tenant vector collections
+
 
 @dataclass(frozen=True)
 class VectorItem:

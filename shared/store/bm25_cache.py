@@ -5,11 +5,10 @@ from __future__ import annotations
 import threading
 
 from shared.keys import Keys
-from shared.lru import LRU
+from shared.lru import CACHED_TENANTS, LRU
 from shared.retrieval.bm25 import BM25Index
-from shared.store.redis_graph import CACHED_TENANTS, GraphStore
-
-KINDS = ("entities", "chunks")
+from shared.store.base import VECTOR_KINDS as KINDS
+from shared.store.redis_graph import GraphStore
 
 
 class BM25Cache:
@@ -29,29 +28,25 @@ class BM25Cache:
 
     def __call__(self, tenant: str, kind: str) -> BM25Index | None:
         version = self._version(tenant, kind)
-        hit = self._cache.get((tenant, kind))
-        if hit and hit[0] == version:
-            return hit[1]
-        with self._lock:  # one build at a time; a thread that waited finds the other's index
-            hit = self._cache.get((tenant, kind))
-            if hit and hit[0] == version:
-                return hit[1]
-            store = GraphStore(self.redis, tenant)
-            if kind == "entities":
-                pairs = [(n, f"{n} {e.description}") for n, e in store.all_entities().items()]
-            else:
-                pairs = [(c.id, c.text) for c in store.chunks(store.all_chunk_ids()).values()]
-            index = BM25Index.build(pairs)
-            self._cache.put((tenant, kind), (version, index))
-            self.builds += 1
-            return index
+        return self._cache.get_or_build((tenant, kind), lambda hit: hit[0] == version,
+                                        lambda: (version, self._build(tenant, kind)), self._lock)[1]
+
+    def _build(self, tenant: str, kind: str) -> BM25Index:
+        store = GraphStore(self.redis, tenant)
+        if kind == "entities":
+            pairs = [(n, f"{n} {e.description}") for n, e in store.all_entities().items()]
+        else:
+            pairs = [(c.id, c.text) for c in store.chunks(store.all_chunk_ids()).values()]
+        self.builds += 1
+        return BM25Index.build(pairs)
 
     def tenants(self) -> set[str]:
         return {tenant for tenant, _kind in self._cache}
 
     def has_room_for(self, tenant: str) -> bool:
         """Whether caching ``tenant`` would evict nobody: it is cached already, or the cache is not full."""
-        return tenant in self.tenants() or len(self.tenants()) < self._cache.capacity // len(KINDS)
+        cached = self.tenants()
+        return tenant in cached or len(cached) < self._cache.capacity // len(KINDS)
 
     def warm(self, tenant: str) -> None:
         """Build the tenant's stale indexes now, so the next query finds them ready."""

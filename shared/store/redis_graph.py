@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterable
 
 from shared.keys import SEP, Keys
-from shared.lru import LRU
+from shared.lru import CACHED_TENANTS, LRU
 from shared.models import (
     Chunk,
     Community,
@@ -25,7 +25,6 @@ from shared.models import (
     RelationFragment,
 )
 
-CACHED_TENANTS = 32  # per process, for each of the read caches below
 # Neighbour lists per tenant, keyed by the graph version. Read cache, never coordination.
 _ADJACENCY: LRU[str, tuple[int, object, dict[str, list[str]]]] = LRU(CACHED_TENANTS)
 # Parsed communities + reports per tenant, keyed by the random revision every write of either sets

@@ -13,11 +13,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from shared.keys import Keys
-from shared.lru import LRU
+from shared.lru import CACHED_TENANTS, LRU
+from shared.store.base import VECTOR_KINDS as KINDS
 from shared.store.base import VectorHit, VectorItem
-
-CACHED_TENANTS = 32  # per process
-KINDS = ("entities", "chunks")
 
 
 def _s(v):
@@ -82,27 +80,22 @@ class RedisVectorStore:
         return [VectorHit(ids[i], float(scores[i]), meta.get(ids[i], {})) for i in top if scores[i] >= min_score]
 
     def _load(self, tenant: str, kind: str):
+        version = int(self.redis.get(Keys(tenant).vector_version(kind)) or 0)
+        return self._cache.get_or_build((tenant, kind), lambda entry: entry[0] == version,
+                                        lambda: self._read(tenant, kind, version), self._lock)
+
+    def _read(self, tenant: str, kind: str, version: int):
         k = Keys(tenant)
-        version = int(self.redis.get(k.vector_version(kind)) or 0)
-        cached = self._cache.get((tenant, kind))
-        if cached and cached[0] == version:
-            return cached
-        with self._lock:  # one load at a time; a thread that waited finds the other's matrix
-            cached = self._cache.get((tenant, kind))
-            if cached and cached[0] == version:
-                return cached
-            raw = self.redis.hgetall(k.vectors(kind))
-            meta_raw = self.redis.hgetall(k.vector_meta(kind))
-            ids = sorted(_s(i) for i in raw)
-            if ids:
-                matrix = np.vstack([np.frombuffer(raw[i.encode()], dtype=np.float32) for i in ids])
-            else:
-                matrix = np.zeros((0, 0), dtype=np.float32)
-            meta = {_s(i): json.loads(v) for i, v in meta_raw.items()}
-            entry = (version, ids, matrix, meta)
-            self._cache.put((tenant, kind), entry)
-            self.loads += 1
-            return entry
+        raw = self.redis.hgetall(k.vectors(kind))
+        meta_raw = self.redis.hgetall(k.vector_meta(kind))
+        ids = sorted(_s(i) for i in raw)
+        if ids:
+            matrix = np.vstack([np.frombuffer(raw[i.encode()], dtype=np.float32) for i in ids])
+        else:
+            matrix = np.zeros((0, 0), dtype=np.float32)
+        meta = {_s(i): json.loads(v) for i, v in meta_raw.items()}
+        self.loads += 1
+        return version, ids, matrix, meta
 
     def warm(self, tenant: str) -> None:
         """Load the tenant's stale matrices now, so the next search finds them ready."""
