@@ -25,6 +25,7 @@ class Stats:
                 "chat": {**_chat_counts(), "by_type": {t: _chat_counts() for t in TYPES}},
                 "embeddings": {"calls": 0, "inputs": 0, "tokens": 0},
                 "errors": {k: 0 for k in ERROR_KINDS},
+                "malformed_by_type": {},  # prompt type -> answers broken on purpose
             }
 
     def chat(self, kind: str, prompt_tokens: int, completion_tokens: int, malformed: bool) -> None:
@@ -36,6 +37,8 @@ class Stats:
                 bucket["completion_tokens"] += completion_tokens
             if malformed:
                 self._data["errors"]["malformed"] += 1
+                by_type = self._data["malformed_by_type"]
+                by_type[kind] = by_type.get(kind, 0) + 1
 
     def embeddings(self, inputs: int, tokens: int) -> None:
         with self._lock:
