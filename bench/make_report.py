@@ -9,6 +9,8 @@ import json
 import platform
 from pathlib import Path
 
+from bench.retrieval_records import sets_tables
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 NANO_REFERENCE = {0.0: 2.3, 200.0: 4.5}  # seconds, nano-graphrag on this machine (issue reference)
@@ -358,12 +360,20 @@ def main() -> None:
         *(Path(RESULTS / "compare_notes.md").read_text().splitlines() if (RESULTS / "compare_notes.md").exists()
           else []), "",
         "## Retrieval quality under a token budget", "",
-        "`.venv/bin/python -m bench.retrieval_eval --systems graphfleet nano lightrag --out "
-        "bench/results/retrieval.jsonl` (and `--no-llm` for graphfleet's LLM-free path) on "
-        "`../shared/data/hotpotqa_hipporag100` (HotpotQA, 100 questions, 994 pooled passages): the share of gold "
-        "supporting passages whose whole text is in the context built with `only_need_context`, every context "
-        "counted with cl100k against the same budget.", "",
-        *retrieval_table(_load("retrieval.jsonl")),
+        "`.venv/bin/python -m bench.retrieval_eval --llm both --out bench/results/retrieval.jsonl` on every "
+        "public multi-hop dev set of `../shared/data` (HotpotQA `hotpotqa_hipporag100`: 100 questions, 994 pooled "
+        "passages; MuSiQue `musique_dev`: 292 / 4,543; 2WikiMultihopQA `2wikimultihopqa_dev`: 164 / 1,294; "
+        "`hoprag_quickstart`: 30 / 399), each ingested into its own fresh stack: the share of gold supporting "
+        "passages whose whole text is in the context built with `only_need_context` under a 4,000-token budget "
+        "(cl100k). BM25 packs whole passages, best first, into the largest context allowance "
+        "(`budget.total_allowed`: the budget less system prompt, query and buffer) any passage-carrying mode got "
+        "for the same question (same allowance), and into the whole budget. Per-question records (gold passages' "
+        "candidate ranks, kept or not, tokens per section): `bench/results/retrieval.questions.jsonl`.", "",
+        *sets_tables(_load("retrieval.jsonl")),
+        *(["### HotpotQA only, with nano-graphrag and LightRAG (earlier runs)", "",
+            "`.venv/bin/python -m bench.retrieval_eval --systems graphfleet nano lightrag` before the multi-set "
+            "runs: BM25 there got the whole budget.", "", *old] if (old := retrieval_table(_load("retrieval.jsonl")))
+          else []),
         "## Scaling (graphfleet)", "",
         "`.venv/bin/python -m bench.scaling_bench --out bench/results/scaling.jsonl` (simulator at 0 ms; "
         "`--latency 200` for the 200 ms rows; on 2 cores the simulator, Redis and every worker process share "

@@ -80,8 +80,10 @@ def run_query(self, tenant: str, query_id: str) -> None:
             _start_global(rt, tenant, query_id, param, store, chat is not None)
             return
         ctx = CallContext(tenant=tenant, stage="embed", job_id=query_id, queue="query")
+        indexes = _bm25_provider(rt.redis)
         result = answer_query(param, store, rt.vectors, lambda texts: rt.embedder.embed(texts, ctx), chat,
-                              _bm25_provider(rt.redis), prices=rt.settings.llm.prices,
+                              indexes, prices=rt.settings.llm.prices, walk_provider=indexes.walk,
+                              lexical_embedder=rt.lexical_embedder(ctx),
                               tenant_preset=rt.settings.query.tenant_presets.get(tenant))
     except Exception as exc:  # noqa: BLE001 - the job records the cause instead of hanging
         log.exception("query %s failed", query_id)

@@ -27,6 +27,19 @@ class Runtime:
     vectors: object
     embedder: object
     pid: int = field(default_factory=os.getpid)
+    _lexical: bool | None = None
+
+    def lexical_embedder(self, ctx: CallContext) -> bool:
+        """Whether the embedder only sees words (measured once per process; see ``shared.embedding``).
+        A failed probe counts as a model that knows meaning and is tried again by the next query."""
+        if self._lexical is None:
+            from shared.embedding import is_lexical
+
+            try:
+                self._lexical = is_lexical(self.embedder, ctx)
+            except Exception:  # noqa: BLE001 - the embedder is down: the query's own embed call will say so
+                return False
+        return self._lexical
 
     def store(self, tenant: str) -> GraphStore:
         return GraphStore(self.redis, tenant, lock_timeout_s=self.settings.workers.task_soft_time_limit_s)

@@ -42,6 +42,8 @@ MODEL_CONTEXT_LIMITS: dict[str, int] = {
 DEFAULT_CONTEXT_LIMIT = 16385  # unknown models: assume a small window (seed 001 falls back to 16k)
 SECTION_SEPARATOR = "\n\n"
 PRIORITY = ("entities", "relationships", "reports", "sources")  # seed 000 overflow order
+# budget_split="evidence": passages first, then graph rows in the room they leave (each within its cap)
+EVIDENCE_PRIORITY = ("sources", "entities", "relationships", "reports")
 
 
 def model_context_limit(
@@ -140,10 +142,15 @@ def section_caps(param: QueryParam, mode: str, total: int) -> dict[str, int | No
         return {"entities": entities, "relationships": relations, "sources": None}
     if mode == "causal":
         cap = min(param.causal_network_tokens, total)
-        return {"entities": int(cap * 0.4), "relationships": int(cap * 0.4), "sources": int(cap * 0.2)}
+        sources = cap if _evidence(param) else int(cap * 0.2)  # evidence: text units may take the network cap
+        return {"entities": int(cap * 0.4), "relationships": int(cap * 0.4), "sources": sources}
     if mode == "global":
         return {"reports": min(param.global_group_tokens, total)}
     return {"sources": None}  # naive: the whole remainder for chunks
+
+
+def _evidence(param: QueryParam) -> bool:
+    return getattr(param, "budget_split", "fixed") == "evidence"
 
 
 # Hybrid: by default the graph sections (entities + relations) take at most this share of the context
@@ -185,6 +192,9 @@ class Section:
     header: str = ""
     cap: int | None = None
     shrink: Callable[[int, int], str | None] | None = None  # (row index, tokens) -> shorter row
+    fill: bool = False  # skip a row that does not fit and try the next ones (fill the budget)
+    min_partial: int | None = None  # smallest room worth a shortened row (default: the query's)
+    row_tokens: Sequence[int] | None = None  # estimated tokens per row (the fit is checked exactly after)
 
     def render(self, rows: Sequence[str]) -> str:
         if not rows:
@@ -205,32 +215,54 @@ class Allocation:
     total_tokens: int = 0
 
 
+FILL_FLOOR = 8  # a filling section stops looking for a row that fits when less room than this is left
+
+
+def _row_counts(sec: Section, model: str | None):
+    """(index, tokens) of the rows in order, counted in growing batches: a section that fills after a
+    few rows never encodes the hundreds of candidates behind them."""
+    if sec.row_tokens is not None:
+        yield from enumerate(sec.row_tokens)
+        return
+    start, size = 0, 16
+    while start < len(sec.rows):
+        batch = list(sec.rows[start:start + size])
+        yield from enumerate(count_tokens_batch(batch, model), start=start)
+        start, size = start + len(batch), size * 2
+
+
 def _fit(sec: Section, allowed: int, model: str | None, min_partial: int) -> tuple[list[int], list[str], bool]:
-    """Longest prefix of rows whose rendered section fits ``allowed``; maybe one shortened last row."""
+    """Rows whose rendered section fits ``allowed``, in order: the longest prefix, or with ``sec.fill``
+    also the later rows that still fit after one was skipped; then the first row left out, shortened
+    into the room that is left when that room is worth it."""
     if allowed <= 0 or not sec.rows:
         return [], [], False
     overhead = count_tokens(sec.render(["x"]), model)
-    counts = count_tokens_batch(list(sec.rows), model)
     running = overhead
-    idx: list[int] = []
-    for i, n in enumerate(counts):
-        if running + n + 1 > allowed:
+    texts: dict[int, str] = {}
+    first_out: int | None = None
+    for i, n in _row_counts(sec, model):
+        if running + n + 1 <= allowed:
+            running += n + 1
+            texts[i] = sec.rows[i]
+            continue
+        first_out = i if first_out is None else first_out
+        if not sec.fill or allowed - running - 1 < FILL_FLOOR:
             break
-        running += n + 1
-        idx.append(i)
-    rows = [sec.rows[i] for i in idx]
     partial = False
     room = allowed - running - 1
-    if len(idx) < len(sec.rows) and sec.shrink and room >= min_partial:
-        short = sec.shrink(len(idx), room)
+    floor = sec.min_partial if sec.min_partial is not None else min_partial
+    if first_out is not None and sec.shrink and room >= floor:
+        short = sec.shrink(first_out, room)
         if short:
-            rows.append(short)
-            idx.append(len(idx))
-            partial = True
+            texts[first_out], partial = short, True
+    idx = sorted(texts)
+    rows = [texts[i] for i in idx]
     while rows and count_tokens(sec.render(rows), model) > allowed:  # exact check, BPE is not additive
-        rows.pop()
-        idx.pop()
+        drop = idx.index(first_out) if partial else len(rows) - 1
         partial = False
+        rows.pop(drop)
+        idx.pop(drop)
     return idx, rows, partial
 
 
@@ -240,9 +272,11 @@ def allocate(
     model: str | None = None,
     render_order: Sequence[str] | None = None,
     min_partial: int = 100,
+    stop_on_cut: bool = True,
 ) -> Allocation:
-    """Fill sections in priority order (the order given). Each gets min(cap, what is left). A section
-    cut by the *total* stops allocation: lower-priority sections get nothing (seed 000)."""
+    """Fill sections in priority order (the order given). Each gets min(cap, what is left). With
+    ``stop_on_cut`` a section cut by the *total* stops allocation: lower-priority sections get nothing
+    (seed 000); without it they share what the cut section could not use."""
     out = Allocation()
     seps = count_tokens(SECTION_SEPARATOR, model) * max(0, len(sections) - 1)
     remaining = max(0, total - seps)
@@ -255,7 +289,7 @@ def allocate(
         cut_by = None
         if len(idx) < len(sec.rows) or partial:
             cut_by = "section" if sec.cap is not None and sec.cap <= remaining and not stopped else "total"
-            if cut_by == "total":
+            if cut_by == "total" and stop_on_cut:
                 stopped = True
         remaining -= used
         out.texts[sec.name], out.kept_rows[sec.name], out.kept_index[sec.name] = text, rows, idx

@@ -7,16 +7,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from shared.query.budget import BudgetReport, section_caps, total_context_budget
-from shared.query.context_common import Sources, fuse_chunk_rankings, order_chunks, sources_section
+from shared.query.context_common import Sources, sources_section
 from shared.query.context_local import (
     assemble,
     entity_section,
-    linked_chunks,
-    order_entities,
+    graph_entities,
     order_relations,
     relation_section,
+    source_items,
 )
 from shared.query.params import QueryParam
+from shared.query.passages import Ranking
 
 RENDER_ORDER = ("entities", "relationships", "sources")
 SPLIT = {"entities": 0.4, "relationships": 0.4, "sources": 0.2}
@@ -32,26 +33,23 @@ def build_causal_context(
     param: QueryParam,
     direct_chunks: Sequence[tuple[str, float]] = (),
     system_prompt: str = "",
+    ranking: Ranking | None = None,
 ) -> tuple[str, BudgetReport, Sources]:
     """``entity_hits`` should hold ``extended_node_count(param)`` nodes (the engine asks for that many)."""
     hits = list(entity_hits)[: extended_node_count(param)]
     names = [n for n, _ in hits]
-    rank = {n: i for i, n in enumerate(names)}
-    found = reader.entities(names) if names else {}
-    entities = order_entities([found[n] for n in names if n in found], rank)
+    entities = graph_entities(reader, names, param, ranking)
     relations = order_relations(reader.relations_of([e.name for e in entities])) if entities else []
-    linked = linked_chunks(reader, entities, relations)
-    ranked = fuse_chunk_rankings(direct_chunks, linked, param.rrf_k)[: 2 * param.chunk_top_k]
-    chunk_map = reader.chunks([c for c, _ in ranked]) if ranked else {}
-    items = order_chunks(ranked, chunk_map, param.text_order, param.model)
+    items = source_items(reader, param, entities, relations, direct_chunks, ranking)
 
     tb = total_context_budget(param, system_prompt)
     caps = section_caps(param, "causal", tb.total)
-    network_cap = sum(v or 0 for v in caps.values())
+    network_cap = (min(param.causal_network_tokens, tb.total) if param.budget_split == "evidence"
+                   else sum(v or 0 for v in caps.values()))
     tb.total = min(tb.total, network_cap)
     sections = {
-        "entities": entity_section(entities, caps["entities"], dict(hits)),
-        "relationships": relation_section(relations, caps["relationships"]),
+        "entities": entity_section(entities, caps["entities"], dict(hits), param.model),
+        "relationships": relation_section(relations, caps["relationships"], param.model),
         "sources": sources_section(items, param, caps["sources"], title="TextUnits"),
     }
     ctx, report, sources = assemble(sections, param, "causal", tb, RENDER_ORDER)
@@ -59,6 +57,6 @@ def build_causal_context(
     report.notes.append(
         f"Found {len(hits)} extended nodes: {kept.get('entities', 0)} entities, "
         f"{kept.get('relationships', 0)} relationships, {kept.get('sources', 0)} text units "
-        f"(network cap {network_cap} = 40/40/20)"
+        f"(network cap {network_cap}: " + ("evidence split" if param.budget_split == "evidence" else "40/40/20") + ")"
     )
     return ctx, report, sources

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel
 
 from shared.models import Chunk
 from shared.query.budget import Section
 from shared.query.params import QueryParam
-from shared.query.truncation import shorten
+from shared.query.truncation import shorten, split_sentences
 from shared.retrieval.fusion import rrf
-from shared.tokens import count_tokens, count_tokens_batch
+from shared.tokens import count_tokens, count_tokens_batch, truncate_text
 
 
 class Evidence(BaseModel):
@@ -61,6 +61,48 @@ def csv_row(values: Sequence) -> str:
     return buf.getvalue()[:-1]
 
 
+def cut_at_sentence(text: str, max_tokens: int, model: str | None) -> str:
+    """The longest run of whole leading sentences within ``max_tokens``, or, when even the first sentence
+    is longer, that sentence cut at a token boundary and marked with an ellipsis."""
+    if count_tokens(text, model) <= max_tokens:
+        return text
+    kept = ""
+    for sentence in split_sentences(text):
+        candidate = f"{kept} {sentence}".strip()
+        if count_tokens(candidate, model) > max_tokens:
+            break
+        kept = candidate
+    if kept:
+        return kept
+    return (truncate_text(text, max(0, max_tokens - 1), model).rstrip() + "…") if max_tokens > 1 else ""
+
+
+def row_shrinker(values: Callable[[int], Sequence], text_column: int, model: str | None,
+                 on_shrink: Callable[[int, str], None] | None = None) -> Callable[[int, int], str | None]:
+    """A Section ``shrink`` for graph rows: row ``i`` with its text cell cut at a sentence boundary so
+    that the row fits ``room`` tokens (so a long first description never leaves its section empty)."""
+
+    def shrink(i: int, room: int) -> str | None:
+        cells = list(values(i))
+        text = str(cells[text_column])
+        cells[text_column] = ""
+        target = room - count_tokens(csv_row(cells), model) - 2
+        for _ in range(4):
+            if target <= 0:
+                return None
+            cells[text_column] = cut_at_sentence(text, target, model)
+            row = csv_row(cells)
+            over = count_tokens(row, model) - room
+            if cells[text_column] and over <= 0:
+                if on_shrink is not None:
+                    on_shrink(i, cells[text_column])
+                return row
+            target -= max(over, 1) + 2
+        return None
+
+    return shrink
+
+
 def rel_key(src: str, tgt: str) -> str:
     return f"{src}->{tgt}"
 
@@ -98,20 +140,24 @@ def order_chunks(ranked: Sequence[tuple[str, float]], chunks: dict[str, Chunk], 
 def sources_section(
     items: Sequence[tuple[Chunk, float]], param: QueryParam, cap: int | None, title: str = "Sources"
 ) -> tuple[Section, list[Evidence]]:
-    """Sources section with id,doc_id,content rows; the last partially fitting chunk can be shortened
-    by the configured seed-001 strategy (relevance or structure)."""
+    """Sources section with ``id,content`` rows (seed 000's layout). The id is a short citation ("S3"),
+    resolved to the chunk id and its document by ``Sources.citations()`` and the evidence: a chunk and a
+    document hash cost ~40 tokens a row, a fifth of a 4,000-token context at 25 passages. The first
+    chunk that does not fit can be shortened by the configured seed-001 strategy (relevance or
+    structure)."""
     model = param.model
-    rows = [csv_row([c.id, c.doc_id, c.text]) for c, _ in items]
+    cites = [f"S{i}" for i in range(1, len(items) + 1)]
+    rows = [csv_row([cite, c.text]) for cite, (c, _) in zip(cites, items, strict=True)]
     evidence = [
-        Evidence(kind="chunk", cite=c.id, key=c.id, text=c.text, doc_ids=[c.doc_id], chunk_ids=[c.id], score=s)
-        for c, s in items
+        Evidence(kind="chunk", cite=cite, key=c.id, text=c.text, doc_ids=[c.doc_id], chunk_ids=[c.id], score=s)
+        for cite, (c, s) in zip(cites, items, strict=True)
     ]
 
     def shrink(i: int, room: int) -> str | None:
         if param.source_truncation in ("none", "map_reduce") or i >= len(items):  # map-reduce: room for summaries
             return None
         chunk = items[i][0]
-        overhead = count_tokens(csv_row([chunk.id, chunk.doc_id, ""]), model) + 2
+        overhead = count_tokens(csv_row([cites[i], ""]), model) + 2
         target = room - overhead
         for _ in range(4):
             if target <= 0:
@@ -119,7 +165,7 @@ def sources_section(
             text = shorten(chunk.text, param.query, target, param.source_truncation, model)
             if not text:
                 return None
-            row = csv_row([chunk.id, chunk.doc_id, text])
+            row = csv_row([cites[i], text])
             over = count_tokens(row, model) - room
             if over <= 0:
                 evidence[i] = evidence[i].model_copy(update={"text": text})
@@ -127,7 +173,14 @@ def sources_section(
             target -= over + 2
         return None
 
-    return Section("sources", rows, title=title, header="id,doc_id,content", cap=cap, shrink=shrink), evidence
+    fill = getattr(param, "budget_split", "fixed") == "evidence"
+    # rows are counted from their texts, which the per-process count cache knows from earlier queries
+    # (a row's citation changes with its rank, its text does not); +1 covers the merge at the seam
+    bodies = count_tokens_batch([csv_row(["", c.text]) for c, _ in items], model)
+    heads = count_tokens_batch(cites, model)
+    estimate = [b + h + 1 for b, h in zip(bodies, heads, strict=True)]
+    return Section("sources", rows, title=title, header="id,content", cap=cap, shrink=shrink,
+                   fill=fill, row_tokens=estimate), evidence
 
 
 def linked_chunk_order(entity_order: Sequence[str], entity_sources: dict[str, list[str]],

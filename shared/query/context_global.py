@@ -22,6 +22,7 @@ from shared.query.budget import (
 from shared.query.context_common import csv_row
 from shared.query.context_local import report_text
 from shared.query.params import QueryParam
+from shared.retrieval.bm25 import BM25Index
 from shared.tokens import count_tokens, count_tokens_batch, truncate_text
 
 MAP_HEADER = "id,content,rating,importance"
@@ -54,12 +55,23 @@ class GlobalPlan(BaseModel):
     context_budget: int = 0  # the context-data budget of one call (max_total_tokens / model window)
 
 
-def visible_context(plan: GlobalPlan, model: str | None) -> tuple[str, int]:
-    """The context a caller sees (``only_need_context`` / ``include_context``): whole map groups, best
-    first, while together they fit the context budget, so a returned context never exceeds it. The map
-    phase itself reads every group, one call each, each within the budget. Returns (text, groups shown)."""
+def relevant_groups(plan: GlobalPlan, query: str) -> list[MapGroup]:
+    """The map groups by their BM25 relevance to the question (the groups' report tables as documents),
+    the plan's order breaking ties: what a caller who asked for the context of *this* question sees first."""
+    if len(plan.groups) < 2 or not query.strip():
+        return list(plan.groups)
+    scores = BM25Index([str(g.index) for g in plan.groups], [g.context for g in plan.groups]).scores(query)
+    order = sorted(range(len(plan.groups)), key=lambda i: (-float(scores[i]), i))
+    return [plan.groups[i] for i in order]
+
+
+def visible_context(plan: GlobalPlan, model: str | None, query: str = "") -> tuple[str, int]:
+    """The context a caller sees (``only_need_context`` / ``include_context``): whole map groups, the
+    ones most relevant to ``query`` first, while together they fit the context budget, so a returned
+    context never exceeds it. The map phase itself reads every selected group, one call each, each within
+    the budget. Returns (text, groups shown)."""
     shown: list[str] = []
-    for group in plan.groups:
+    for group in relevant_groups(plan, query):
         candidate = "\n\n".join([*shown, group.context])
         if shown and count_tokens(candidate, model) > plan.context_budget:
             break

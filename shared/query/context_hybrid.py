@@ -9,16 +9,17 @@ from collections.abc import Sequence
 
 from shared.models import Relation
 from shared.query.budget import BudgetReport, section_caps, total_context_budget
-from shared.query.context_common import Sources, fuse_chunk_rankings, order_chunks, sources_section
+from shared.query.context_common import Sources, sources_section
 from shared.query.context_local import (
     assemble,
     entity_section,
-    linked_chunks,
-    order_entities,
+    graph_entities,
     order_relations,
     relation_section,
+    source_items,
 )
 from shared.query.params import QueryParam
+from shared.query.passages import Ranking
 from shared.retrieval.fusion import rrf
 
 RENDER_ORDER = ("entities", "relationships", "sources")
@@ -36,32 +37,29 @@ def build_hybrid_context(
     param: QueryParam,
     direct_chunks: Sequence[tuple[str, float]] = (),
     system_prompt: str = "",
+    ranking: Ranking | None = None,
 ) -> tuple[str, BudgetReport, Sources]:
     """``low_level_hits``: entity names found for the low-level keywords (local side).
     ``high_level_hits``: entity names found for the high-level keywords (global side): their relations
     are what the themes retrieve. Relations of both sides are merged and deduplicated."""
     names = [n for n, _ in merge_entity_hits(low_level_hits, high_level_hits)][: param.top_k]
-    rank = {n: i for i, n in enumerate(names)}
-    found = reader.entities(names) if names else {}
-    entities = order_entities([found[n] for n in names if n in found], rank)
+    entities = graph_entities(reader, names, param, ranking)
     rels: list[Relation] = reader.relations_of([e.name for e in entities]) if entities else []
     relations = order_relations(rels)
-    linked = linked_chunks(reader, entities, relations)
-    ranked = fuse_chunk_rankings(direct_chunks, linked, param.rrf_k)[: 2 * param.chunk_top_k]
-    chunk_map = reader.chunks([c for c, _ in ranked]) if ranked else {}
-    items = order_chunks(ranked, chunk_map, param.text_order, param.model)
+    items = source_items(reader, param, entities, relations, direct_chunks, ranking)
 
     tb = total_context_budget(param, system_prompt)
     caps = section_caps(param, "hybrid", tb.total)
     scores = dict(low_level_hits) | dict(high_level_hits)
     sections = {
-        "entities": entity_section(entities, caps["entities"], scores),
-        "relationships": relation_section(relations, caps["relationships"]),
+        "entities": entity_section(entities, caps["entities"], scores, param.model),
+        "relationships": relation_section(relations, caps["relationships"], param.model),
         "sources": sources_section(items, param, caps["sources"]),
     }
     ctx, report, sources = assemble(sections, param, "hybrid", tb, RENDER_ORDER)
-    report.notes.append(
-        f"chunks got the remainder: {tb.total} - entities - relationships "
-        f"(system {tb.system_prompt_tokens}, query {tb.query_tokens}, buffer {param.buffer_tokens} excluded)"
-    )
+    if param.budget_split == "fixed":
+        report.notes.append(
+            f"chunks got the remainder: {tb.total} - entities - relationships "
+            f"(system {tb.system_prompt_tokens}, query {tb.query_tokens}, buffer {param.buffer_tokens} excluded)"
+        )
     return ctx, report, sources

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from shared.models import CommunityReport, Entity, Relation
 from shared.query.budget import (
+    EVIDENCE_PRIORITY,
     PRIORITY,
     BudgetReport,
     Section,
@@ -24,9 +25,11 @@ from shared.query.context_common import (
     linked_chunk_order,
     order_chunks,
     rel_key,
+    row_shrinker,
     sources_section,
 )
 from shared.query.params import QueryParam
+from shared.query.passages import Ranking
 
 RENDER_ORDER = ("reports", "entities", "relationships", "sources")
 
@@ -43,43 +46,67 @@ def order_entities(entities: Sequence[Entity], retrieval_rank: dict[str, int]) -
     return sorted(entities, key=lambda e: (-e.degree, retrieval_rank.get(e.name, 1 << 30)))
 
 
-def order_relations(relations: Sequence[Relation]) -> list[Relation]:
-    """Seed 003: relations by weight, then rank; duplicates (A,B)/(B,A) merged."""
+RELATIONS_PER_ENTITY = 4  # relation rows considered: this many per context entity (hubs have hundreds)
+
+
+def order_relations(relations: Sequence[Relation], limit: int | None = None) -> list[Relation]:
+    """Seed 003: relations by weight, then rank; duplicates (A,B)/(B,A) merged; the best ``limit``."""
     seen: dict[tuple[str, str], Relation] = {}
     for r in relations:
         seen.setdefault(tuple(sorted((r.src, r.tgt))), r)
-    return sorted(seen.values(), key=lambda r: (-r.weight, -r.rank, r.src, r.tgt))
+    return sorted(seen.values(), key=lambda r: (-r.weight, -r.rank, r.src, r.tgt))[:limit]
 
 
-def entity_section(entities: Sequence[Entity], cap: int | None, scores: dict[str, float] | None = None
-                   ) -> tuple[Section, list[Evidence]]:
+GRAPH_ROW_MIN_PARTIAL = 24  # a graph row cut to a sentence is worth it from this many tokens
+
+
+def entity_section(entities: Sequence[Entity], cap: int | None, scores: dict[str, float] | None = None,
+                   model: str | None = None) -> tuple[Section, list[Evidence]]:
     rows, ev = [], []
+    cells = [[f"E{i}", e.name, e.type, e.description, e.degree] for i, e in enumerate(entities, start=1)]
     for i, e in enumerate(entities, start=1):
-        rows.append(csv_row([f"E{i}", e.name, e.type, e.description, e.degree]))
+        rows.append(csv_row(cells[i - 1]))
         ev.append(Evidence(kind="entity", cite=f"E{i}", key=e.name, text=f"{e.name}: {e.description}",
                            doc_ids=list(e.doc_ids), chunk_ids=list(e.source_ids),
                            score=(scores or {}).get(e.name, 0.0)))
-    return Section("entities", rows, "Entities", "id,entity,type,description,rank", cap), ev
+
+    def shortened(i: int, text: str) -> None:
+        ev[i] = ev[i].model_copy(update={"text": f"{entities[i].name}: {text}"})
+
+    shrink = row_shrinker(lambda i: cells[i], 3, model, shortened)
+    return Section("entities", rows, "Entities", "id,entity,type,description,rank", cap, shrink=shrink,
+                   min_partial=GRAPH_ROW_MIN_PARTIAL), ev
 
 
-def relation_section(relations: Sequence[Relation], cap: int | None) -> tuple[Section, list[Evidence]]:
+def relation_section(relations: Sequence[Relation], cap: int | None, model: str | None = None
+                     ) -> tuple[Section, list[Evidence]]:
     rows, ev = [], []
+    cells = [[f"R{i}", r.src, r.tgt, r.description, r.weight, r.rank] for i, r in enumerate(relations, start=1)]
     for i, r in enumerate(relations, start=1):
-        rows.append(csv_row([f"R{i}", r.src, r.tgt, r.description, r.weight, r.rank]))
+        rows.append(csv_row(cells[i - 1]))
         ev.append(Evidence(kind="relation", cite=f"R{i}", key=rel_key(r.src, r.tgt),
                            text=f"{r.src} -> {r.tgt}: {r.description}", doc_ids=list(r.doc_ids),
                            chunk_ids=list(r.source_ids), score=r.weight))
-    return Section("relationships", rows, "Relationships", "id,source,target,description,weight,rank", cap), ev
+
+    def shortened(i: int, text: str) -> None:
+        ev[i] = ev[i].model_copy(update={"text": f"{relations[i].src} -> {relations[i].tgt}: {text}"})
+
+    shrink = row_shrinker(lambda i: cells[i], 3, model, shortened)
+    return Section("relationships", rows, "Relationships", "id,source,target,description,weight,rank", cap,
+                   shrink=shrink, min_partial=GRAPH_ROW_MIN_PARTIAL), ev
 
 
-def report_section(reports: Sequence[CommunityReport], cap: int | None) -> tuple[Section, list[Evidence]]:
+def report_section(reports: Sequence[CommunityReport], cap: int | None, model: str | None = None
+                   ) -> tuple[Section, list[Evidence]]:
     rows, ev = [], []
-    for rep in reports:
-        text = report_text(rep)
-        rows.append(csv_row([rep.community_id, rep.title, text, rep.rating]))
+    cells = [[rep.community_id, rep.title, report_text(rep), rep.rating] for rep in reports]
+    for rep, row in zip(reports, cells, strict=True):
+        rows.append(csv_row(row))
         ev.append(Evidence(kind="report", cite=rep.community_id, key=rep.community_id,
                            text=f"{rep.title}: {rep.summary}", score=rep.rating))
-    return Section("reports", rows, "Reports", "id,title,content,rating", cap), ev
+    shrink = row_shrinker(lambda i: cells[i], 2, model)
+    return Section("reports", rows, "Reports", "id,title,content,rating", cap, shrink=shrink,
+                   min_partial=GRAPH_ROW_MIN_PARTIAL), ev
 
 
 def related_reports(reader, names: Sequence[str], level: int) -> list[CommunityReport]:
@@ -115,10 +142,17 @@ def assemble(
     sections_ev: dict[str, tuple[Section, list[Evidence]]], param: QueryParam, mode: str, total_budget,
     render_order: Sequence[str] = RENDER_ORDER,
 ) -> tuple[str, BudgetReport, Sources]:
-    """Allocate in priority order, render, and collect the kept evidence."""
-    ordered = [sections_ev[n][0] for n in PRIORITY if n in sections_ev]
-    alloc = allocate(ordered, total_budget.total, param.model, render_order, param.min_partial_tokens)
+    """Allocate in priority order, render, and collect the kept evidence. ``budget_split="evidence"``:
+    passages first (best first, filling the budget), graph rows in the room they leave, each within its
+    cap; "fixed": seed 000's priorities, a section cut by the total stopping the ones after it."""
+    evidence_split = getattr(param, "budget_split", "fixed") == "evidence"
+    priority = EVIDENCE_PRIORITY if evidence_split else PRIORITY
+    ordered = [sections_ev[n][0] for n in priority if n in sections_ev]
+    alloc = allocate(ordered, total_budget.total, param.model, render_order, param.min_partial_tokens,
+                     stop_on_cut=not evidence_split)
     report = make_report(param, mode, total_budget, alloc)
+    if evidence_split and len(ordered) > 1:
+        report.notes.append("evidence split: passages first, graph rows in the room they leave (within caps)")
     sources = Sources()
     for name in render_order:
         if name not in sections_ev:
@@ -132,30 +166,55 @@ def assemble(
     return alloc.context, report, sources
 
 
+def graph_entities(reader, names: Sequence[str], param: QueryParam, ranking: Ranking | None) -> list[Entity]:
+    """The entities of a context: found ones ordered by degree (seed 003), or, with a graph walk under the
+    evidence split, the hits and the walk's best entities ordered by walk score (what the question names
+    and the bridges to its answer before hubs)."""
+    if ranking is not None and ranking.entities and param.budget_split == "evidence":
+        walk_score = dict(ranking.entities)
+        pool = list(dict.fromkeys(list(names) + [n for n, _ in ranking.entities[: param.top_k]]))
+        found = reader.entities(pool) if pool else {}
+        ents = [found[n] for n in pool if n in found]
+        return sorted(ents, key=lambda e: -walk_score.get(e.name, 0.0))[: max(param.top_k, len(names))]
+    rank = {n: i for i, n in enumerate(names)}
+    found = reader.entities(names) if names else {}
+    return order_entities([found[n] for n in names if n in found], rank)
+
+
+def source_items(reader, param: QueryParam, entities: Sequence[Entity], relations: Sequence[Relation],
+                 direct_chunks: Sequence[tuple[str, float]], ranking: Ranking | None):
+    """Sources best first: the graph walk's ranking when there is one, else direct hits interleaved
+    with the entities' linked chunks (nano-graphrag's order)."""
+    if ranking is not None:
+        ranked = list(ranking.passages)
+    else:
+        linked = linked_chunks(reader, entities, relations)
+        ranked = fuse_chunk_rankings(direct_chunks, linked, param.rrf_k)[: 2 * param.chunk_top_k]
+    chunk_map = reader.chunks([c for c, _ in ranked]) if ranked else {}
+    return order_chunks(ranked, chunk_map, param.text_order, param.model)
+
+
 def build_local_context(
     reader,
     entity_hits: Sequence[tuple[str, float]],
     param: QueryParam,
     direct_chunks: Sequence[tuple[str, float]] = (),
     system_prompt: str = "",
+    ranking: Ranking | None = None,
 ) -> tuple[str, BudgetReport, Sources]:
-    names = [n for n, _ in entity_hits]
-    rank = {n: i for i, n in enumerate(names)}
-    found = reader.entities(names) if names else {}
-    entities = order_entities([found[n] for n in names if n in found], rank)
-    relations = order_relations(reader.relations_of([e.name for e in entities])) if entities else []
+    entities = graph_entities(reader, [n for n, _ in entity_hits], param, ranking)
+    relations = order_relations(reader.relations_of([e.name for e in entities]),
+                                RELATIONS_PER_ENTITY * len(entities)) if entities else []
     reports = related_reports(reader, [e.name for e in entities], param.level)
-    linked = linked_chunks(reader, entities, relations)
-    ranked = fuse_chunk_rankings(direct_chunks, linked, param.rrf_k)[: 2 * param.chunk_top_k]
-    chunk_map = reader.chunks([c for c, _ in ranked]) if ranked else {}
-    items = order_chunks(ranked, chunk_map, param.text_order, param.model)
+    items = source_items(reader, param, entities, relations, direct_chunks, ranking)
 
     tb = total_context_budget(param, system_prompt)
     caps = section_caps(param, "local", tb.total)
+    m = param.model
     sections = {
-        "entities": entity_section(entities, caps["entities"], dict(entity_hits)),
-        "relationships": relation_section(relations, caps["relationships"]),
-        "reports": report_section(reports, caps["reports"]),
+        "entities": entity_section(entities, caps["entities"], dict(entity_hits), m),
+        "relationships": relation_section(relations, caps["relationships"], m),
+        "reports": report_section(reports, caps["reports"], m),
         "sources": sources_section(items, param, caps["sources"]),
     }
     return assemble(sections, param, "local", tb)

@@ -1,4 +1,5 @@
-"""Naive mode context: hybrid-retrieved chunks, the whole remaining budget for them."""
+"""Naive mode context: hybrid-retrieved chunks, the whole remaining budget for them (best first, until
+it is full: see ``shared.query.passages.candidate_count``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from shared.query.budget import BudgetReport, total_context_budget
 from shared.query.context_common import Sources, order_chunks, sources_section
 from shared.query.context_local import assemble
 from shared.query.params import QueryParam
+from shared.query.passages import candidate_count
 
 
 def build_naive_context(
@@ -16,7 +18,7 @@ def build_naive_context(
     param: QueryParam,
     system_prompt: str = "",
 ) -> tuple[str, BudgetReport, Sources]:
-    ranked = list(chunk_hits)[: param.chunk_top_k]
+    ranked = list(chunk_hits)[: candidate_count(param)]
     chunk_map = reader.chunks([c for c, _ in ranked]) if ranked else {}
     items = order_chunks(ranked, chunk_map, param.text_order, param.model)
     tb = total_context_budget(param, system_prompt)

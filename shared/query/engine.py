@@ -7,11 +7,13 @@ repair, refine, summarize. With ``chat=None`` the answer is extractive (``answer
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 from shared.prompts import causal_analysis, causal_summary, naive_answer, rag_answer
 from shared.query.budget import SectionReport
 from shared.query.context_causal import build_causal_context, extended_node_count
+from shared.query.context_graph import build_graph_context
 from shared.query.context_hybrid import build_hybrid_context
 from shared.query.context_local import build_local_context
 from shared.query.context_naive import build_naive_context
@@ -24,7 +26,14 @@ from shared.query.formats import (
 )
 from shared.query.global_run import run_global_inline
 from shared.query.llm_steps import extract_keywords, llm_assess, llm_rater, llm_summarizer
-from shared.query.params import QueryParam, ResolvedParam, resolve
+from shared.query.params import (
+    BM25_WEIGHT_LEXICAL_EMBEDDER,
+    BM25_WEIGHT_MODEL_EMBEDDER,
+    QueryParam,
+    ResolvedParam,
+    resolve,
+)
+from shared.query.passages import Ranking, WalkProvider, candidate_count, walk_ranking
 from shared.query.result import FormatCheck, QueryResult, UsageMeter, extractive_answer
 from shared.query.truncation import iterative_refinement, map_reduce, relevance_truncate
 from shared.retrieval.bm25 import BM25Index, tokenize
@@ -37,10 +46,16 @@ BM25Provider = Callable[[str, str], BM25Index | None]  # (tenant, kind) -> index
 
 
 class Retriever:
-    """Hybrid retrieval bound to one tenant. Entity vector hits are keyed by ``payload["name"]``."""
+    """Hybrid retrieval bound to one tenant. Entity vector hits are keyed by ``payload["name"]``.
 
-    def __init__(self, rp: ResolvedParam, reader, store, embed: Embed | None, bm25: BM25Provider | None):
+    ``lexical_embedder``: the embedder hashes words (the LLM-free one), so by default BM25 alone ranks."""
+
+    def __init__(self, rp: ResolvedParam, reader, store, embed: Embed | None, bm25: BM25Provider | None,
+                 walk: WalkProvider | None = None, lexical_embedder: bool = False):
         self.rp, self.tenant, self.store, self.embed, self.bm25 = rp, reader.tenant, store, embed, bm25
+        self.reader, self.walk_provider = reader, walk
+        default = BM25_WEIGHT_LEXICAL_EMBEDDER if lexical_embedder else BM25_WEIGHT_MODEL_EMBEDDER
+        self.weight = rp.bm25_weight if rp.bm25_weight is not None else default
 
     def vectors(self, texts: list[str]) -> list:
         if self.embed is None or self.store is None:
@@ -50,10 +65,32 @@ class Retriever:
     def search(self, kind: str, text: str, vector, top_k: int) -> list[tuple[str, float]]:
         index = self.bm25(self.tenant, kind) if self.bm25 else None
         return hybrid_search(
-            text, vector, self.store, self.tenant, kind, index, top_k, self.rp.bm25_weight,
+            text, vector, self.store, self.tenant, kind, index, top_k, self.weight,
             self.rp.cosine_threshold, self.rp.fusion, self.rp.rrf_k,
             key_field="name" if kind == "entities" else None,
         )
+
+
+    def walk_index(self):
+        if not self.rp.graph_walk:
+            return None
+        if self.walk_provider is not None:
+            return self.walk_provider(self.tenant)
+        return walk_index_of(self.reader)
+
+    def ranking(self, q: str, entity_hits, direct) -> Ranking:
+        return walk_ranking(self.rp, self.walk_index(), q, entity_hits, direct, candidate_count(self.rp))
+
+
+def walk_index_of(reader):
+    """A walk index built from a reader that can list its whole graph (in-memory readers, tests); a
+    service passes a cached provider instead."""
+    from shared.retrieval.graph_walk import WalkIndex
+
+    if not all(hasattr(reader, a) for a in ("all_entities", "edge_list", "all_chunk_ids")):
+        return None
+    sources = {name: e.source_ids for name, e in reader.all_entities().items()}
+    return WalkIndex.build(reader.all_chunk_ids(), sources, reader.edge_list())
 
 
 def _system_template(mode: str, instructions: str, ctx: str) -> str:
@@ -65,11 +102,12 @@ def _system_template(mode: str, instructions: str, ctx: str) -> str:
 
 
 def build_context(rp: ResolvedParam, reader, retr: Retriever, meter=None, focus: str | None = None):
-    """(context, BudgetReport, Sources, details) for local / naive / hybrid / causal."""
+    """(context, BudgetReport, Sources, details) for local / naive / hybrid / causal / graph."""
     q = focus or rp.query
     bound = response_instructions(rp.response_type, rp.max_answer_words)
     sys_prompt = _system_template(rp.mode, bound, "")
     details: dict = {}
+    pool = candidate_count(rp)
     if rp.mode == "hybrid":
         hl, ll, how = (rp.high_level_keywords, rp.low_level_keywords, "given")
         if not (hl or ll):
@@ -78,21 +116,45 @@ def build_context(rp: ResolvedParam, reader, retr: Retriever, meter=None, focus:
         v_ll, v_hl, v_q = retr.vectors([" ".join(ll) or q, " ".join(hl) or q, q])
         low = retr.search("entities", " ".join(ll) or q, v_ll, rp.top_k)
         high = retr.search("entities", " ".join(hl) or q, v_hl, rp.top_k)
-        direct = retr.search("chunks", q, v_q, rp.chunk_top_k)
-        ctx, rep, src = build_hybrid_context(reader, low, high, rp, direct, sys_prompt)
+        direct = retr.search("chunks", q, v_q, pool)
+        ranking = _ranking(retr, f"{q} {' '.join(ll)}", _merge(low, high), direct, details)
+        ctx, rep, src = build_hybrid_context(reader, low, high, rp, direct, sys_prompt, ranking)
         return ctx, rep, src, details
     (vec,) = retr.vectors([q])
+    direct = retr.search("chunks", q, vec, pool)
     if rp.mode == "naive":
-        hits = retr.search("chunks", q, vec, rp.chunk_top_k)
-        return (*build_naive_context(reader, hits, rp, sys_prompt), details)
-    direct = retr.search("chunks", q, vec, rp.chunk_top_k)
+        details["candidates"] = [c for c, _ in direct]
+        return (*build_naive_context(reader, direct, rp, sys_prompt), details)
     if rp.mode == "causal":
         n = extended_node_count(rp)
         hits = retr.search("entities", q, vec, n)
         details["extended_nodes"] = {"requested": n, "found": len(hits)}
-        return (*build_causal_context(reader, hits, rp, direct, sys_prompt), details)
+        ranking = _ranking(retr, q, hits, direct, details)
+        return (*build_causal_context(reader, hits, rp, direct, sys_prompt, ranking), details)
     hits = retr.search("entities", q, vec, rp.top_k)
-    return (*build_local_context(reader, hits, rp, direct, sys_prompt), details)
+    ranking = _ranking(retr, q, hits, direct, details)
+    if rp.mode == "graph":
+        ranking = ranking or Ranking(list(direct), details={"walk": None})
+        return (*build_graph_context(reader, ranking, rp, sys_prompt), details)
+    return (*build_local_context(reader, hits, rp, direct, sys_prompt, ranking), details)
+
+
+def _merge(*lists):
+    from shared.query.context_hybrid import merge_entity_hits
+
+    return merge_entity_hits(*lists)
+
+
+def _ranking(retr: Retriever, q: str, entity_hits, direct, details: dict) -> Ranking | None:
+    """The graph walk's ranking (None when the walk is off or the tenant has no graph: the builders
+    then rank sources as nano-graphrag does); its seeds and candidates go to ``details``."""
+    ranking = retr.ranking(q, entity_hits, direct)
+    details.update(ranking.details)
+    if ranking.details.get("walk") is None:
+        details["candidates"] = [c for c, _ in direct]
+        return None
+    details["candidates"] = [c for c, _ in ranking.passages]
+    return ranking
 
 
 def _add_summaries(rp: ResolvedParam, reader, ctx: str, report, sources, meter) -> str:
@@ -163,6 +225,8 @@ def answer_query(
     tenant_preset: str | dict | None = None,
     rate: Callable | None = None,
     prices: dict | None = None,
+    walk_provider: WalkProvider | None = None,
+    lexical_embedder: bool = False,
 ) -> QueryResult:
     rp = param if isinstance(param, ResolvedParam) else resolve(param, tenant_preset)
     meter = UsageMeter(chat, rp.model, prices) if chat is not None else None
@@ -174,11 +238,13 @@ def answer_query(
         res = run_global_inline(rp, reader, chat, rate, meter)
         res.details["preset"] = rp.applied_preset
         return res
-    retr = Retriever(rp, reader, vector_store, embed, bm25_provider)
+    retr = Retriever(rp, reader, vector_store, embed, bm25_provider, walk_provider, lexical_embedder)
     state: dict = {}
 
     def select(focus: str, _docs: Sequence) -> list[tuple[str, str]]:
+        started = time.perf_counter()
         ctx, rep, src, det = build_context(rp, reader, retr, meter, focus)
+        det["context_ms"] = round(1000 * (time.perf_counter() - started), 2)
         if rp.source_truncation == "map_reduce" and meter is not None and src.omitted_chunks:
             # seed 001 map-reduce: rebuild with a share of the budget kept for summaries of the rest
             reserve = int(rep.total_allowed * MAP_REDUCE_RESERVE)

@@ -32,6 +32,12 @@ class InMemoryGraphReader:
     def all_entity_names(self) -> list[str]:
         return list(self.entity_map)
 
+    def all_entities(self) -> dict[str, Entity]:
+        return dict(self.entity_map)
+
+    def edge_list(self) -> list[tuple[str, str, float]]:
+        return [(s, t, r.weight) for (s, t), r in self.relation_map.items()]
+
     def relations_of(self, names: Iterable[str]) -> list[Relation]:
         wanted = set(names)
         return [r for (s, t), r in self.relation_map.items() if s in wanted or t in wanted]

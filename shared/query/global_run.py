@@ -92,11 +92,11 @@ def start_global(param: QueryParam, reader, rate: Callable[[CommunityReport], fl
         sources.add(Evidence(kind="report", cite=cid, key=cid, text=f"{r.title}. {r.summary}", score=r.rating))
     result.sources, result.citations = sources, sources.citations()
     if param.only_need_context or param.include_context:
-        result.context, shown = visible_context(plan, param.model)
+        result.context, shown = visible_context(plan, param.model, param.query)
         result.details["context_groups"] = f"{shown}/{len(plan.groups)}"
         if shown < len(plan.groups):
             result.budget.notes.append(
-                f"context shows the first {shown} of {len(plan.groups)} map groups (within the "
+                f"context shows the {shown} of {len(plan.groups)} map groups most relevant to the question (within the "
                 f"{plan.context_budget}-token budget); the map phase reads all of them, one call each")
     return plan, result
 

@@ -10,11 +10,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Mode = Literal["local", "global", "naive", "hybrid", "causal"]
+Mode = Literal["local", "global", "naive", "hybrid", "causal", "graph"]
 PresetName = Literal["default", "balanced", "low_memory"]
 TextOrder = Literal["relevance", "shortest_first"]
 SourceTruncation = Literal["relevance", "structure", "map_reduce", "none"]
-Fusion = Literal["rrf", "weighted"]
+Fusion = Literal["zscore", "rrf", "weighted"]
+BudgetSplit = Literal["evidence", "fixed"]
+# BM25's share in the fusion when the caller gives none: see shared/retrieval/fusion.py and
+# docs/benchmarks.md. A lexical embedder (the LLM-free hashing one) hashes the same words BM25 scores,
+# so it only adds collision noise: BM25 alone. A model embedder gets an equal say.
+BM25_WEIGHT_LEXICAL_EMBEDDER = 1.0
+BM25_WEIGHT_MODEL_EMBEDDER = 0.5
 
 # Seed 004 (LightRAG). "default" restates LightRAG's defaults so a preset can be chosen back.
 PRESETS: dict[str, dict[str, int]] = {
@@ -65,8 +71,16 @@ class QueryParam(BaseModel):
     top_k: int = Field(40, ge=1, le=10000)
     chunk_top_k: int = Field(20, ge=1, le=10000)
     cosine_threshold: float = Field(0.2, ge=-1.0, le=1.0)
-    bm25_weight: float = Field(0.5, ge=0.0, le=1.0)  # share of BM25 in the fusion; 0 = vector only
-    fusion: Fusion = "rrf"
+    # share of BM25 in the fusion; 0 = vector only; None = by the embedder's kind (see above)
+    bm25_weight: float | None = Field(None, ge=0.0, le=1.0)
+    fusion: Fusion = "zscore"
+    candidate_limit: int = Field(200, ge=1, le=10000)  # passages scored at most when filling the budget
+    # graph walk (mode "graph", and the source ranking of local/hybrid/causal): personalized PageRank
+    graph_walk: bool = True  # False: local/hybrid/causal rank sources as before (direct + entity-linked)
+    walk_damping: float = Field(0.5, gt=0.0, lt=1.0)
+    walk_passage_share: float = Field(0.5, ge=0.0, le=1.0)  # restart mass on directly retrieved passages
+    walk_passage_seeds: int = Field(5, ge=0, le=1000)  # best direct passages seeded
+    walk_entity_seeds: int = Field(10, ge=0, le=1000)  # entities found by search seeded (plus named ones)
     rrf_k: int = Field(60, ge=1)
     high_level_keywords: list[str] = []  # hybrid: skip the keywords LLM call when given
     low_level_keywords: list[str] = []
@@ -83,6 +97,9 @@ class QueryParam(BaseModel):
     # local (nano-graphrag, seeds 000/002)
     local_proportions: LocalProportions = LocalProportions()
     local_sources_take_remainder: bool = True  # sources also get what higher sections left unused
+    # "evidence": passages (best first) fill the budget and graph rows get what passages leave, within
+    # their caps; "fixed": seed 000/003/004 shares and priorities (graph rows first)
+    budget_split: BudgetSplit = "evidence"
 
     # global
     level: int = Field(2, ge=0)

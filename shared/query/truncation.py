@@ -19,12 +19,16 @@ OMISSION = "[... content omitted ...]"
 _SENT_RE = re.compile(r"(?<=[.!?。！？])\s+")
 
 
+def split_sentences(text: str) -> list[str]:
+    return [s for s in _SENT_RE.split(text) if s.strip()]
+
+
 def split_units(text: str) -> list[str]:
     """Paragraphs; a single paragraph falls back to sentences."""
     paras = [p for p in re.split(r"\n\s*\n", text) if p.strip()]
     if len(paras) > 1:
         return paras
-    return [s for s in _SENT_RE.split(text) if s.strip()] or ([text] if text.strip() else [])
+    return split_sentences(text) or ([text] if text.strip() else [])
 
 
 def lexical_scores(query: str, units: Sequence[str]) -> list[float]:

@@ -1,4 +1,5 @@
-"""Per-process BM25 indexes for the embedded store, rebuilt when a tenant's collection changes."""
+"""Per-process query indexes, rebuilt when a tenant's collection changes: BM25 over entities and chunks,
+and the passage-entity graph that the graph walk ranks passages on."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import threading
 from shared.keys import Keys
 from shared.lru import CACHED_TENANTS, LRU
 from shared.retrieval.bm25 import BM25Index
+from shared.retrieval.graph_walk import WalkIndex
 from shared.store.base import VECTOR_KINDS as KINDS
 from shared.store.redis_graph import GraphStore
 
@@ -20,8 +22,11 @@ class BM25Cache:
     def __init__(self, redis, capacity: int = CACHED_TENANTS):
         self.redis = redis
         self._cache: LRU[tuple[str, str], tuple[int, BM25Index]] = LRU(capacity * len(KINDS))
+        self._walks: LRU[str, tuple[tuple[int, ...], WalkIndex]] = LRU(capacity)
         self._lock = threading.Lock()
-        self.builds = 0  # indexes built by this cache (a cold query or a warm-up), for tests and logs
+        self._walk_lock = threading.Lock()
+        self.builds = 0  # BM25 indexes built by this cache (a cold query or a warm-up), for tests and logs
+        self.walk_builds = 0  # passage-entity graphs built
 
     def _version(self, tenant: str, kind: str) -> int:
         return int(self.redis.get(Keys(tenant).vector_version(kind)) or 0)
@@ -30,6 +35,20 @@ class BM25Cache:
         version = self._version(tenant, kind)
         return self._cache.get_or_build((tenant, kind), lambda hit: hit[0] == version,
                                         lambda: (version, self._build(tenant, kind)), self._lock)[1]
+
+    def walk(self, tenant: str) -> WalkIndex:
+        """The tenant's passage-entity graph, valid while its graph and both collections are unchanged."""
+        k = Keys(tenant)
+        version = tuple(int(v or 0) for v in self.redis.mget(
+            [k.graph_version(), k.vector_version("chunks"), k.vector_version("entities")]))
+        return self._walks.get_or_build(tenant, lambda hit: hit[0] == version,
+                                        lambda: (version, self._build_walk(tenant)), self._walk_lock)[1]
+
+    def _build_walk(self, tenant: str) -> WalkIndex:
+        store = GraphStore(self.redis, tenant)
+        sources = {name: e.source_ids for name, e in store.all_entities().items()}
+        self.walk_builds += 1
+        return WalkIndex.build(store.all_chunk_ids(), sources, store.edge_list())
 
     def _build(self, tenant: str, kind: str) -> BM25Index:
         store = GraphStore(self.redis, tenant)
@@ -52,3 +71,4 @@ class BM25Cache:
         """Build the tenant's stale indexes now, so the next query finds them ready."""
         for kind in KINDS:
             self(tenant, kind)
+        self.walk(tenant)

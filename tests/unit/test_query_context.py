@@ -30,7 +30,8 @@ def test_local_context_has_the_seed_sections_with_id_columns_and_sources():
         assert title in ctx
     assert ctx.index("-----Reports-----") < ctx.index("-----Entities-----") < ctx.index("-----Sources-----")
     assert "id,entity,type,description,rank" in ctx and "E1,SCROOGE" in ctx
-    assert "id,doc_id,content" in ctx and "chunk-3,doc-a" in ctx
+    assert "id,content" in ctx and src.citations()["S1"] == "chunk-3"  # short citations, resolved
+    assert "chunk-3" not in ctx and "doc-a" in src.documents
     assert src.entities[0] == "SCROOGE"  # highest degree first
     assert "SCROOGE->BOB CRATCHIT" in src.relations and src.reports and "doc-a" in src.documents
     assert src.citations()["E1"] == "SCROOGE"
@@ -99,7 +100,7 @@ def test_graph_contexts_never_exceed_section_or_total_budget(desc, chunk, total,
         assert s.tokens_used <= s.tokens_allowed
     if mode == "causal":
         cap = min(p.causal_network_tokens, rep.total_allowed)
-        limits = {"entities": int(cap * 0.4), "relationships": int(cap * 0.4), "sources": int(cap * 0.2)}
+        limits = {"entities": int(cap * 0.4), "relationships": int(cap * 0.4), "sources": cap}
         for s in rep.sections:
             assert s.tokens_used <= limits[s.name]
 
@@ -149,7 +150,7 @@ def test_partial_last_chunk_uses_relevance_truncation():
 
 
 def test_causal_extended_nodes_and_split():
-    p = resolve(QueryParam(query="why"))
+    p = resolve(QueryParam(query="why", budget_split="fixed"))
     assert extended_node_count(p) == 26
     reader, _ = make_graph()
     ctx, rep, _ = build_causal_context(reader, ALL_ENT, p)
@@ -183,3 +184,12 @@ def test_csv_rows_quote_cells_with_line_breaks_so_a_row_reads_back_whole():
     assert "\n" in row and row.endswith("0.123")
     assert list(csv.reader(io.StringIO(row))) == [["c1", "doc-1", cells[2], "0.123"]]
     assert csv_row(["a", "b c", 2]) == "a,b c,2"  # nothing else is quoted
+
+
+def test_causal_evidence_split_gives_text_units_the_network_cap_first():
+    p = resolve(QueryParam(query="why"))
+    reader, _ = make_graph()
+    ctx, rep, src = build_causal_context(reader, ALL_ENT, p, [("chunk-3", 1.0)])
+    assert rep.total_allowed <= 8000
+    assert {s.name: s.tokens_allowed for s in rep.sections}["sources"] >= 3200
+    assert src.chunks and "-----TextUnits-----" in ctx and any("evidence split" in n for n in rep.notes)

@@ -46,12 +46,12 @@ def test_only_need_context_returns_context_and_budget_without_llm_calls(mode):
 
 
 def test_local_answer_with_usage_quality_and_citations():
-    chat = ScriptedChat({"answer": "- Bob Cratchit [Data: Entities (E2)]\n- He is the clerk"})
+    chat = ScriptedChat({"answer": "- Bob Cratchit [Data: Entities (E1)]\n- He is the clerk"})
     res = _run(QueryParam(mode="local", query="Who is Scrooge's clerk?", response_type="bullet_points"), chat)
     assert res.answer_kind == "llm" and res.format_check.ok and not res.format_check.repaired
     assert res.usage["answer"].calls == 1 and res.usage["answer"].prompt_tokens == 100
     assert res.usage["answer"].cost_usd > 0
-    assert 0 < res.quality["score"] <= 1 and res.citations["E2"] == "BOB CRATCHIT"
+    assert 0 < res.quality["score"] <= 1 and res.citations["E1"] == "BOB CRATCHIT"  # the walk puts the clerk first
     system = chat.calls[0][1][0]["content"]
     assert "-Role- You answer questions about the data in the tables" in system
     assert "bullet points" in system and "-----Entities-----" in system

@@ -1,0 +1,273 @@
+"""bench/retrieval_eval.py's records, without a stack: recall, the chunk -> passage map, BM25's allowance,
+the per-question record, the per-set summary, the macro average over sets, and their report tables
+(rendered by bench/make_report.py).
+
+Records (JSON lines):
+
+- ``retrieval_question`` (the ``.questions.jsonl`` file): run, set, llm, system, mode, qid, source (the
+  question's file), gold = [{key, candidate_rank (1-based position of the passage's first chunk in
+  ``details.candidates``; None when the mode reports no candidates or the passage is not among them), kept
+  (a chunk of it is in ``sources.chunks``; None when unknown), in_context (its whole text is in the
+  context)}], candidates (how many; None: not reported), section_tokens {section: tokens_used},
+  total_tokens, allowance (``budget.total_allowed``), carries_passages, context_tokens (cl100k count of the
+  context), recall, seconds, context_ms (``details.context_ms``), error (failed queries only). BM25's lines
+  (system "bm25", mode "bm25" or "bm25_full") have its rank and packing, and allowance_from (the mode
+  whose allowance it got; None: the whole budget).
+- ``retrieval_set``: run, set, llm, system, questions, passages, budget, budget_encoding, modes = {label:
+  stats}, and for graphfleet bm25 (same allowance) and bm25_full (whole budget) with the same stats:
+  questions, recall, all_gold_share, gold_in_candidates, gold_kept, context_tokens_median, over_budget,
+  errors, allowance_median, allowance_used_median, seconds_p50, context_ms_p50.
+- ``retrieval_macro``: run, llm, system, sets, questions, recall = {label: mean over sets; None unless every
+  set has it}, bm25, bm25_full.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+
+from bench.datasets import SETS, norm
+
+PASSAGE_SECTION = "sources"  # the section of chunk texts (naive, local, hybrid, causal)
+NAMES = {"graphfleet": "graphfleet", "nano": "nano-graphrag", "lightrag": "LightRAG"}
+
+
+def _padded(text: str) -> str:
+    return f" {norm(text)} "
+
+
+def present(padded_context: str, text: str) -> bool:
+    """The passage's whole text, as whole word tokens, in the (normalised, padded) context."""
+    words = norm(text)
+    return bool(words) and f" {words} " in padded_context
+
+
+def recall(context: str, keys: list[str], passages: dict[str, str]) -> float:
+    """Share of the gold passages whose whole (normalised) text is in ``context``."""
+    if not keys:
+        return 0.0
+    ctx = _padded(context)
+    return sum(k in passages and present(ctx, passages[k]) for k in keys) / len(keys)
+
+
+def chunk_passage_map(chunks: dict[str, str], docs: dict[str, str]) -> dict[str, str]:
+    """chunk id -> passage key: the passage whose document (``"<title>\\n<text>"``; one chunk per passage at
+    1,200-token chunks) is the chunk's text, else the same once normalised (``norm``: a few passages differ only
+    in punctuation or spacing, so the exact text decides first), else the first document that contains the
+    chunk (a passage split into chunks)."""
+    exact = {doc.strip(): key for key, doc in reversed(docs.items())}
+    by_text: dict[str, str] = {}
+    for key, doc in docs.items():
+        by_text.setdefault(norm(doc), key)
+    out: dict[str, str] = {}
+    for cid, text in chunks.items():
+        words = norm(text)
+        key = exact.get(text.strip()) or by_text.get(words)
+        if key is None and words:
+            key = next((k for d, k in by_text.items() if f" {words} " in f" {d} "), None)
+        if key is not None:
+            out[cid] = key
+    return out
+
+
+def carries_passages(result: dict) -> bool:
+    """The mode puts chunk texts in its context (global's context is community reports)."""
+    sections = (result.get("budget") or {}).get("sections") or []
+    return any(s.get("name") == PASSAGE_SECTION for s in sections) or \
+        isinstance((result.get("details") or {}).get("candidates"), list)
+
+
+def graphfleet_keys(result: dict, chunk_keys: dict[str, str]) -> tuple[list[str | None] | None, set[str]]:
+    """(candidate chunks as passage keys, in rank order, None where unmapped; None without candidates),
+    the keys of the kept chunks."""
+    candidates = (result.get("details") or {}).get("candidates")
+    ranked = [chunk_keys.get(c) for c in candidates] if isinstance(candidates, list) else None
+    kept = {chunk_keys[c] for c in (result.get("sources") or {}).get("chunks") or [] if c in chunk_keys}
+    return ranked, kept
+
+
+def question_record(head: dict, q: dict, context: str, passages: dict[str, str], *, result: dict | None = None,
+                    ranked: list[str | None] | None = None, kept: set[str] | None = None,
+                    context_tokens: int = 0, seconds: float | None = None) -> dict:
+    """One question in one mode: ``head`` (set, llm, system, mode) plus where each gold passage went."""
+    result = result or {}
+    budget = result.get("budget") or {}
+    ctx = _padded(context)
+    first = {}
+    for i, key in enumerate(ranked or []):
+        first.setdefault(key, i + 1)
+    gold = [{"key": k, "candidate_rank": first.get(k), "kept": None if kept is None else k in kept,
+             "in_context": k in passages and present(ctx, passages[k])} for k in q["gold"]]
+    return {"bench": "retrieval_question", **head, "qid": q["qid"], "source": q.get("source"), "gold": gold,
+            "candidates": None if ranked is None else len(ranked),
+            "section_tokens": {s["name"]: s.get("tokens_used", 0) for s in budget.get("sections") or []},
+            "total_tokens": budget.get("total_tokens"), "allowance": budget.get("total_allowed"),
+            "carries_passages": carries_passages(result), "context_tokens": context_tokens,
+            "recall": sum(g["in_context"] for g in gold) / len(gold) if gold else 0.0,
+            "seconds": None if seconds is None else round(seconds, 4),
+            "context_ms": (result.get("details") or {}).get("context_ms")}
+
+
+def bm25_allowances(records: Iterable[dict], budget: int) -> dict[str, tuple[int, str | None]]:
+    """Per question id: the largest ``total_allowed`` any passage-carrying mode got, and that mode (the most
+    generous same allowance for BM25); questions no such mode answered get ``(budget, None)``."""
+    best: dict[str, tuple[int, str | None]] = {}
+    for r in records:
+        allowed = r.get("allowance") or 0
+        if r.get("carries_passages") and allowed > best.get(r["qid"], (0, None))[0]:
+            best[r["qid"]] = (allowed, r["mode"])
+        else:
+            best.setdefault(r["qid"], (0, None))
+    return {qid: (allowed, mode) if mode else (budget, None) for qid, (allowed, mode) in best.items()}
+
+
+def _median(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _share(flags: list) -> float | None:
+    """Share of true flags among the known ones (None: none known)."""
+    known = [f for f in flags if f is not None]
+    return round(sum(known) / len(known), 4) if known else None
+
+
+def mode_stats(records: list[dict], budget: int) -> dict:
+    """One mode's questions: mean recall, where the gold passages went (share among the candidates, share
+    kept), and medians of tokens, allowance, allowance used and time."""
+    n = len(records)
+    gold = [g for r in records for g in r["gold"]]
+    used = [r["total_tokens"] / r["allowance"] for r in records if r.get("allowance") and r.get("total_tokens")
+            is not None]
+    secs, ms = _median([r.get("seconds") for r in records]), _median([r.get("context_ms") for r in records])
+    return {"questions": n, "recall": round(statistics.mean(r["recall"] for r in records), 4) if n else None,
+            "all_gold_share": round(sum(r["recall"] == 1.0 for r in records) / n, 4) if n else None,
+            "gold_in_candidates": _share([None if r["candidates"] is None else g["candidate_rank"] is not None
+                                          for r in records for g in r["gold"]]),
+            "gold_kept": _share([g["kept"] for g in gold]),
+            "context_tokens_median": _median([r["context_tokens"] for r in records]),
+            "over_budget": sum(r["context_tokens"] > budget for r in records),
+            "errors": sum(bool(r.get("error")) for r in records),
+            "allowance_median": _median([r.get("allowance") for r in records]),
+            "allowance_used_median": round(_median(used), 4) if used else None,
+            "seconds_p50": None if secs is None else round(secs, 4),
+            "context_ms_p50": None if ms is None else round(ms, 2)}
+
+
+def set_summary(head: dict, by_mode: dict[str, list[dict]], budget: int, passages: int,
+                bm25: list[dict] | None = None, bm25_full: list[dict] | None = None) -> dict:
+    """``retrieval_set``: ``head`` (set, llm, system) with each mode's stats and, for graphfleet, BM25's."""
+    questions = max((len(v) for v in by_mode.values()), default=len(bm25 or []))
+    out = {"bench": "retrieval_set", **head, "questions": questions, "passages": passages, "budget": budget,
+           "budget_encoding": "cl100k_base", "modes": {m: mode_stats(rs, budget) for m, rs in by_mode.items()}}
+    if bm25 is not None:
+        out["bm25"] = {**mode_stats(bm25, budget), "allowance": "largest total_allowed of the passage-carrying "
+                       "graphfleet modes, per question"}
+    if bm25_full is not None:
+        out["bm25_full"] = {**mode_stats(bm25_full, budget), "allowance": "the whole budget"}
+    return out
+
+
+def macro_average(summaries: list[dict]) -> dict:
+    """``retrieval_macro`` of one (llm, system)'s set summaries: the mean over sets of each recall; a mode
+    (or BM25) missing from any set gets None (its mean would cover other questions)."""
+    head = {k: summaries[0].get(k) for k in ("run", "llm", "system")} if summaries else {}
+    modes = list(dict.fromkeys(m for s in summaries for m in s["modes"]))
+
+    def mean(values: list) -> float | None:
+        ok = len(values) == len(summaries) and summaries and all(v is not None for v in values)
+        return round(statistics.mean(values), 4) if ok else None
+
+    return {"bench": "retrieval_macro", **head, "sets": [s["set"] for s in summaries],
+            "questions": sum(s["questions"] for s in summaries),
+            "recall": {m: mean([s["modes"][m]["recall"] for s in summaries if m in s["modes"]]) for m in modes},
+            **{b: mean([s[b]["recall"] for s in summaries if s.get(b)]) for b in ("bm25", "bm25_full")}}
+
+
+# ------------------------------------------------------------------ report (bench/make_report.py)
+RUN_HINT = ("(no results yet: `.venv/bin/python -m bench.retrieval_eval --llm both --out "
+            "bench/results/retrieval.jsonl`)")
+
+
+def _newest_summaries(rows: list[dict]) -> list[dict]:
+    """The last ``retrieval_set`` per (set, llm, system): runs append, and sets may be measured separately."""
+    out: dict[tuple, dict] = {}
+    for r in rows:
+        if r.get("bench") == "retrieval_set":
+            out[(r["set"], r["llm"], r["system"])] = r
+    return list(out.values())
+
+
+def _f(value, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _set_order(summaries: list[dict]) -> list[str]:
+    seen = list(dict.fromkeys(s["set"] for s in summaries))
+    return [s for s in SETS if s in seen] + [s for s in seen if s not in SETS]
+
+
+def _rows(group: list[dict]) -> list[tuple[str, dict[str, dict]]]:
+    """(row label, set -> stats): BM25 first, then graphfleet's modes, then the peers'."""
+    rows: dict[str, dict[str, dict]] = {}
+    for s in sorted(group, key=lambda s: list(NAMES).index(s["system"]) if s["system"] in NAMES else 9):
+        if s.get("bm25"):
+            rows.setdefault("BM25 (same allowance)", {})[s["set"]] = s["bm25"]
+        if s.get("bm25_full"):
+            rows.setdefault("BM25 (full budget)", {})[s["set"]] = s["bm25_full"]
+    for s in sorted(group, key=lambda s: list(NAMES).index(s["system"]) if s["system"] in NAMES else 9):
+        for mode, stats in s["modes"].items():
+            label = mode if s["system"] == "graphfleet" else f"{NAMES.get(s['system'], s['system'])} {mode}"
+            rows.setdefault(label, {})[s["set"]] = stats
+    return list(rows.items())
+
+
+def _macro(cells: dict[str, dict], sets: list[str]) -> float | None:
+    values = [cells[s]["recall"] for s in sets if s in cells and cells[s].get("recall") is not None]
+    return sum(values) / len(values) if values and len(values) == len(sets) else None
+
+
+COLUMNS = (("allowance_median", ",.0f"), ("allowance_used_median", ".2f"), ("context_tokens_median", ",.0f"),
+           ("over_budget", "d"), ("seconds_p50", ".3f"), ("context_ms_p50", ".1f"))
+
+
+def _per_set(cells: dict[str, dict], sets: list[str], key: str, spec: str) -> str:
+    return " / ".join(_f(cells[s].get(key), spec) if s in cells else "-" for s in sets)
+
+
+def sets_tables(rows: list[dict]) -> list[str]:
+    """Per LLM setting: recall per mode and set with the macro average and the gap to BM25 at the same
+    allowance; then allowance, tokens and time per mode (values per set, in the recall table's order)."""
+    summaries = _newest_summaries(rows)
+    if not summaries:
+        return [RUN_HINT, ""]
+    out = []
+    for llm in (True, False):
+        group = [s for s in summaries if s["llm"] == llm]
+        if not group:
+            continue
+        sets = _set_order(group)
+        asked = {s["set"]: s["questions"] for s in group if s["system"] == "graphfleet"}
+        table = _rows(group)
+        bm25 = _macro(dict(table).get("BM25 (same allowance)", {}), sets)
+        label = "LLM simulator (0 ms)" if llm else "no LLM (LLM-free extraction, hashing embeddings)"
+        out += [f"**{label}**: budget {group[0]['budget']} tokens ({group[0]['budget_encoding']}); recall = share "
+                "of gold passages whose whole text is in the context; macro = mean over the sets.", "",
+                "| mode | " + " | ".join(f"{s} ({asked.get(s, '?')} q)" for s in sets)
+                + " | macro | macro gap to BM25 (same allowance) |", "|---" * (len(sets) + 3) + "|"]
+        for name, cells in table:
+            macro = _macro(cells, sets)
+            gap = "-" if macro is None or bm25 is None or name.startswith("BM25") else f"{macro - bm25:+.2f}"
+            recalls = [_f(cells[s]["recall"]) + (f" ({cells[s]['questions']} q)" if cells[s]["questions"]
+                                                 != asked.get(s, cells[s]["questions"]) else "")
+                       if s in cells else "-" for s in sets]
+            out.append(f"| {name} | " + " | ".join(recalls) + f" | {_f(macro)} | {gap} |")
+        out += ["", f"Per set ({' / '.join(sets)}): the context allowance (`budget.total_allowed`; BM25: what it was "
+                "given), the share of it used, context tokens (cl100k), contexts over the budget, seconds per query "
+                "(submit to result) and the in-process context build time, medians (p50).", "",
+                "| mode | allowance | allowance used | context tokens | over budget | s per query | context ms |",
+                "|---|---|---|---|---|---|---|"]
+        for name, cells in table:
+            out.append("| " + " | ".join([name, *(_per_set(cells, sets, key, spec) for key, spec in COLUMNS)]) + " |")
+        out.append("")
+    return out

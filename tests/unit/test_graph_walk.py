@@ -1,0 +1,185 @@
+"""Graph-walk passage ranking, score fusion that keeps its better input, and graph rows cut to fit."""
+
+import csv
+import io
+
+from shared.models import Chunk, Entity, Relation
+from shared.query.context_local import build_local_context, entity_section
+from shared.query.engine import answer_query
+from shared.query.fakes import InMemoryGraphReader
+from shared.query.params import QueryParam, resolve
+from shared.retrieval.bm25 import BM25Index
+from shared.retrieval.fusion import fuse
+from shared.retrieval.graph_walk import WalkIndex
+from shared.tokens import count_tokens
+
+# A two-hop question: "Which river flows through the birthplace of the composer of Ode Nocturne?"
+# p-ode names the composer (Lena Varga); p-varga says where she was born (Kestrel Falls); p-kestrel, the
+# answer passage, shares no word with the question: only the entity Kestrel Falls leads there.
+PASSAGES = {
+    "p-ode": "Ode Nocturne is a piano piece by the composer Lena Varga, first played in 1921.",
+    "p-varga": "Lena Varga was born in Kestrel Falls and studied in Vienna.",
+    "p-kestrel": "Kestrel Falls lies on the Marrow, whose mills ground grain for centuries.",
+}
+DISTRACTORS = {f"p-d{i}": f"Composer number {i} wrote a nocturne about a stream birthplace piece {i}."
+               for i in range(12)}
+QUESTION = "Which stream flows through the birthplace of the composer of Ode Nocturne?"
+ENTITIES = {
+    "ODE NOCTURNE": ["p-ode"],
+    "LENA VARGA": ["p-ode", "p-varga"],
+    "KESTREL FALLS": ["p-varga", "p-kestrel"],
+    "VIENNA": ["p-varga"],
+    "MARROW": ["p-kestrel"],
+    **{f"COMPOSER {i}": [f"p-d{i}"] for i in range(12)},
+}
+EDGES = [("ODE NOCTURNE", "LENA VARGA", 2.0), ("LENA VARGA", "KESTREL FALLS", 1.0), ("KESTREL FALLS", "MARROW", 1.0)]
+
+
+def _bm25() -> BM25Index:
+    return BM25Index.build({**PASSAGES, **DISTRACTORS}.items())
+
+
+def _index() -> WalkIndex:
+    return WalkIndex.build(list(PASSAGES) + list(DISTRACTORS), ENTITIES, EDGES)
+
+
+def test_walk_finds_the_second_hop_passage_through_the_bridge_entity():
+    bm25 = _bm25().query(QUESTION, top_k=20)
+    assert "p-kestrel" not in [p for p, _ in bm25]  # no word in common: keyword search cannot find it
+    index = _index()
+    named = index.named_entities(QUESTION)
+    assert [n for n, _ in named] == ["ODE NOCTURNE"]
+    ranked = [p for p, _ in index.rank(named, bm25[:3], top_k=20)]
+    # the seeded passages first, then the chain through LENA VARGA and KESTREL FALLS; distractors that
+    # were not seeded share no entity with the chain and are not reached at all
+    assert ranked == ["p-ode", "p-d0", "p-d1", "p-varga", "p-kestrel"]
+
+
+def test_walk_result_has_entity_scores_and_counts_its_seeds():
+    index = _index()
+    res = index.walk([("ODE NOCTURNE", 1.0), ("NOT IN GRAPH", 1.0)], [("p-ode", 2.0), ("p-zzz", 1.0)], top_k=3)
+    assert (res.entity_seeds, res.passage_seeds) == (1, 1)
+    assert res.entities[0][0] in {"ODE NOCTURNE", "LENA VARGA"} and len(res.passages) == 3
+    assert index.walk([], [], top_k=3).passages == []
+
+
+def _reader() -> InMemoryGraphReader:
+    r = InMemoryGraphReader()
+    for i, (pid, text) in enumerate({**PASSAGES, **DISTRACTORS}.items()):
+        r.chunk_map[pid] = Chunk(id=pid, doc_id=f"doc-{pid}", index=i, text=text, tokens=count_tokens(text))
+    for name, sources in ENTITIES.items():
+        r.entity_map[name] = Entity(name=name, description=f"{name.title()} is mentioned.", source_ids=sources)
+    for a, b, w in EDGES:
+        r.relation_map[(a, b)] = Relation(src=a, tgt=b, weight=w, description=f"{a} relates to {b}.")
+    return r
+
+
+def test_graph_mode_puts_the_bridge_passage_in_a_context_that_has_room_for_three_passages():
+    reader = _reader()
+    bm25 = _bm25()
+    indexes = lambda _tenant, kind: bm25 if kind == "chunks" else None  # noqa: E731
+    param = QueryParam(mode="graph", query=QUESTION, only_need_context=True, max_total_tokens=360, model="gpt-4",
+                       buffer_tokens=0, output_reserve=0)
+    res = answer_query(param, reader, None, None, None, indexes, lexical_embedder=True)
+    assert "on the Marrow" in res.context and "p-kestrel" in res.sources.chunks
+    assert res.details["walk"]["named_entities"] == ["ODE NOCTURNE"]
+    assert res.details["candidates"][:3] and res.budget.total_tokens <= res.budget.total_allowed
+    naive = answer_query(param.model_copy(update={"mode": "naive"}), reader, None, None, None, indexes,
+                         lexical_embedder=True)
+    assert "p-kestrel" not in naive.sources.chunks  # plain retrieval cannot reach it
+
+
+# ------------------------------------------------------------------ fusion
+RELEVANT = {"r1", "r2", "r3"}
+
+
+def _recall_at(ranked, k: int = 3) -> float:
+    return len(RELEVANT & {i for i, _ in ranked[:k]}) / len(RELEVANT)
+
+
+def _fixture(strong_first: bool):
+    """A strong list (relevant items first by a wide margin) and a weak one (flat scores, mostly noise,
+    the relevant items somewhere in the middle), as BM25 and a hashing embedder give on multi-hop
+    questions (or the other way round, for a semantic embedder and a paraphrased question)."""
+    strong = [("r1", 14.0), ("r2", 12.5), ("r3", 11.0)] + [(f"n{i}", 4.0 - i * 0.1) for i in range(20)]
+    noise = iter(f"n{i}" for i in range(20))
+    weak_ids = [next(noise) if i not in (8, 10, 13) else {8: "r1", 10: "r2", 13: "r3"}[i] for i in range(23)]
+    weak = [(item, 0.31 - i * 0.002) for i, item in enumerate(weak_ids)]
+    return (strong, weak) if strong_first else (weak, strong)
+
+
+def test_zscore_fusion_is_never_below_its_better_input_in_either_direction():
+    for strong_is_keyword in (True, False):
+        keyword, vector = _fixture(strong_is_keyword)
+        best = max(_recall_at(keyword), _recall_at(vector))
+        assert _recall_at(fuse(keyword, vector, 0.5, "zscore")) >= best == 1.0
+
+
+def test_rrf_drags_a_strong_list_down_where_zscore_does_not():
+    keyword, vector = _fixture(True)
+    rrf_order = [i for i, _ in fuse(keyword, vector, 0.5, "rrf")]
+    z_order = [i for i, _ in fuse(keyword, vector, 0.5, "zscore")]
+    assert z_order[:3] == ["r1", "r2", "r3"] and rrf_order[:3] != ["r1", "r2", "r3"]
+
+
+def test_zscore_fusion_with_an_empty_or_flat_list_keeps_the_other_order():
+    keyword, _ = _fixture(True)
+    assert [i for i, _ in fuse(keyword, [], 0.5, "zscore")][:3] == ["r1", "r2", "r3"]
+    flat = [(i, 0.5) for i, _ in reversed(keyword)]
+    assert [i for i, _ in fuse(keyword, flat, 0.5, "zscore")][:3] == ["r1", "r2", "r3"]
+
+
+# ------------------------------------------------------------------ graph rows cut to fit
+def test_a_long_first_entity_is_cut_at_a_sentence_boundary_instead_of_leaving_the_section_empty():
+    long_desc = " ".join(f"Sentence number {i} about the merged entity." for i in range(200))
+    entity = Entity(name="MERGED", type="concept", description=long_desc, source_ids=["c1"])
+    section, evidence = entity_section([entity], cap=120, model="gpt-4")
+    from shared.query.budget import allocate
+
+    out = allocate([section], 120, "gpt-4")
+    assert out.kept_index["entities"] == [0] and out.reports[0].partial_item
+    text = out.texts["entities"]
+    assert "Sentence number 0 about the merged entity." in text and count_tokens(text, "gpt-4") <= 120
+    row = next(csv.reader(io.StringIO(text.split("\n")[3])))
+    assert row[1] == "MERGED" and row[3].endswith("entity.")  # whole sentences only
+    assert evidence[0].text.startswith("MERGED: Sentence number 0") and len(evidence[0].text) < len(long_desc)
+
+
+def test_local_context_entities_section_is_not_empty_when_the_top_entity_description_is_huge():
+    reader = _reader()
+    reader.entity_map["ODE NOCTURNE"] = Entity(
+        name="ODE NOCTURNE", description=" ".join(f"Fact {i} about the piece." for i in range(600)),
+        source_ids=["p-ode"], degree=50)
+    p = resolve(QueryParam(query=QUESTION, max_total_tokens=1200, model="gpt-4", budget_split="fixed"))
+    ctx, rep, src = build_local_context(reader, [("ODE NOCTURNE", 1.0), ("LENA VARGA", 0.5)], p, [("p-ode", 1.0)])
+    assert "ODE NOCTURNE" in src.entities and rep.section("entities").kept >= 1
+    assert count_tokens(ctx, "gpt-4") <= rep.total_allowed
+
+
+def test_power_iteration_matches_igraphs_personalized_pagerank():
+    import igraph as ig
+    import numpy as np
+
+    index = _index()
+    reset = np.zeros(index.node_count)
+    reset[[0, 3, len(index.passages) + 2]] = [1.0, 0.5, 2.0]
+    g = ig.Graph(n=index.node_count, edges=index.edges.tolist(), directed=False)
+    g.es["weight"] = index.weights.tolist()
+    expected = np.asarray(g.personalized_pagerank(directed=False, damping=0.5, reset=reset.tolist(),
+                                                  weights="weight"))
+    assert np.abs(index.pagerank(reset, 0.5) - expected).max() < 1e-6
+
+
+def test_global_context_shows_the_groups_relevant_to_the_question_first():
+    from shared.query.budget import BudgetReport
+    from shared.query.context_global import GlobalPlan, MapGroup, visible_context
+
+    topics = ["whaling ships and harpoons", "opera singers in Milan", "volcanoes of Iceland"]
+    groups = [MapGroup(index=i, report_ids=[f"c{i}"], context=f"-----Reports-----\nc{i},{t}", tokens=20)
+              for i, t in enumerate(topics)]
+    plan = GlobalPlan(groups=groups, selected=[f"c{i}" for i in range(3)], candidates=3, group_budget=30,
+                      budget=BudgetReport(), context_budget=30)
+    first = {q: visible_context(plan, "gpt-4", q)[0] for q in ("Which volcanoes erupted in Iceland?",
+                                                             "Who sang opera in Milan?")}
+    assert "volcanoes" in first["Which volcanoes erupted in Iceland?"]
+    assert "opera" in first["Who sang opera in Milan?"] and "volcanoes" not in first["Who sang opera in Milan?"]
