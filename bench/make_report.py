@@ -10,6 +10,7 @@ import platform
 from pathlib import Path
 
 from bench.retrieval_records import sets_tables
+from bench.walk_bench import walk_table
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -374,6 +375,12 @@ def main() -> None:
             "`.venv/bin/python -m bench.retrieval_eval --systems graphfleet nano lightrag` before the multi-set "
             "runs: BM25 there got the whole budget.", "", *old] if (old := retrieval_table(_load("retrieval.jsonl")))
           else []),
+        "### What the graph walk costs per query", "",
+        "`.venv/bin/python -m bench.walk_bench --out bench/results/walk.jsonl`: a synthetic passage-entity graph "
+        "like the ingested dev sets (~8 entity mentions per passage, a Zipf tail of common names, ~3 relations "
+        "per entity); the walk alone (personalized PageRank by power iteration, seeds -> ranked passages), 50 "
+        "queries. It grows with the edges; the index is built once per graph version per query-worker process.", "",
+        *walk_table(newest([r for r in _load("walk.jsonl") if r.get("bench") == "walk"], "passages")),
         "## Scaling (graphfleet)", "",
         "`.venv/bin/python -m bench.scaling_bench --out bench/results/scaling.jsonl` (simulator at 0 ms; "
         "`--latency 200` for the 200 ms rows; on 2 cores the simulator, Redis and every worker process share "

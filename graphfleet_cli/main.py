@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     query = sub.add_parser("query", help="ask a question")
     query.add_argument("text")
     _add_tenant(query)
-    query.add_argument("--mode", default="local", choices=["local", "global", "naive", "hybrid", "causal"])
+    query.add_argument("--mode", default="local", choices=["local", "global", "naive", "hybrid", "causal", "graph"])
     query.add_argument("--response-type", default="multiple_paragraphs")
     query.add_argument("--only-context", action="store_true")
     query.add_argument("--max-total-tokens", type=int)

@@ -79,8 +79,8 @@ class QueryParam(BaseModel):
     graph_walk: bool = True  # False: local/hybrid/causal rank sources as before (direct + entity-linked)
     walk_damping: float = Field(0.5, gt=0.0, lt=1.0)
     walk_passage_share: float = Field(0.5, ge=0.0, le=1.0)  # restart mass on directly retrieved passages
-    walk_passage_seeds: int = Field(5, ge=0, le=1000)  # best direct passages seeded
-    walk_entity_seeds: int = Field(10, ge=0, le=1000)  # entities found by search seeded (plus named ones)
+    walk_passage_seeds: int = Field(10, ge=0, le=1000)  # best direct passages seeded
+    walk_entity_seeds: int = Field(5, ge=0, le=1000)  # entities found by search seeded (plus named ones)
     rrf_k: int = Field(60, ge=1)
     high_level_keywords: list[str] = []  # hybrid: skip the keywords LLM call when given
     low_level_keywords: list[str] = []
