@@ -43,20 +43,47 @@ class _Candidate:
     sentences: list[int] = field(default_factory=list)
 
 
+_TITLE_LINE_WORDS = 6  # a first line this short with no closing punctuation is a title, not a wrapped line
+
+
+def _title_lines(paragraph: str) -> list[str]:
+    """A paragraph whose first line is a title ("Samuel Fuller" above "Samuel Michael Fuller (1912 ..."),
+    split after it, so the title is not run into the first sentence; hard-wrapped prose (lines of ten words
+    or more, or ending in punctuation) is left whole."""
+    first, sep, rest = paragraph.strip().partition("\n")
+    words = first.split()
+    if sep and rest.strip() and 0 < len(words) <= _TITLE_LINE_WORDS and first.rstrip()[-1:].isalnum():
+        return [first, rest]
+    return [paragraph]
+
+
 def split_sentences(text: str) -> list[str]:
-    sentences: list[str] = []
-    for paragraph in _PARAGRAPH.split(text):
-        paragraph = _SPACES.sub(" ", paragraph).strip()
-        start = 0
-        for m in _SENTENCE_END.finditer(paragraph):
-            before = paragraph[start : m.start()].rsplit(" ", 1)[-1].lower()
-            if before in lx.TITLES or (len(before) == 1 and before.isalpha()):
-                continue  # "Mr. Scrooge", "J. B. Lippincott"
-            sentences.append(paragraph[start : m.end()].strip())
-            start = m.end()
-        if paragraph[start:].strip():
-            sentences.append(paragraph[start:].strip())
-    return sentences
+    return [s for s, _title in marked_sentences(text)]
+
+
+def marked_sentences(text: str) -> list[tuple[str, bool]]:
+    """(sentence, is a title line): a title's first word is not "at a sentence start" (where common
+    words are capitalised too), so a name standing alone as a title counts as a name."""
+    out: list[tuple[str, bool]] = []
+    for block in _PARAGRAPH.split(text):
+        parts = _title_lines(block)
+        for k, paragraph in enumerate(parts):
+            sentences: list[str] = []
+            _split_paragraph(_SPACES.sub(" ", paragraph).strip(), sentences)
+            out += [(x, len(parts) == 2 and k == 0) for x in sentences]
+    return out
+
+
+def _split_paragraph(paragraph: str, sentences: list[str]) -> None:
+    start = 0
+    for m in _SENTENCE_END.finditer(paragraph):
+        before = paragraph[start : m.start()].rsplit(" ", 1)[-1].lower()
+        if before in lx.TITLES or (len(before) == 1 and before.isalpha()):
+            continue  # "Mr. Scrooge", "J. B. Lippincott"
+        sentences.append(paragraph[start : m.end()].strip())
+        start = m.end()
+    if paragraph[start:].strip():
+        sentences.append(paragraph[start:].strip())
 
 
 def _is_word(tok: str) -> bool:
@@ -130,14 +157,14 @@ class _Scanner:
         if sent not in cand.sentences:
             cand.sentences.append(sent)
 
-    def scan(self, tokens: list[str], sent: int) -> None:
+    def scan(self, tokens: list[str], sent: int, title_line: bool = False) -> None:
         self.lower_words.update(t for t in tokens if _is_word(t) and t[0].islower())
         if not _heading(tokens):
-            self._proper(tokens, sent)
+            self._proper(tokens, sent, at_start=not title_line)
         self._noun_phrases(tokens, sent)
 
-    def _proper(self, tokens: list[str], sent: int) -> None:
-        i, at_start = 0, True
+    def _proper(self, tokens: list[str], sent: int, at_start: bool = True) -> None:
+        i = 0
         while i < len(tokens):
             tok = tokens[i]
             title = tok.lower() in lx.TITLES and i + 1 < len(tokens)
@@ -219,10 +246,11 @@ def extract_chunk_fast(
     max_entities: int = 30,
     max_relations: int = 60,
 ) -> ExtractionResult:
-    sentences = split_sentences(chunk_text)
+    marked = marked_sentences(chunk_text)
+    sentences = [x for x, _ in marked]
     scanner = _Scanner(max(max_phrase_words, 1))
-    for index, sentence in enumerate(sentences):
-        scanner.scan(_TOKEN.findall(sentence), index)
+    for index, (sentence, title_line) in enumerate(marked):
+        scanner.scan(_TOKEN.findall(sentence), index, title_line)
     accepted = [(n, c) for n, c in scanner.cands.items() if _accepted(c, scanner.lower_words)]
     ranked = sorted(accepted, key=lambda nc: (-nc[1].count, nc[1].sentences[0]))[:max_entities]
     entities = [

@@ -85,12 +85,12 @@ class Retriever:
 def walk_index_of(reader):
     """A walk index built from a reader that can list its whole graph (in-memory readers, tests); a
     service passes a cached provider instead."""
-    from shared.retrieval.graph_walk import WalkIndex
+    from shared.retrieval.graph_walk import WalkIndex, passage_titles
 
     if not all(hasattr(reader, a) for a in ("all_entities", "edge_list", "all_chunk_ids")):
         return None
     sources = {name: e.source_ids for name, e in reader.all_entities().items()}
-    return WalkIndex.build(reader.all_chunk_ids(), sources, reader.edge_list())
+    return WalkIndex.build(reader.all_chunk_ids(), sources, reader.edge_list(), passage_titles(reader))
 
 
 def _system_template(mode: str, instructions: str, ctx: str) -> str:
@@ -257,7 +257,9 @@ def answer_query(
         return [(e.cite, e.text) for e in src.evidence]
 
     select(rp.query, [])
-    result = QueryResult(mode=rp.mode, details={**state["details"], "preset": rp.applied_preset})
+    result = QueryResult(mode=rp.mode, details={**state["details"], "preset": rp.applied_preset,
+                                                 "fusion": {"method": rp.fusion, "bm25_weight": retr.weight,
+                                                            "lexical_embedder": lexical_embedder}})
     _fill(result, rp, reader, state)
     if rp.only_need_context:
         return result

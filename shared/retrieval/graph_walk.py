@@ -25,11 +25,13 @@ plain lists and knows no store.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from shared.extraction.parse import normalise_name
 from shared.retrieval.bm25 import tokenize
 
 DAMPING = 0.5  # probability of following an edge rather than restarting (HippoRAG 2 uses 0.5)
@@ -60,10 +62,13 @@ class WalkIndex:
 
     @classmethod
     def build(cls, passages: Sequence[str], entity_sources: dict[str, Sequence[str]],
-              edges: Iterable[tuple[str, str, float]]) -> WalkIndex:
+              edges: Iterable[tuple[str, str, float]], titles: dict[str, str] | None = None) -> WalkIndex:
         """``entity_sources``: entity name -> ids of the passages it was extracted from; ``edges``:
-        (entity, entity, weight) relations. Entities with no known passage still join through relations."""
+        (entity, entity, weight) relations. Entities with no known passage still join through relations.
+        ``titles``: passage id -> its document's title (see ``with_titles``)."""
         passages = list(dict.fromkeys(passages))
+        if titles:
+            entity_sources = with_titles(entity_sources, titles)
         p_index = {p: i for i, p in enumerate(passages)}
         entities = sorted(entity_sources)
         e_index = {e: len(passages) + j for j, e in enumerate(entities)}
@@ -183,6 +188,35 @@ def _top(scores: np.ndarray, ids: Sequence[str], k: int) -> list[tuple[str, floa
     part = np.argpartition(-scores, k - 1)[:k]
     order = part[np.lexsort((part, -scores[part]))]
     return [(ids[i], float(scores[i])) for i in order if scores[i] > 0]
+
+
+def passage_titles(reader) -> dict[str, str]:
+    """chunk id -> the title of its document (documents without a title are left out)."""
+    chunks = reader.chunks(reader.all_chunk_ids())
+    docs = reader.documents({c.doc_id for c in chunks.values()})
+    return {cid: docs[c.doc_id].title for cid, c in chunks.items() if c.doc_id in docs and docs[c.doc_id].title}
+
+
+def with_titles(entity_sources: dict[str, Sequence[str]], titles: dict[str, str]) -> dict[str, list[str]]:
+    """Link each passage to its document's title as an entity: the entity of that name when the extractor
+    found one (a title's trailing qualifier in parentheses, "Ed Wood (film)", may be dropped to find it),
+    else a title node of its own. A document is about its title, even when the extractor missed the name
+    in its text (a title run into the first line, "Samuel Fuller\nSamuel Michael Fuller", reads as one
+    longer name); and the chunks of one document are then one hop apart."""
+    out = {name: list(ps) for name, ps in entity_sources.items()}
+    for pid, title in titles.items():
+        name = normalise_name(title or "")
+        if not name:
+            continue
+        plain = normalise_name(_QUALIFIER.sub("", title))
+        key = name if name in out or not plain or plain not in out else plain
+        linked = out.setdefault(key, [])
+        if pid not in linked:
+            linked.append(pid)
+    return out
+
+
+_QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
 
 
 def _edge_weight(w: float) -> float:

@@ -8,7 +8,7 @@ import threading
 from shared.keys import Keys
 from shared.lru import CACHED_TENANTS, LRU
 from shared.retrieval.bm25 import BM25Index
-from shared.retrieval.graph_walk import WalkIndex
+from shared.retrieval.graph_walk import WalkIndex, passage_titles
 from shared.store.base import VECTOR_KINDS as KINDS
 from shared.store.redis_graph import GraphStore
 
@@ -48,7 +48,7 @@ class BM25Cache:
         store = GraphStore(self.redis, tenant)
         sources = {name: e.source_ids for name, e in store.all_entities().items()}
         self.walk_builds += 1
-        return WalkIndex.build(store.all_chunk_ids(), sources, store.edge_list())
+        return WalkIndex.build(store.all_chunk_ids(), sources, store.edge_list(), passage_titles(store))
 
     def _build(self, tenant: str, kind: str) -> BM25Index:
         store = GraphStore(self.redis, tenant)

@@ -121,3 +121,13 @@ def test_prune_graph_rule():
     assert set(kept) == {"A", "B"}  # B survives through its strong edge; D's chunks are not distinct
     assert set(kept_rel) == {("A", "B")}
     assert len(ents) == 4 and len(rels) == 3  # inputs untouched
+
+
+def test_a_title_line_is_not_run_into_the_first_sentence_and_counts_as_a_name():
+    text = ("Samuel Fuller\nSamuel Michael Fuller (August 12, 1912 - October 30, 1997) was an American "
+            "screenwriter and film director. Fuller wrote his first screenplay in 1936.")
+    names = [e.name for e in extract_chunk_fast(text, "c1", "d1").entities]
+    assert "SAMUEL FULLER" in names and not any(n.startswith("SAMUEL FULLER SAMUEL") for n in names)
+    wrapped = ("Marley was dead, to begin with. There is no doubt whatever about that.\n"
+               "The register of his burial was signed by the clergyman, the clerk, the undertaker.")
+    assert len(split_sentences(wrapped)) == 3  # hard-wrapped prose is not cut at its line breaks

@@ -79,7 +79,7 @@ def test_graph_mode_puts_the_bridge_passage_in_a_context_that_has_room_for_three
     bm25 = _bm25()
     indexes = lambda _tenant, kind: bm25 if kind == "chunks" else None  # noqa: E731
     param = QueryParam(mode="graph", query=QUESTION, only_need_context=True, max_total_tokens=360, model="gpt-4",
-                       buffer_tokens=0, output_reserve=0)
+                       buffer_tokens=0, output_reserve=0, walk_passage_seeds=3)
     res = answer_query(param, reader, None, None, None, indexes, lexical_embedder=True)
     assert "on the Marrow" in res.context and "p-kestrel" in res.sources.chunks
     assert res.details["walk"]["named_entities"] == ["ODE NOCTURNE"]
@@ -183,3 +183,18 @@ def test_global_context_shows_the_groups_relevant_to_the_question_first():
                                                              "Who sang opera in Milan?")}
     assert "volcanoes" in first["Which volcanoes erupted in Iceland?"]
     assert "opera" in first["Who sang opera in Milan?"] and "volcanoes" not in first["Who sang opera in Milan?"]
+
+
+def test_document_titles_link_passages_to_the_entity_they_are_about():
+    from shared.retrieval.graph_walk import with_titles
+
+    sources = {"SAMUEL FULLER": ["p-helmet"], "SAMUEL FULLER SAMUEL": ["p-fuller"], "ED WOOD": ["p-x"]}
+    titles = {"p-fuller": "Samuel Fuller", "p-wood": "Ed Wood (film)", "p-new": "Kestrel Falls", "p-none": ""}
+    linked = with_titles(sources, titles)
+    assert linked["SAMUEL FULLER"] == ["p-helmet", "p-fuller"]  # the extractor's run-on name is not needed
+    assert linked["ED WOOD"] == ["p-x", "p-wood"]  # "(film)" dropped to find the entity
+    assert linked["KESTREL FALLS"] == ["p-new"]  # a title node of its own
+    assert sources["SAMUEL FULLER"] == ["p-helmet"]  # the input is not changed
+    index = WalkIndex.build(["p-helmet", "p-fuller"], sources, [], {"p-fuller": "Samuel Fuller"})
+    ranked = [p for p, _ in index.rank([("SAMUEL FULLER", 1.0)], [], top_k=5)]
+    assert set(ranked) == {"p-helmet", "p-fuller"}
