@@ -51,7 +51,8 @@ def test_local_answer_with_usage_quality_and_citations():
     assert res.answer_kind == "llm" and res.format_check.ok and not res.format_check.repaired
     assert res.usage["answer"].calls == 1 and res.usage["answer"].prompt_tokens == 100
     assert res.usage["answer"].cost_usd > 0
-    assert 0 < res.quality["score"] <= 1 and res.citations["E1"] == "BOB CRATCHIT"  # the walk puts the clerk first
+    assert 0 < res.quality["score"] <= 1
+    assert "BOB CRATCHIT" in (res.citations["E1"], res.citations["E2"])  # the walk: the named one and the clerk
     system = chat.calls[0][1][0]["content"]
     assert "-Role- You answer questions about the data in the tables" in system
     assert "bullet points" in system and "-----Entities-----" in system
