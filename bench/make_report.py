@@ -346,6 +346,12 @@ def machine_line() -> str:
             f"Python {m['python']}.")
 
 
+def _notes(name: str) -> list[str]:
+    """A hand-written results file (what the figures mean), when there is one."""
+    path = RESULTS / name
+    return [*path.read_text().splitlines(), ""] if path.exists() else []
+
+
 def main() -> None:
     ingest, query = _load("ingest.jsonl"), _load("query.jsonl")
     lines = [
@@ -358,8 +364,7 @@ def main() -> None:
         "## graphfleet vs nano-graphrag vs LightRAG (A Christmas Carol)", "",
         "`.venv/bin/python -m bench.compare --repeat 3 --out bench/results/compare.jsonl`", "",
         *compare_tables(_load("compare.jsonl")),
-        *(Path(RESULTS / "compare_notes.md").read_text().splitlines() if (RESULTS / "compare_notes.md").exists()
-          else []), "",
+        *_notes("compare_notes.md"),
         "## Retrieval quality under a token budget", "",
         "`.venv/bin/python -m bench.retrieval_eval --llm both --out bench/results/retrieval.jsonl` on every "
         "public multi-hop dev set of `../shared/data` (HotpotQA `hotpotqa_hipporag100`: 100 questions, 994 pooled "
@@ -371,6 +376,7 @@ def main() -> None:
         "for the same question (same allowance), and into the whole budget. Per-question records (gold passages' "
         "candidate ranks, kept or not, tokens per section): `bench/results/retrieval.questions.jsonl`.", "",
         *sets_tables(_load("retrieval.jsonl")),
+        *_notes("retrieval_notes.md"),
         *(["### HotpotQA only, with nano-graphrag and LightRAG (earlier runs)", "",
             "`.venv/bin/python -m bench.retrieval_eval --systems graphfleet nano lightrag` before the multi-set "
             "runs: BM25 there got the whole budget.", "", *old] if (old := retrieval_table(_load("retrieval.jsonl")))

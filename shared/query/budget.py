@@ -150,7 +150,7 @@ def section_caps(param: QueryParam, mode: str, total: int) -> dict[str, int | No
 
 
 def _evidence(param: QueryParam) -> bool:
-    return getattr(param, "budget_split", "fixed") == "evidence"
+    return param.budget_split == "evidence"
 
 
 # Hybrid: by default the graph sections (entities + relations) take at most this share of the context

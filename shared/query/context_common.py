@@ -173,7 +173,7 @@ def sources_section(
             target -= over + 2
         return None
 
-    fill = getattr(param, "budget_split", "fixed") == "evidence"
+    fill = param.budget_split == "evidence"
     # rows are counted from their texts, which the per-process count cache knows from earlier queries
     # (a row's citation changes with its rank, its text does not); +1 covers the merge at the seam
     bodies = count_tokens_batch([csv_row(["", c.text]) for c, _ in items], model)

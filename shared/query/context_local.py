@@ -145,7 +145,7 @@ def assemble(
     """Allocate in priority order, render, and collect the kept evidence. ``budget_split="evidence"``:
     passages first (best first, filling the budget), graph rows in the room they leave, each within its
     cap; "fixed": seed 000's priorities, a section cut by the total stopping the ones after it."""
-    evidence_split = getattr(param, "budget_split", "fixed") == "evidence"
+    evidence_split = param.budget_split == "evidence"
     priority = EVIDENCE_PRIORITY if evidence_split else PRIORITY
     ordered = [sections_ev[n][0] for n in priority if n in sections_ev]
     alloc = allocate(ordered, total_budget.total, param.model, render_order, param.min_partial_tokens,

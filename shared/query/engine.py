@@ -14,7 +14,7 @@ from shared.prompts import causal_analysis, causal_summary, naive_answer, rag_an
 from shared.query.budget import SectionReport
 from shared.query.context_causal import build_causal_context, extended_node_count
 from shared.query.context_graph import build_graph_context
-from shared.query.context_hybrid import build_hybrid_context
+from shared.query.context_hybrid import build_hybrid_context, merge_entity_hits
 from shared.query.context_local import build_local_context
 from shared.query.context_naive import build_naive_context
 from shared.query.formats import (
@@ -37,6 +37,7 @@ from shared.query.passages import Ranking, WalkProvider, candidate_count, walk_r
 from shared.query.result import FormatCheck, QueryResult, UsageMeter, extractive_answer
 from shared.query.truncation import iterative_refinement, map_reduce, relevance_truncate
 from shared.retrieval.bm25 import BM25Index, tokenize
+from shared.retrieval.graph_walk import WalkIndex, passage_titles
 from shared.retrieval.hybrid import hybrid_search
 from shared.tokens import count_tokens
 
@@ -70,8 +71,7 @@ class Retriever:
             key_field="name" if kind == "entities" else None,
         )
 
-
-    def walk_index(self):
+    def walk_index(self) -> WalkIndex | None:
         if not self.rp.graph_walk:
             return None
         if self.walk_provider is not None:
@@ -82,11 +82,9 @@ class Retriever:
         return walk_ranking(self.rp, self.walk_index(), q, entity_hits, direct, candidate_count(self.rp))
 
 
-def walk_index_of(reader):
+def walk_index_of(reader) -> WalkIndex | None:
     """A walk index built from a reader that can list its whole graph (in-memory readers, tests); a
     service passes a cached provider instead."""
-    from shared.retrieval.graph_walk import WalkIndex, passage_titles
-
     if not all(hasattr(reader, a) for a in ("all_entities", "edge_list", "all_chunk_ids")):
         return None
     sources = {name: e.source_ids for name, e in reader.all_entities().items()}
@@ -117,7 +115,7 @@ def build_context(rp: ResolvedParam, reader, retr: Retriever, meter=None, focus:
         low = retr.search("entities", " ".join(ll) or q, v_ll, rp.top_k)
         high = retr.search("entities", " ".join(hl) or q, v_hl, rp.top_k)
         direct = retr.search("chunks", q, v_q, pool)
-        ranking = _ranking(retr, f"{q} {' '.join(ll)}", _merge(low, high), direct, details)
+        ranking = _ranking(retr, f"{q} {' '.join(ll)}", merge_entity_hits(low, high), direct, details)
         ctx, rep, src = build_hybrid_context(reader, low, high, rp, direct, sys_prompt, ranking)
         return ctx, rep, src, details
     (vec,) = retr.vectors([q])
@@ -137,12 +135,6 @@ def build_context(rp: ResolvedParam, reader, retr: Retriever, meter=None, focus:
         ranking = ranking or Ranking(list(direct), details={"walk": None})
         return (*build_graph_context(reader, ranking, rp, sys_prompt), details)
     return (*build_local_context(reader, hits, rp, direct, sys_prompt, ranking), details)
-
-
-def _merge(*lists):
-    from shared.query.context_hybrid import merge_entity_hits
-
-    return merge_entity_hits(*lists)
 
 
 def _ranking(retr: Retriever, q: str, entity_hits, direct, details: dict) -> Ranking | None:
