@@ -204,7 +204,8 @@ def with_titles(entity_sources: dict[str, Sequence[str]], titles: dict[str, str]
     in its text (a title run into the first line, "Samuel Fuller\nSamuel Michael Fuller", reads as one
     longer name); and the chunks of one document are then one hop apart."""
     out = {name: list(ps) for name, ps in entity_sources.items()}
-    for pid, title in titles.items():
+    for pid, raw in titles.items():
+        title = _FILE_NAME.sub("", raw).replace("_", " ") if _FILE_NAME.search(raw or "") else raw
         name = normalise_name(title or "")
         if not name:
             continue
@@ -217,6 +218,7 @@ def with_titles(entity_sources: dict[str, Sequence[str]], titles: dict[str, str]
 
 
 _QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
+_FILE_NAME = re.compile(r"(?<=\w)\.(txt|md|markdown|pdf|html?|docx?|rst|csv|json)$", re.IGNORECASE)  # a_b.txt
 
 
 def _edge_weight(w: float) -> float:

@@ -189,10 +189,11 @@ def test_document_titles_link_passages_to_the_entity_they_are_about():
     from shared.retrieval.graph_walk import with_titles
 
     sources = {"SAMUEL FULLER": ["p-helmet"], "SAMUEL FULLER SAMUEL": ["p-fuller"], "ED WOOD": ["p-x"]}
-    titles = {"p-fuller": "Samuel Fuller", "p-wood": "Ed Wood (film)", "p-new": "Kestrel Falls", "p-none": ""}
+    titles = {"p-fuller": "Samuel Fuller", "p-wood": "Ed Wood (film)", "p-new": "Kestrel Falls", "p-none": "",
+              "p-file": "ed_wood.txt"}
     linked = with_titles(sources, titles)
     assert linked["SAMUEL FULLER"] == ["p-helmet", "p-fuller"]  # the extractor's run-on name is not needed
-    assert linked["ED WOOD"] == ["p-x", "p-wood"]  # "(film)" dropped to find the entity
+    assert linked["ED WOOD"] == ["p-x", "p-wood", "p-file"]  # "(film)" and a file name's ".txt" dropped
     assert linked["KESTREL FALLS"] == ["p-new"]  # a title node of its own
     assert sources["SAMUEL FULLER"] == ["p-helmet"]  # the input is not changed
     index = WalkIndex.build(["p-helmet", "p-fuller"], sources, [], {"p-fuller": "Samuel Fuller"})
