@@ -21,13 +21,14 @@ from tests.integration.helpers import graph_snapshot
 
 pytestmark = pytest.mark.integration
 
-MODES = ["local", "global", "naive", "hybrid", "causal"]
+MODES = ["local", "global", "naive", "hybrid", "causal", "graph"]
 QUESTIONS = {
     "local": "Who is Scrooge and how does he treat Bob Cratchit?",
     "global": "How does Scrooge treat Bob Cratchit, his nephew Fred and the memory of Marley?",
     "naive": "What does Scrooge say about Christmas?",
     "hybrid": "How is Marley related to Scrooge?",
     "causal": "Why does Scrooge refuse his nephew's invitation?",
+    "graph": "Who is the clerk of the man whose partner was Marley?",
 }
 SYNTHETIC = {
     "harbour.md": """# The Harbour of Port Azurine

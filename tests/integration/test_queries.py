@@ -20,7 +20,7 @@ from tests.conftest import SAMPLE
 from tests.integration.helpers import start_stack
 
 pytestmark = pytest.mark.integration
-MODES = ["local", "global", "naive", "hybrid", "causal"]
+MODES = ["local", "global", "naive", "hybrid", "causal", "graph"]
 
 
 @pytest.fixture(scope="module")
