@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from shared.query.budget import BudgetReport, section_caps, total_context_budget
 from shared.query.context_common import Sources, sources_section
 from shared.query.context_local import (
+    RELATIONS_PER_ENTITY,
     assemble,
     entity_section,
     graph_entities,
@@ -39,7 +40,8 @@ def build_causal_context(
     hits = list(entity_hits)[: extended_node_count(param)]
     names = [n for n, _ in hits]
     entities = graph_entities(reader, names, param, ranking)
-    relations = order_relations(reader.relations_of([e.name for e in entities])) if entities else []
+    limit = RELATIONS_PER_ENTITY * len(entities)
+    relations = order_relations(reader.relations_of([e.name for e in entities], limit), limit) if entities else []
     items = source_items(reader, param, entities, relations, direct_chunks, ranking)
 
     tb = total_context_budget(param, system_prompt)

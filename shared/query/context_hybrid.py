@@ -11,6 +11,7 @@ from shared.models import Relation
 from shared.query.budget import BudgetReport, section_caps, total_context_budget
 from shared.query.context_common import Sources, sources_section
 from shared.query.context_local import (
+    RELATIONS_PER_ENTITY,
     assemble,
     entity_section,
     graph_entities,
@@ -44,8 +45,9 @@ def build_hybrid_context(
     are what the themes retrieve. Relations of both sides are merged and deduplicated."""
     names = [n for n, _ in merge_entity_hits(low_level_hits, high_level_hits)][: param.top_k]
     entities = graph_entities(reader, names, param, ranking)
-    rels: list[Relation] = reader.relations_of([e.name for e in entities]) if entities else []
-    relations = order_relations(rels)
+    limit = RELATIONS_PER_ENTITY * len(entities)
+    rels: list[Relation] = reader.relations_of([e.name for e in entities], limit) if entities else []
+    relations = order_relations(rels, limit)
     items = source_items(reader, param, entities, relations, direct_chunks, ranking)
 
     tb = total_context_budget(param, system_prompt)

@@ -47,6 +47,7 @@ def order_entities(entities: Sequence[Entity], retrieval_rank: dict[str, int]) -
 
 
 RELATIONS_PER_ENTITY = 4  # relation rows considered: this many per context entity (hubs have hundreds)
+MAX_RELATED_REPORTS = 16  # community reports read for a local context (most shared by its entities first)
 
 
 def order_relations(relations: Sequence[Relation], limit: int | None = None) -> list[Relation]:
@@ -119,7 +120,7 @@ def related_reports(reader, names: Sequence[str], level: int) -> list[CommunityR
             c = communities.get(cid)
             if c is not None and c.level <= level:
                 counts[cid] += 1
-    reports = reader.reports_by_ids(counts)
+    reports = reader.reports_by_ids(c for c, _n in counts.most_common(MAX_RELATED_REPORTS))
     found = [reports[c] for c in counts if c in reports]
     return sorted(found, key=lambda r: (-counts[r.community_id], -r.rating, r.community_id))
 
@@ -203,8 +204,8 @@ def build_local_context(
     ranking: Ranking | None = None,
 ) -> tuple[str, BudgetReport, Sources]:
     entities = graph_entities(reader, [n for n, _ in entity_hits], param, ranking)
-    relations = order_relations(reader.relations_of([e.name for e in entities]),
-                                RELATIONS_PER_ENTITY * len(entities)) if entities else []
+    limit = RELATIONS_PER_ENTITY * len(entities)
+    relations = order_relations(reader.relations_of([e.name for e in entities], limit), limit) if entities else []
     reports = related_reports(reader, [e.name for e in entities], param.level)
     items = source_items(reader, param, entities, relations, direct_chunks, ranking)
 

@@ -38,9 +38,10 @@ class InMemoryGraphReader:
     def edge_list(self) -> list[tuple[str, str, float]]:
         return [(s, t, r.weight) for (s, t), r in self.relation_map.items()]
 
-    def relations_of(self, names: Iterable[str]) -> list[Relation]:
+    def relations_of(self, names: Iterable[str], limit: int | None = None) -> list[Relation]:
         wanted = set(names)
-        return [r for (s, t), r in self.relation_map.items() if s in wanted or t in wanted]
+        found = [r for (s, t), r in self.relation_map.items() if s in wanted or t in wanted]
+        return found if limit is None else sorted(found, key=lambda r: -r.weight)[:limit]
 
     def relations(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Relation]:
         return {k: self.relation_map[k] for k in keys if k in self.relation_map}

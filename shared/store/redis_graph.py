@@ -26,7 +26,8 @@ from shared.models import (
 )
 
 # Neighbour lists per tenant, keyed by the graph version. Read cache, never coordination.
-_ADJACENCY: LRU[str, tuple[int, object, dict[str, list[str]]]] = LRU(CACHED_TENANTS)
+_ADJACENCY: LRU[str, tuple[int, object, tuple[dict[str, list[str]], dict[tuple[str, str], float]]]] = LRU(
+    CACHED_TENANTS)
 # Parsed communities + reports per tenant, keyed by the random revision every write of either sets
 # (a counter could repeat after a tenant is deleted and rebuilt). Read cache only.
 _COMMUNITY_ROWS: LRU[str, tuple[str, object, dict[str, Community], dict[str, CommunityReport]]] = LRU(CACHED_TENANTS)
@@ -327,24 +328,34 @@ class GraphStore:
 
     def adjacency(self) -> dict[str, list[str]]:
         """Neighbour lists, cached per process until the tenant's graph version changes."""
+        return self._graph_index()[0]
+
+    def _graph_index(self) -> tuple[dict[str, list[str]], dict[tuple[str, str], float]]:
+        """(neighbour lists, edge weights by sorted pair), cached per process per graph version."""
         version = self.graph_version()
         cached = _ADJACENCY.get(self.k.p)
         if cached and cached[0] == version and cached[1] is self.redis:
             return cached[2]
         adj: dict[str, list[str]] = {}
-        for a, b, _w in self.edge_list():
+        weights: dict[tuple[str, str], float] = {}
+        for a, b, w in self.edge_list():
             adj.setdefault(a, []).append(b)
             adj.setdefault(b, []).append(a)
-        _ADJACENCY.put(self.k.p, (version, self.redis, adj))
-        return adj
+            weights[(a, b) if a <= b else (b, a)] = w
+        _ADJACENCY.put(self.k.p, (version, self.redis, (adj, weights)))
+        return adj, weights
 
     def neighbors(self, names: Iterable[str]) -> dict[str, list[str]]:
         adj = self.adjacency()
         return {n: list(adj.get(n, ())) for n in set(names)}
 
-    def relations_of(self, names: Iterable[str]) -> list[Relation]:
-        nbrs = self.neighbors(names)
-        keys = {tuple(sorted((a, b))) for a, bs in nbrs.items() for b in bs}
+    def relations_of(self, names: Iterable[str], limit: int | None = None) -> list[Relation]:
+        """The relations of ``names``; with ``limit``, only the heaviest ``limit`` (chosen from the cached
+        edge weights before anything is read: a hub has thousands)."""
+        adj, weights = self._graph_index()
+        keys = {(a, b) if a <= b else (b, a) for a in set(names) for b in adj.get(a, ())}
+        if limit is not None and len(keys) > limit:
+            keys = set(sorted(keys, key=lambda k: (-weights.get(k, 0.0), k))[:limit])
         return list(self.relations(keys).values())
 
     def set_degrees(self, degrees: dict[str, int]) -> None:
@@ -413,14 +424,14 @@ class GraphStore:
         return dict(self._community_rows()[0])
 
     def communities_by_ids(self, ids: Iterable[str]) -> dict[str, Community]:
-        ids = list(dict.fromkeys(ids))
-        raws = self.redis.hmget(self.k.communities(), ids) if ids else []
-        return {i: Community.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
+        """From the per-process parsed rows (a top-level community lists thousands of members: parsing
+        it per query cost more than the rest of a local context)."""
+        rows = self._community_rows()[0]
+        return {i: rows[i] for i in dict.fromkeys(ids) if i in rows}
 
     def reports_by_ids(self, ids: Iterable[str]) -> dict[str, CommunityReport]:
-        ids = list(dict.fromkeys(ids))
-        raws = self.redis.hmget(self.k.reports(), ids) if ids else []
-        return {i: CommunityReport.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
+        rows = self._community_rows()[1]
+        return {i: rows[i] for i in dict.fromkeys(ids) if i in rows}
 
     def community_levels(self) -> dict[int, int]:
         raw = self.redis.hget(self.k.community_meta(), "levels")
