@@ -257,11 +257,11 @@ def sets_tables(rows: list[dict]) -> list[str]:
                 + " | macro | macro gap to BM25 (same allowance) |", "|---" * (len(sets) + 3) + "|"]
         for name, cells in table:
             macro = _macro(cells, sets)
-            gap = "-" if macro is None or bm25 is None or name.startswith("BM25") else f"{macro - bm25:+.2f}"
-            recalls = [_f(cells[s]["recall"]) + (f" ({cells[s]['questions']} q)" if cells[s]["questions"]
+            gap = "-" if macro is None or bm25 is None or name.startswith("BM25") else f"{macro - bm25:+.3f}"
+            recalls = [_f(cells[s]["recall"], ".3f") + (f" ({cells[s]['questions']} q)" if cells[s]["questions"]
                                                  != asked.get(s, cells[s]["questions"]) else "")
                        if s in cells else "-" for s in sets]
-            out.append(f"| {name} | " + " | ".join(recalls) + f" | {_f(macro)} | {gap} |")
+            out.append(f"| {name} | " + " | ".join(recalls) + f" | {_f(macro, '.3f')} | {gap} |")
         out += ["", f"Per set ({' / '.join(sets)}): the context allowance (`budget.total_allowed`; BM25: what it was "
                 "given), the share of it used, context tokens (cl100k), contexts over the budget, seconds per query "
                 "(submit to result) and the in-process context build time, medians (p50).", "",

@@ -312,12 +312,12 @@ def test_report_tables_put_bm25_first_with_macro_and_gap_and_render_with_records
     sim = text.split("**no LLM")[0]
     lines = [line for line in sim.splitlines() if line.startswith("| ")]
     assert lines[0] == "| mode | hotpotqa (10 q) | musique (292 q) | macro | macro gap to BM25 (same allowance) |"
-    assert lines[1] == "| BM25 (same allowance) | 0.95 | 0.55 | 0.75 | - |"
-    assert lines[2] == "| BM25 (full budget) | 0.97 | 0.57 | 0.77 | - |"
-    assert "| local | 0.60 | 0.30 | 0.45 | -0.30 |" in sim and "| naive | 0.90 | 0.50 | 0.70 | -0.05 |" in sim
-    assert "| nano-graphrag local | 0.50 | - | - | - |" in sim  # not run on every set: no macro
+    assert lines[1] == "| BM25 (same allowance) | 0.950 | 0.550 | 0.750 | - |"
+    assert lines[2] == "| BM25 (full budget) | 0.970 | 0.570 | 0.770 | - |"
+    assert "| local | 0.600 | 0.300 | 0.450 | -0.300 |" in sim and "| naive | 0.900 | 0.500 | 0.700 | -0.050 |" in sim
+    assert "| nano-graphrag local | 0.500 | - | - | - |" in sim  # not run on every set: no macro
     assert "| local | 3,600 / 3,600 | 0.90 / 0.90 | 3,300 / 3,300 | 0 / 0 | 0.050 / 0.050 | - / - |" in sim
-    assert "| naive | 0.80 | 0.80 | -0.10 |" in text.split("**no LLM")[1]
+    assert "| naive | 0.800 | 0.800 | -0.100 |" in text.split("**no LLM")[1]
     assert sets_tables([{"bench": "retrieval_summary", "llm": True}])[0].startswith("(no results yet")
 
 
