@@ -113,15 +113,16 @@ def report_section(reports: Sequence[CommunityReport], cap: int | None, model: s
 def related_reports(reader, names: Sequence[str], level: int) -> list[CommunityReport]:
     """Communities of the entities at level <= ``level``, by occurrence count then rating."""
     by_name = reader.entities_communities(names)
-    communities = reader.communities_by_ids(c for cids in by_name.values() for c in cids)
+    communities = reader.communities()  # parsed once per revision per process (a top community is large)
     counts: Counter[str] = Counter()
     for name in names:
         for cid in by_name.get(name, ()):
             c = communities.get(cid)
             if c is not None and c.level <= level:
                 counts[cid] += 1
-    reports = reader.reports_by_ids(c for c, _n in counts.most_common(MAX_RELATED_REPORTS))
-    found = [reports[c] for c in counts if c in reports]
+    wanted = {c for c, _n in counts.most_common(MAX_RELATED_REPORTS)}
+    reports = reader.reports()
+    found = [reports[c] for c in counts if c in wanted and c in reports]
     return sorted(found, key=lambda r: (-counts[r.community_id], -r.rating, r.community_id))
 
 

@@ -424,14 +424,14 @@ class GraphStore:
         return dict(self._community_rows()[0])
 
     def communities_by_ids(self, ids: Iterable[str]) -> dict[str, Community]:
-        """From the per-process parsed rows (a top-level community lists thousands of members: parsing
-        it per query cost more than the rest of a local context)."""
-        rows = self._community_rows()[0]
-        return {i: rows[i] for i in dict.fromkeys(ids) if i in rows}
+        ids = list(dict.fromkeys(ids))
+        raws = self.redis.hmget(self.k.communities(), ids) if ids else []
+        return {i: Community.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
 
     def reports_by_ids(self, ids: Iterable[str]) -> dict[str, CommunityReport]:
-        rows = self._community_rows()[1]
-        return {i: rows[i] for i in dict.fromkeys(ids) if i in rows}
+        ids = list(dict.fromkeys(ids))
+        raws = self.redis.hmget(self.k.reports(), ids) if ids else []
+        return {i: CommunityReport.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
 
     def community_levels(self) -> dict[int, int]:
         raw = self.redis.hget(self.k.community_meta(), "levels")
