@@ -15,7 +15,7 @@ from api_gateway.deps import GatewayDep
 from api_gateway.errors import ApiError
 from api_gateway.idempotency import fingerprint
 from api_gateway.schemas import IngestBody
-from shared.ingest_submit import DocumentInput, InvalidDocument, decode_bytes, validate_documents
+from shared.infra.ingest_submit import DocumentInput, InvalidDocument, decode_bytes, validate_documents
 
 UPLOAD_SUFFIXES = {".txt", ".md", ".markdown", ".text"}
 MAX_FILES = 1000

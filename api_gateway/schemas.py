@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.query.params import PresetName
-from shared.quotas import TenantLimits
+from shared.domain.query.params import PresetName
+from shared.infra.quotas import TenantLimits
 
 DOC_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 

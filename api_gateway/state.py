@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import redis.asyncio as aredis
 
-from shared.queueing import QUEUES, make_celery
-from shared.redis_conn import connect, read_stack_info
-from shared.tenants import TenantStore, api_key_pepper
+from shared.infra.queueing import QUEUES, make_celery
+from shared.infra.redis_conn import connect, read_stack_info
+from shared.infra.tenants import TenantStore, api_key_pepper
 
 log = logging.getLogger("api_gateway")
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from api_gateway.deps import Principal
 from api_gateway.idempotency import Idempotency
 from api_gateway.state import Gateway
-from shared.quotas import check_token_budget, commit_job_slot, release_job_slot, reserve_job_slot
+from shared.infra.quotas import check_token_budget, commit_job_slot, release_job_slot, reserve_job_slot
 
 
 def run_submission(gw: Gateway, who: Principal, *, scope: str, idempotency_key: str | None, fingerprint: str,

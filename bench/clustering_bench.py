@@ -1,4 +1,4 @@
-"""Benchmark ``shared.clustering.hierarchical_leiden`` on seeded power-law graphs.
+"""Benchmark ``shared.domain.clustering.hierarchical_leiden`` on seeded power-law graphs.
 
 Prints one JSON line per (graph, implementation). With ``--graspologic-python PATH`` the same
 edge list is also clustered by graspologic's ``hierarchical_leiden`` in that interpreter (a
@@ -23,7 +23,7 @@ import igraph as ig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shared.clustering import hierarchical_leiden  # noqa: E402
+from shared.domain.clustering import hierarchical_leiden  # noqa: E402
 
 # name -> (nodes, edges per new node): Barabasi-Albert gives ~nodes * m edges.
 SIZES = {

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from shared.redis_conn import EmbeddedRedis, free_port
+from shared.infra.redis_conn import EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "graphfleet_cli" / "sample" / "christmas_carol.txt"
@@ -97,7 +97,7 @@ def own_versions() -> dict:
     """graphfleet's side of the measurement: the project and the libraries its hot paths run on."""
     import importlib.metadata as md
 
-    from shared.redis_conn import redis_server_binary
+    from shared.infra.redis_conn import redis_server_binary
 
     out = {}
     for dist in ("graphfleet", "celery", "kombu", "redis", "igraph", "leidenalg", "tiktoken", "openai", "numpy",

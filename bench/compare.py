@@ -30,7 +30,7 @@ from pathlib import Path
 from bench.common import ROOT, SAMPLE, emit, machine, own_versions, redis_server, sim_stats, simulator, stack
 from bench.peers.peer_run import delta
 from bench.query_bench import QUERIES
-from shared.tokens import count_tokens
+from shared.domain.tokens import count_tokens
 
 MODEL = "gpt-4o-mini"
 EMBEDDING_DIM = 256  # graphfleet's default; the peers are given the same
@@ -57,7 +57,7 @@ def question(mode: str, run: int, only_context: bool) -> str:
 def graphfleet_run(llm: str, corpus: Path, latency: float, run: int, concurrency: int, processes: int) -> list[dict]:
     from graphfleet_cli.local_client import LocalClient
     from graphfleet_cli.query_client import run_query
-    from shared.query.params import QueryParam
+    from shared.domain.query.params import QueryParam
 
     out = []
     base = {"system": "graphfleet", "latency_ms": latency, "run": run}

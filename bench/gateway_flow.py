@@ -16,7 +16,7 @@ import httpx
 
 from bench.common import SAMPLE, emit, machine, redis_server, sim_stats, simulator
 from graphfleet_cli.stack import Stack
-from shared.redis_conn import free_port
+from shared.infra.redis_conn import free_port
 
 ADMIN_KEY = "adm-bench-gateway-flow"
 QUERIES = {

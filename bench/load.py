@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.common import SAMPLE, emit, machine, redis_server, sim_stats, simulator  # noqa: E402
-from shared.redis_conn import connect, free_port  # noqa: E402
+from shared.infra.redis_conn import connect, free_port  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "load.jsonl"
 MODES = ("local", "global", "naive", "hybrid")

@@ -13,7 +13,7 @@ from pathlib import Path
 from bench.common import SAMPLE, emit, redis_server, simulator, stack
 from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.query_client import run_query
-from shared.query.params import QueryParam
+from shared.domain.query.params import QueryParam
 
 QUERIES = {
     "local": "Who is Ebenezer Scrooge and how does he change?",

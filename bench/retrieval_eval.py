@@ -44,8 +44,8 @@ from bench.retrieval_records import (
     question_record,
     set_summary,
 )
-from shared.retrieval.bm25 import BM25Index
-from shared.tokens import count_tokens, count_tokens_batch
+from shared.domain.retrieval.bm25 import BM25Index
+from shared.domain.tokens import count_tokens, count_tokens_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET_MODEL = "gpt-4"  # cl100k_base
@@ -107,7 +107,7 @@ def parse_variant(spec: str) -> tuple[str, str, dict]:
             fields[key.strip()] = json.loads(raw)
         except ValueError:
             fields[key.strip()] = raw
-    from shared.query.params import QueryParam
+    from shared.domain.query.params import QueryParam
 
     QueryParam(mode=mode, **fields)  # unknown fields or bad values fail here, before any ingestion
     return name, mode, fields
@@ -117,7 +117,7 @@ def rejected_modes(modes: list[str]) -> list[str]:
     """Modes this checkout's QueryParam does not accept (e.g. ``graph`` before it lands)."""
     from pydantic import ValidationError
 
-    from shared.query.params import QueryParam
+    from shared.domain.query.params import QueryParam
 
     bad = []
     for mode in modes:
@@ -136,7 +136,7 @@ def _write(records: list[dict], path: Path | None) -> None:
 
 def _measure_modes(client, args, ds: Dataset, head: dict, chunk_keys: dict[str, str]) -> dict[str, list[dict]]:
     """Each (label, mode, overrides): every question's context under the budget, as question records."""
-    from shared.query.params import QueryParam
+    from shared.domain.query.params import QueryParam
 
     runs = [(mode, mode, {}) for mode in args.modes]
     runs += [(f"{mode} [{name}]", mode, fields) for name, mode, fields in args.variant]
@@ -163,7 +163,7 @@ def _measure_modes(client, args, ds: Dataset, head: dict, chunk_keys: dict[str, 
 def run_graphfleet(args, ds: Dataset, llm: str | None, head: dict) -> dict[str, list[dict]]:
     """A fresh stack: ingest the set's passages, map chunk ids to passages, then every mode's questions."""
     from graphfleet_cli.local_client import LocalClient
-    from shared.ingest_submit import DocumentInput
+    from shared.infra.ingest_submit import DocumentInput
 
     head = {**head, "system": "graphfleet"}
     docs = ds.docs
@@ -275,7 +275,7 @@ def run(args) -> None:
 
 
 def _submit(client, tenant: str, docs: list) -> dict:
-    from shared.ingest_submit import submit_ingestion
+    from shared.infra.ingest_submit import submit_ingestion
 
     return submit_ingestion(client.redis, client.celery, tenant, docs, client.settings)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.common import ROOT, emit, machine, redis_server, sim_stats, simulator, stack
 from bench.peers.peer_run import delta
-from shared.tokens import count_tokens_batch
+from shared.domain.tokens import count_tokens_batch
 
 DATA = ROOT.parent / "shared" / "data"
 CAROL = DATA / "christmas_carol.txt"
@@ -62,7 +62,7 @@ CORPORA = {"carol": carol_docs, "x20": x20_docs}
 def run_once(corpus: str, docs: list[tuple[str, str]], processes: int, latency: float, run: int,
              concurrency: int) -> dict:
     from graphfleet_cli.local_client import LocalClient
-    from shared.ingest_submit import DocumentInput, submit_ingestion
+    from shared.infra.ingest_submit import DocumentInput, submit_ingestion
 
     tokens = sum(count_tokens_batch([t for _, t in docs], MODEL))
     with simulator(latency_ms=latency) as llm, redis_server() as url, stack(url, llm, concurrency, processes):

@@ -29,9 +29,9 @@ from pathlib import Path
 
 from bench.common import SAMPLE, emit, machine, redis_server, sim_stats, simulator, stack
 from graphfleet_cli.local_client import LocalClient
-from shared.ingest_submit import DocumentInput, clean_text, submit_ingestion
-from shared.llm.usage import read_usage
-from shared.tokens import count_tokens
+from shared.domain.tokens import count_tokens
+from shared.infra.ingest_submit import DocumentInput, clean_text, submit_ingestion
+from shared.infra.llm.usage import read_usage
 
 DEFAULT_CORPUS = Path("/work/shared/data/msft_earnings_calls/corpus.json")
 CHAT_MODEL, EMBED_MODEL = "gpt-4o-mini", "text-embedding-3-small"

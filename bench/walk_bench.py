@@ -1,4 +1,4 @@
-"""Cost of the graph walk (``shared.retrieval.graph_walk``) at 10k and 100k passages.
+"""Cost of the graph walk (``shared.domain.retrieval.graph_walk``) at 10k and 100k passages.
 
     .venv/bin/python -m bench.walk_bench [--passages 10000 100000] [--queries 50] --out bench/results/walk.jsonl
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import emit, machine
-from shared.retrieval.graph_walk import WalkIndex
+from shared.domain.retrieval.graph_walk import WalkIndex
 
 MENTIONS_PER_PASSAGE = 8
 RELATIONS_PER_ENTITY = 3

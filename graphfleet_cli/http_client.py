@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 
 from graphfleet_cli.progress import ProgressLine
-from shared.ingest_submit import decode_bytes
-from shared.jobs import TERMINAL
+from shared.infra.ingest_submit import decode_bytes
+from shared.infra.jobs import TERMINAL
 
 API_KEY_ENV = "GRAPHFLEET_API_KEY"
 MAX_WAIT_S = 60.0

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from graphfleet_cli.progress import ProgressLine
 from shared.config import get_settings
-from shared.ingest_submit import DocumentInput, decode_bytes, submit_ingestion
-from shared.jobs import TERMINAL, JobStore
-from shared.query_submit import submit_query
-from shared.queueing import make_celery
-from shared.redis_conn import connect
-from shared.store.redis_graph import GraphStore
+from shared.infra.ingest_submit import DocumentInput, decode_bytes, submit_ingestion
+from shared.infra.jobs import TERMINAL, JobStore
+from shared.infra.query_submit import submit_query
+from shared.infra.queueing import make_celery
+from shared.infra.redis_conn import connect
+from shared.infra.store.redis_graph import GraphStore
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".text"}
 
@@ -80,7 +80,7 @@ class LocalClient:
         return GraphStore(self.redis, tenant)
 
     def export_graphml(self, tenant: str) -> bytes:
-        from shared.graph_export import graphml_bytes
+        from shared.infra.graph_export import graphml_bytes
 
         return graphml_bytes(self.store(tenant))
 

@@ -8,7 +8,7 @@ import time
 
 from pydantic import ValidationError
 
-from shared.query.params import QueryParam
+from shared.domain.query.params import QueryParam
 
 _FLAG_FIELDS = ("max_total_tokens", "max_entity_tokens", "max_relation_tokens", "top_k", "chunk_top_k", "preset",
                 "level")

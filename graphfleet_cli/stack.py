@@ -3,7 +3,7 @@ queue group (and the gateway, when available).
 
 Every process the stack starts writes its Prometheus samples to one per-stack directory
 (``PROMETHEUS_MULTIPROC_DIR`` = ``<data_dir>/metrics``, wiped at start), so the gateway's ``/metrics``
-shows the counters of all of them; files of exited processes are folded (``shared.metrics_multiproc``)."""
+shows the counters of all of them; files of exited processes are folded (``shared.infra.metrics_multiproc``)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 from shared.config import get_settings
-from shared.metrics import MULTIPROC_ENV, fold_dead, join_multiproc_dir, prepare_multiproc_dir
-from shared.queueing import WORKER_GROUPS
-from shared.redis_conn import EmbeddedRedis, connect, read_stack_info, stack_file, write_stack_info
+from shared.infra.metrics import MULTIPROC_ENV, fold_dead, join_multiproc_dir, prepare_multiproc_dir
+from shared.infra.queueing import WORKER_GROUPS
+from shared.infra.redis_conn import EmbeddedRedis, connect, read_stack_info, stack_file, write_stack_info
 
 
 class Stack:
@@ -95,7 +95,7 @@ class Stack:
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Wait until a consumer is registered on every queue (workers are consuming)."""
         client = connect(self.redis_url)
-        from shared.queueing import QUEUES, make_celery
+        from shared.infra.queueing import QUEUES, make_celery
 
         app = make_celery(self.settings.model_copy(update={"redis_url": self.redis_url}))
         deadline = time.time() + timeout

@@ -6,7 +6,7 @@ import json
 import math
 import re
 
-from shared.tokens import count_tokens, truncate_text
+from shared.domain.tokens import count_tokens, truncate_text
 
 from .extraction import name_runs
 from .formatting import format_answer

@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from shared.tokens import count_tokens, truncate_text
+from shared.domain.tokens import count_tokens, truncate_text
 
 from .malformed import BREAKABLE, malform
 from .responders import Conversation, classify, respond

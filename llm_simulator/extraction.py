@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from shared.prompts.delimiters import COMPLETE, RECORD, TEXT_CLOSE, TEXT_OPEN, TUPLE
+from shared.domain.prompts.delimiters import COMPLETE, RECORD, TEXT_CLOSE, TEXT_OPEN, TUPLE
 
 from .textutil import STOPWORDS, clean, content_words, digest, sentences
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.prompts.delimiters import COMPLETE, RECORD, TUPLE
+from shared.domain.prompts.delimiters import COMPLETE, RECORD, TUPLE
 
 from .textutil import digest
 

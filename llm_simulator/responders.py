@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.prompts import (
+from shared.domain.prompts import (
     assess_answer,
     causal_analysis,
     causal_summary,

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from shared.tokens import count_tokens, get_encoding
+from shared.domain.tokens import count_tokens, get_encoding
 
 from . import embeddings
 from .chat import ChatResult, compute_chat, stream_events

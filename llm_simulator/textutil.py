@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from shared.prompts.delimiters import COMPLETE, RECORD, TEXT_CLOSE, TEXT_OPEN, TUPLE
+from shared.domain.prompts.delimiters import COMPLETE, RECORD, TEXT_CLOSE, TEXT_OPEN, TUPLE
 
 STOPWORDS = frozenset(
     """

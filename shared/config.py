@@ -75,7 +75,7 @@ class WorkerSettings(BaseModel):
 
 
 class QuerySettings(BaseModel):
-    # model -> context window, merged over shared.query.budget.MODEL_CONTEXT_LIMITS
+    # model -> context window, merged over shared.domain.query.budget.MODEL_CONTEXT_LIMITS
     context_limits: dict[str, int] = {}
     # tenant -> preset name ("balanced", "low_memory", "default")
     tenant_presets: dict[str, str] = {}
@@ -95,7 +95,7 @@ class LLMSettings(BaseModel):
 
 
 class RateLimitSettings(BaseModel):
-    """The global LLM budget shared by every worker on every host (``shared.llm.ratelimit``).
+    """The global LLM budget shared by every worker on every host (``shared.infra.llm.ratelimit``).
 
     ``tpm``/``rpm`` map a model to tokens / requests per window; a model without an entry (or 0) is
     not limited. ``tenant_tpm``/``tenant_rpm`` map a tenant to its own budget for each model it

@@ -6,15 +6,15 @@ from celery import Celery
 from celery.signals import worker_init
 
 from shared.config import get_settings
-from shared.metrics import install_celery_signal_handlers
-from shared.queueing import celery_config
+from shared.infra.queueing import celery_config
 from workers import kombu_fixes, query_warmup, watchdog
+from workers.metrics_signals import install as install_celery_signal_handlers
 
 kombu_fixes.install()  # Redis restarts must not stop the consumer (see workers/kombu_fixes.py)
 app = Celery("graphfleet", include=["workers.ingest_tasks", "workers.query_tasks"])
-install_celery_signal_handlers(app)  # task/process metrics (shared/metrics_celery.py)
+install_celery_signal_handlers(app)  # task/process metrics (workers/metrics_signals.py)
 watchdog.install(app)  # re-enqueues the lost steps of stalled jobs (shared/pipeline/watchdog.py)
-query_warmup.install(app)  # query workers rebuild a tenant's caches when its index changes (shared/query/warmup.py)
+query_warmup.install(app)  # query workers rebuild a tenant's caches on index change (shared/infra/cache_warmup.py)
 
 
 @app.on_configure.connect
@@ -26,7 +26,7 @@ def _configure(sender, **_kwargs) -> None:
 def _warm_up(**_kwargs) -> None:
     """Load every tokenizer a task may use before the first task (each BPE load costs a few hundred ms
     of CPU): the chat and summary models', the embedding model's, and the default encoding."""
-    from shared.tokens import get_encoding
+    from shared.domain.tokens import get_encoding
 
     settings = get_settings()
     for model in {settings.llm_model, settings.effective_summary_model, settings.embedding_model, None}:

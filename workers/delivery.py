@@ -2,7 +2,7 @@
 error path, so a job always ends instead of looping or staying ``running`` forever.
 
 * Before the body runs, the delivery of (job, task, item) is counted in Redis
-  (``shared.queueing.count_delivery``). A message only comes back when its worker was lost (SIGKILL,
+  (``shared.infra.queueing.count_delivery``). A message only comes back when its worker was lost (SIGKILL,
   OOM, a hard time limit), so past ``1 + workers.max_redeliveries`` deliveries the item is a poison
   item: the task's ``give_up`` records it (a failed chunk, or a failed job) instead of running it.
 * ``on_failure`` (an exception escaped the body, or the hard time limit fired; such messages are
@@ -22,7 +22,7 @@ from kombu.exceptions import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from shared.queueing import count_delivery, delivery_exhausted
+from shared.infra.queueing import count_delivery, delivery_exhausted
 from workers.runtime import runtime
 
 log = logging.getLogger(__name__)

@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import logging
 
-from shared import queueing as q
-from shared.llm.client import CanceledError, LLMError
-from shared.llm.usage import CallContext
-from shared.models import ChunkFailure
+from shared.domain.models import ChunkFailure
+from shared.infra import queueing as q
+from shared.infra.cache_warmup import announce_index_update
+from shared.infra.llm.client import CanceledError, LLMError
+from shared.infra.llm.usage import CallContext
 from shared.pipeline.chunk_stage import DocumentMissing, run_chunk
 from shared.pipeline.cluster_stage import run_cluster
 from shared.pipeline.delete_stage import run_delete
@@ -24,7 +25,6 @@ from shared.pipeline.extract_stage import run_extract
 from shared.pipeline.index_stage import run_index
 from shared.pipeline.merge_stage import plan_batches, run_merge_batch
 from shared.pipeline.report_stage import plan_report_batches, run_report_batch
-from shared.query.warmup import announce_index_update
 from workers.celery_app import app
 from workers.delivery import INFRA_ERRORS, JobTask
 from workers.runtime import runtime
@@ -150,7 +150,7 @@ def merge_batch(self, tenant: str, job_id: str, index: int) -> None:
     summarize_chat = rt.chat_fn(_ctx(tenant, job_id, "summarize", "merger"), model=rt.settings.effective_summary_model)
     summarize = None
     if summarize_chat is not None:
-        from shared.merge import build_summary_messages
+        from shared.domain.merge import build_summary_messages
 
         def summarize(name: str, fragments: list[str]) -> str:
             msgs = build_summary_messages(name, fragments, rt.settings.merge.summary_max_tokens)

@@ -10,14 +10,14 @@ import json
 import logging
 import time
 
-from shared import queueing as q
-from shared.llm.usage import CallContext, job_usage
-from shared.query.context_global import GlobalPlan, build_map_messages
-from shared.query.engine import answer_query
-from shared.query.global_run import finish_global, start_global
-from shared.query.params import QueryParam
-from shared.query.result import PhaseUsage, QueryResult
-from shared.store.bm25_cache import BM25Cache
+from shared.domain.query.context_global import GlobalPlan, build_map_messages
+from shared.domain.query.engine import answer_query
+from shared.domain.query.global_run import finish_global, start_global
+from shared.domain.query.params import QueryParam
+from shared.domain.query.result import PhaseUsage, QueryResult
+from shared.infra import queueing as q
+from shared.infra.llm.usage import CallContext, job_usage
+from shared.infra.store.bm25_cache import BM25Cache
 from workers.celery_app import app
 from workers.delivery import JobTask
 from workers.runtime import runtime
@@ -39,7 +39,7 @@ def _param(jobs, query_id: str, settings) -> QueryParam:
     if param.model is None:
         param.model = settings.llm_model
     if param.model_context_limit is None:
-        from shared.query.budget import model_context_limit
+        from shared.domain.query.budget import model_context_limit
 
         param.model_context_limit = model_context_limit(param.model, table=settings.query.context_limits or None)
     return param
@@ -96,7 +96,7 @@ def _start_global(rt, tenant: str, query_id: str, param: QueryParam, store, llm:
     plan, result = start_global(param, store)
     if param.only_need_context or not llm or not plan.groups:
         if not param.only_need_context:
-            from shared.query.result import extractive_answer
+            from shared.domain.query.result import extractive_answer
 
             result.answer = extractive_answer(param.query, result.sources)
             result.answer_kind = "extractive" if result.answer else "none"

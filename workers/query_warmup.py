@@ -1,4 +1,4 @@
-"""Runs the query cache warmer (``shared.query.warmup``) in a daemon thread of every worker process
+"""Runs the query cache warmer (``shared.infra.cache_warmup``) in a daemon thread of every worker process
 that consumes the ``query`` queue. Query workers run a thread pool (``-P threads``, as in
 ``graphfleet up`` and docker-compose), so the queries share this process's caches; under a prefork
 pool the children would keep their own caches and this warmer would not reach them. Other workers
@@ -11,15 +11,15 @@ import threading
 
 from celery.signals import worker_ready, worker_shutdown
 
-from shared.queueing import QUERY, ROUTES
+from shared.infra.queueing import QUERY, ROUTES
 
 log = logging.getLogger(__name__)
 _stop = threading.Event()
 
 
 def _loop() -> None:
-    from shared.metrics import observe_cache_warmup
-    from shared.query.warmup import CacheWarmer
+    from shared.infra.cache_warmup import CacheWarmer
+    from shared.infra.metrics import observe_cache_warmup
     from workers.query_tasks import _bm25_provider
     from workers.runtime import runtime
 

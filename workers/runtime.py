@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from celery.signals import worker_process_init
 
 from shared.config import get_settings
-from shared.embedding import make_embedder
-from shared.jobs import JobStore
-from shared.llm.client import LLMClient
-from shared.llm.usage import CallContext, UsageRecorder
-from shared.redis_conn import connect
-from shared.store.factory import make_vector_store
-from shared.store.redis_graph import GraphStore
+from shared.infra.jobs import JobStore
+from shared.infra.llm.client import LLMClient
+from shared.infra.llm.embedding import make_embedder
+from shared.infra.llm.usage import CallContext, UsageRecorder
+from shared.infra.redis_conn import connect
+from shared.infra.store.factory import make_vector_store
+from shared.infra.store.redis_graph import GraphStore
 
 
 @dataclass
@@ -30,10 +30,10 @@ class Runtime:
     _lexical: bool | None = None
 
     def lexical_embedder(self, ctx: CallContext) -> bool:
-        """Whether the embedder only sees words (measured once per process; see ``shared.embedding``).
+        """Whether the embedder only sees words (measured once per process; see ``shared.infra.llm.embedding``).
         A failed probe counts as a model that knows meaning and is tried again by the next query."""
         if self._lexical is None:
-            from shared.embedding import is_lexical
+            from shared.infra.llm.embedding import is_lexical
 
             try:
                 self._lexical = is_lexical(self.embedder, ctx)
@@ -54,7 +54,7 @@ class Runtime:
 
         def chat(messages: list[dict], stage: str) -> str:
             if cancel_check is not None and cancel_check():
-                from shared.llm.client import CanceledError
+                from shared.infra.llm.client import CanceledError
 
                 raise CanceledError("job canceled")
             return self.llm.chat(messages, ctx.with_stage(stage), model=model).text
@@ -80,14 +80,14 @@ def make_limiter(settings, redis):
     """The global LLM rate limit from ``settings.ratelimit``, or None (no limit) when disabled."""
     if not settings.ratelimit.enabled:
         return None
-    from shared.llm.ratelimit import RedisRateLimiter
+    from shared.infra.llm.ratelimit import RedisRateLimiter
 
     return RedisRateLimiter(redis, settings.ratelimit)
 
 
 def _metric_listeners() -> list:
     try:
-        from shared.metrics import usage_listener
+        from shared.infra.metrics import usage_listener
     except ImportError:
         return []
     return [usage_listener]

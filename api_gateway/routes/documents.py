@@ -15,12 +15,12 @@ from api_gateway.routes.common import IdempotencyKey, errors
 from api_gateway.schemas import DocumentOut, DocumentPage, JobAccepted
 from api_gateway.state import Gateway
 from api_gateway.submission import run_submission
-from shared import queueing as q
-from shared.ids import new_job_id
-from shared.ingest_submit import InvalidDocument, submit_ingestion
-from shared.jobs import JobStore
-from shared.models import Document
-from shared.store.redis_graph import GraphStore
+from shared.domain.ids import new_job_id
+from shared.domain.models import Document
+from shared.infra import queueing as q
+from shared.infra.ingest_submit import InvalidDocument, submit_ingestion
+from shared.infra.jobs import JobStore
+from shared.infra.store.redis_graph import GraphStore
 
 router = APIRouter(prefix="/v1/documents", tags=["documents"])
 DELETE_TASK = getattr(q, "DELETE_DOCUMENT", "graphfleet.delete_document")

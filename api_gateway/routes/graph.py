@@ -11,8 +11,8 @@ from api_gateway.deps import GatewayDep, TenantDep
 from api_gateway.errors import not_found
 from api_gateway.routes.common import errors
 from api_gateway.schemas import EntityOut, StatsOut
-from shared.graph_export import graphml_bytes
-from shared.store.redis_graph import GraphStore
+from shared.infra.graph_export import graphml_bytes
+from shared.infra.store.redis_graph import GraphStore
 
 router = APIRouter(prefix="/v1/graph", tags=["graph"])
 MAX_NEIGHBORS = 200

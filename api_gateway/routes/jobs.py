@@ -10,7 +10,7 @@ from api_gateway.deps import GatewayDep, TenantDep
 from api_gateway.errors import not_found
 from api_gateway.routes.common import RETRY_AFTER_S, errors
 from api_gateway.schemas import CancelOut, JobOut
-from shared.jobs import TERMINAL, JobStore
+from shared.infra.jobs import TERMINAL, JobStore
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 JobId = Annotated[str, Path(min_length=1, max_length=200, examples=["job-5d0c6f0e9d8a4f7c9a8b7c6d5e4f3a2b"])]

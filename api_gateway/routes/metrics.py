@@ -11,7 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
 from api_gateway.deps import GatewayDep
-from shared.metrics import metrics_response
+from shared.infra.metrics import metrics_response
 
 router = APIRouter(tags=["health"])
 

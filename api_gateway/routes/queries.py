@@ -17,10 +17,10 @@ from api_gateway.routes.common import RETRY_AFTER_S, IdempotencyKey, errors
 from api_gateway.schemas import QueryAccepted, QueryOut
 from api_gateway.state import Gateway
 from api_gateway.submission import run_submission
-from shared.jobs import TERMINAL, JobStore
-from shared.keys import Keys
-from shared.query.params import QueryParam
-from shared.query_submit import submit_query
+from shared.domain.query.params import QueryParam
+from shared.infra.jobs import TERMINAL, JobStore
+from shared.infra.keys import Keys
+from shared.infra.query_submit import submit_query
 
 router = APIRouter(prefix="/v1/queries", tags=["queries"])
 MAX_WAIT_S = 60.0

@@ -10,7 +10,7 @@ from api_gateway.deps import GatewayDep, TenantDep
 from api_gateway.errors import ApiError
 from api_gateway.routes.common import errors
 from api_gateway.schemas import UsageOut
-from shared.ledger import parse_time, usage_report
+from shared.infra.ledger import parse_time, usage_report
 
 router = APIRouter(prefix="/v1/usage", tags=["usage"])
 TimeParam = Annotated[str | None, Query(max_length=40, description="ISO date/datetime (UTC) or unix seconds",

@@ -15,8 +15,8 @@ if ! "$VENV/bin/python" -c "import nano_graphrag, lightrag, graspologic" >/dev/n
   "$PY" -m venv "$VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check -r "$ROOT/bench/peers/requirements.txt" >&2
 fi
-# tiktoken's cache, seeded the way the project seeds its own (shared.tokens.seed_tiktoken_cache)
-TIKTOKEN_CACHE_DIR="$CACHE" "$ROOT/.venv/bin/python" -c "from shared.tokens import seed_tiktoken_cache; seed_tiktoken_cache()"
+# tiktoken's cache, seeded the way the project seeds its own (shared.domain.tokens.seed_tiktoken_cache)
+TIKTOKEN_CACHE_DIR="$CACHE" "$ROOT/.venv/bin/python" -c "from shared.domain.tokens import seed_tiktoken_cache; seed_tiktoken_cache()"
 # first import of graspologic builds matplotlib's font cache (~20 s); do it here, not inside a timed run
 TIKTOKEN_CACHE_DIR="$CACHE" "$VENV/bin/python" -c "
 import graspologic, nano_graphrag, lightrag, tiktoken

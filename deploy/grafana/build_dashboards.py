@@ -4,7 +4,7 @@
 
 The JSON files are the deployed artefacts (Grafana provisioning reads them); this script is their
 source, and tests/unit/test_dashboards.py fails when the two differ. Every expression may use only
-metric names from ``shared.metrics.METRIC_NAMES``; deploy/check_dashboards.py runs each of them against
+metric names from ``shared.infra.metrics.METRIC_NAMES``; deploy/check_dashboards.py runs each of them against
 a real Prometheus that scraped a real run. Grafana variables used: ``$datasource``, ``$tier``,
 ``$model``, ``$stage``, ``$queue``, ``$kind``, ``$__rate_interval``.
 """
@@ -54,7 +54,7 @@ OVERVIEW = [
     row("LLM spend and tokens"),
     panel("LLM spend ($/h)", [q(f"sum(rate(graphfleet_llm_cost_usd_total[{RI}])) * 3600", "total")],
           unit="currencyUSD", kind="stat", w=6,
-          description="Chat and embedding calls, priced by shared/llm/pricing.py"),
+          description="Chat and embedding calls, priced by shared/domain/pricing.py"),
     panel("LLM spend by model and stage ($/h)",
           [q(f"sum by (model, stage) (rate(graphfleet_llm_cost_usd_total{{{LLM_SEL}}}[{RI}])) * 3600",
              "{{model}} {{stage}}")], unit="currencyUSD", w=18, stack=True),

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from shared.chunking import chunk_document
-from shared.jobs import JobStore
-from shared.store.redis_graph import GraphStore
+from shared.domain.chunking import chunk_document
+from shared.infra.jobs import JobStore
+from shared.infra.store.redis_graph import GraphStore
 
 
 class DocumentMissing(LookupError):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from shared.clustering import attach_chunk_ids, community_signature, hierarchical_leiden
-from shared.reports import own_rows_fit, report_waves
-from shared.store.redis_graph import GraphStore
+from shared.domain.clustering import attach_chunk_ids, community_signature, hierarchical_leiden
+from shared.domain.reports import own_rows_fit, report_waves
+from shared.infra.store.redis_graph import GraphStore
 
 
 def degrees_of(edges: list[tuple[str, str, float]]) -> dict[str, int]:
@@ -18,7 +18,7 @@ def degrees_of(edges: list[tuple[str, str, float]]) -> dict[str, int]:
 
 
 def run_cluster(store: GraphStore, settings) -> dict[int, list[str]]:
-    """Recluster and save; return the report waves: wave -> community ids (``shared.reports.report_waves``,
+    """Recluster and save; return the report waves: wave -> community ids (``shared.domain.reports.report_waves``,
     wave 0 first: communities without children; a community's wave follows all its children's)."""
     version = store.graph_version()
     entities = store.all_entities()
@@ -26,7 +26,7 @@ def run_cluster(store: GraphStore, settings) -> dict[int, list[str]]:
     store.set_degrees(degrees_of(edges))
     nodes = list(entities)
     if settings.extraction_strategy == "fast":
-        from shared.extraction.fast_extractor import prune_graph
+        from shared.domain.extraction.fast_extractor import prune_graph
 
         relations = store.all_relations()
         kept_entities, kept_relations = prune_graph(

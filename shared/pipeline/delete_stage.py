@@ -7,8 +7,8 @@ regenerate only communities whose content changed.
 
 from __future__ import annotations
 
-from shared.store.base import VectorStore
-from shared.store.redis_graph import GraphStore
+from shared.domain.storage import VectorStore
+from shared.infra.store.redis_graph import GraphStore
 
 
 def run_delete(store: GraphStore, vectors: VectorStore, doc_id: str) -> dict:

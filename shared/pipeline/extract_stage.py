@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from shared.models import ExtractionResult
-from shared.store.redis_graph import GraphStore
+from shared.domain.models import ExtractionResult
+from shared.infra.store.redis_graph import GraphStore
 
 ChatFn = Callable[[list[dict], str], str]
 
@@ -13,13 +13,13 @@ ChatFn = Callable[[list[dict], str], str]
 def extract(chunk_text: str, chunk_id: str, doc_id: str, settings, chat: ChatFn | None) -> ExtractionResult:
     """Pure: choose the strategy and run it."""
     if settings.extraction_strategy == "llm" and chat is not None:
-        from shared.extraction.llm_extractor import extract_chunk
+        from shared.domain.extraction.llm_extractor import extract_chunk
 
         return extract_chunk(
             chunk_text, chunk_id, doc_id, chat,
             entity_types=settings.extraction.entity_types, max_gleaning=settings.extraction.max_gleaning,
         )
-    from shared.extraction.fast_extractor import extract_chunk_fast
+    from shared.domain.extraction.fast_extractor import extract_chunk_fast
 
     return extract_chunk_fast(
         chunk_text, chunk_id, doc_id, max_phrase_words=settings.extraction.fast_max_phrase_words

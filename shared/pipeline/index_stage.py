@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from shared.embedding import Embedder
-from shared.llm.usage import CallContext
-from shared.store.base import VectorItem, VectorStore
-from shared.store.redis_graph import GraphStore
-from shared.tokens import truncate_text
+from shared.domain.storage import VectorItem, VectorStore
+from shared.domain.tokens import truncate_text
+from shared.infra.llm.embedding import Embedder
+from shared.infra.llm.usage import CallContext
+from shared.infra.store.redis_graph import GraphStore
 
 
 def entity_text(name: str, description: str) -> str:

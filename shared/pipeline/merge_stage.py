@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from shared.merge import merge_entity, merge_relation, needs_summary, summarize_description
-from shared.models import Entity, EntityFragment, Relation, RelationFragment
-from shared.store.redis_graph import GraphStore, split_rel_field
-from shared.tokens import count_tokens, truncate_text
+from shared.domain.merge import merge_entity, merge_relation, needs_summary, summarize_description
+from shared.domain.models import Entity, EntityFragment, Relation, RelationFragment
+from shared.domain.tokens import count_tokens, truncate_text
+from shared.infra.store.redis_graph import GraphStore, split_rel_field
 
 SummarizeFn = Callable[[str, list[str]], str]
 DESC_SEP = "<SEP>"

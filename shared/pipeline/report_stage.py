@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from shared.llm.client import CanceledError
-from shared.models import CommunityReport
-from shared.reports import build_report_context, build_report_messages, extractive_report, parse_report
-from shared.store.redis_graph import GraphStore
+from shared.domain.models import CommunityReport
+from shared.domain.reports import build_report_context, build_report_messages, extractive_report, parse_report
+from shared.infra.llm.client import CanceledError
+from shared.infra.store.redis_graph import GraphStore
 
 ChatFn = Callable[[list[dict], str], str]
 

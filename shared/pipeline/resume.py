@@ -1,6 +1,6 @@
 """What a stalled job still has to do: the steps whose messages were lost, from the job's stored state.
 
-Pure: :func:`plan_resume` reads a :class:`shared.jobs.JobSnapshot` and returns the tasks to enqueue
+Pure: :func:`plan_resume` reads a :class:`shared.infra.jobs.JobSnapshot` and returns the tasks to enqueue
 again. Every task is idempotent (keyed writes, fan-in sets, claims), so enqueuing a step whose
 message was in fact only slow costs time, never correctness; the watchdog still only calls this when
 none of the job's messages is queued or in flight (see ``shared.pipeline.watchdog``).
@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from shared import queueing as q
-from shared.jobs import TERMINAL, JobSnapshot
+from shared.infra import queueing as q
+from shared.infra.jobs import TERMINAL, JobSnapshot
 
 
 @dataclass(frozen=True)

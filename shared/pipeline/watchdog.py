@@ -22,11 +22,11 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from shared import queueing as q
-from shared.jobs import TERMINAL, JobStore, parse_active_member
-from shared.keys import active_jobs_key, watchdog_key
+from shared.infra import queueing as q
+from shared.infra.jobs import TERMINAL, JobStore, parse_active_member
+from shared.infra.keys import active_jobs_key, watchdog_key
+from shared.infra.redis_conn import to_str
 from shared.pipeline.resume import Step, plan_resume
-from shared.redis_conn import to_str
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class Watchdog:
         return resumed
 
     def _resume(self, snap) -> list[Step]:
-        from shared.metrics import record_job_resumed
+        from shared.infra.metrics import record_job_resumed
 
         jobs = JobStore(self.redis, snap.tenant)
         sent: list[Step] = []

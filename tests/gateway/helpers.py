@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from shared.jobs import JobStore
-from shared.keys import Keys
-from shared.queueing import QUEUES
+from shared.infra.jobs import JobStore
+from shared.infra.keys import Keys
+from shared.infra.queueing import QUEUES
 
 ADMIN = "adm-test-key-123"
 GATEWAY_DB = 7

@@ -17,10 +17,10 @@ import httpx
 from graphfleet_cli.stack import Stack
 from llm_simulator.config import SimConfig
 from llm_simulator.server import start_in_thread
-from shared.jobs import TERMINAL
-from shared.keys import Keys
-from shared.queueing import QUEUES
-from shared.redis_conn import connect, free_port
+from shared.infra.jobs import TERMINAL
+from shared.infra.keys import Keys
+from shared.infra.queueing import QUEUES
+from shared.infra.redis_conn import connect, free_port
 from tests.conftest import worker_env
 from tests.gateway.helpers import ADMIN
 

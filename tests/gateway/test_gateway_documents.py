@@ -8,8 +8,8 @@ import pytest
 
 from api_gateway.routes.documents import DELETE_TASK
 from shared.config import reset_settings_cache
-from shared.jobs import JobStore
-from shared.queueing import ROUTES
+from shared.infra.jobs import JobStore
+from shared.infra.queueing import ROUTES
 from tests.gateway.helpers import (
     assert_error,
     enqueued,
@@ -161,7 +161,7 @@ def test_delete_creates_a_delete_job_and_enqueues_the_task(api, alice, gw_redis)
 
 
 def test_list_documents_filtered_by_status(api, alice, gw_redis):
-    from shared.store.redis_graph import GraphStore
+    from shared.infra.store.redis_graph import GraphStore
 
     api.post("/v1/documents", json={"documents": [{"text": f"status document {i}", "id": f"s{i}"}
                                                   for i in range(4)]}, headers=alice["headers"])

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from shared.keys import Keys
-from shared.ledger import summarize
-from shared.llm.usage import read_usage
-from shared.store.redis_graph import GraphStore
+from shared.infra.keys import Keys
+from shared.infra.ledger import summarize
+from shared.infra.llm.usage import read_usage
+from shared.infra.store.redis_graph import GraphStore
 from tests.conftest import SAMPLE
 from tests.gateway.live import MAX_BODY_BYTES, MAX_DOCUMENT_BYTES, POLL_S, WORKER_THREADS
 from tests.integration.helpers import graph_snapshot

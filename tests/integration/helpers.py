@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from graphfleet_cli.stack import Stack
-from shared.store.redis_graph import GraphStore
+from shared.infra.store.redis_graph import GraphStore
 from tests.conftest import worker_env
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from graphfleet_cli.local_client import LocalClient
-from shared.ids import new_job_id
-from shared.ingest_submit import DocumentInput, submit_ingestion
-from shared.jobs import JobStore
-from shared.queueing import DELETE_DOCUMENT
-from shared.store.redis_graph import GraphStore
+from shared.domain.ids import new_job_id
+from shared.infra.ingest_submit import DocumentInput, submit_ingestion
+from shared.infra.jobs import JobStore
+from shared.infra.queueing import DELETE_DOCUMENT
+from shared.infra.store.redis_graph import GraphStore
 from tests.conftest import SAMPLE
 from tests.integration.helpers import graph_snapshot, start_stack
 
@@ -57,7 +57,7 @@ def test_delete_equals_never_ingested(stack):
     assert after_delete["communities"] == only_a["communities"]
     assert store_ab.stats()["documents"] == 1
     assert set(store_ab.reports()) == set(store_ab.communities())
-    from shared.store.redis_vectors import RedisVectorStore
+    from shared.infra.store.redis_vectors import RedisVectorStore
 
     vectors = RedisVectorStore(client.redis)
     assert vectors.count("life-ab", "chunks") == store_ab.stats()["chunks"]

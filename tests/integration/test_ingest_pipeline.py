@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from graphfleet_cli.local_client import LocalClient
-from shared.store.redis_graph import GraphStore
+from shared.infra.store.redis_graph import GraphStore
 from tests.conftest import ROOT, SAMPLE
 from tests.integration.helpers import graph_snapshot, start_stack
 
@@ -58,7 +58,7 @@ def test_christmas_carol_builds_graph_communities_and_reports(stack, simulator, 
     assert usage["prompt_tokens"] == sim["chat"]["prompt_tokens"] + sim["embeddings"]["tokens"]
     assert usage["completion_tokens"] == sim["chat"]["completion_tokens"]
     # every chunk and entity is embedded
-    from shared.store.redis_vectors import RedisVectorStore
+    from shared.infra.store.redis_vectors import RedisVectorStore
 
     vectors = RedisVectorStore(client.redis)
     assert vectors.count(tenant, "chunks") == stats["chunks"]

@@ -16,11 +16,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.stack import Stack
-from shared.llm.pricing import price_for
-from shared.query.params import QueryParam
-from shared.queueing import QUEUES
-from shared.redis_conn import free_port
-from shared.tenants import Tenant, TenantStore
+from shared.domain.pricing import price_for
+from shared.domain.query.params import QueryParam
+from shared.infra.queueing import QUEUES
+from shared.infra.redis_conn import free_port
+from shared.infra.tenants import Tenant, TenantStore
 from tests.conftest import ROOT, SAMPLE, worker_env
 
 pytestmark = pytest.mark.integration
@@ -176,7 +176,8 @@ def test_counters_survive_process_exit_without_leaking_files(stack, simulator):
     names = sorted(p.name for p in stack.metrics_dir.glob("*.db"))
     assert all("_archive" in n for n in names), names
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(stack.metrics_dir), "PYTHONPATH": str(ROOT)}
-    code = "import sys; from shared.metrics import metrics_response; sys.stdout.write(metrics_response()[0].decode())"
+    code = ("import sys; from shared.infra.metrics import metrics_response; "
+            "sys.stdout.write(metrics_response()[0].decode())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60,
                          check=True)
     after = parse(out.stdout)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from graphfleet_cli.local_client import LocalClient
-from shared.store.redis_graph import GraphStore
+from shared.infra.store.redis_graph import GraphStore
 from tests.conftest import SAMPLE
 from tests.integration.helpers import graph_snapshot, start_stack
 

@@ -15,11 +15,11 @@ import pytest
 
 from graphfleet_cli.local_client import LocalClient
 from llm_simulator.malformed import RECORD_TYPES
-from shared.jobs import JobStore
-from shared.keys import Keys
-from shared.queueing import WORKER_GROUPS
-from shared.redis_conn import EmbeddedRedis
-from shared.store.redis_graph import GraphStore
+from shared.infra.jobs import JobStore
+from shared.infra.keys import Keys
+from shared.infra.queueing import WORKER_GROUPS
+from shared.infra.redis_conn import EmbeddedRedis
+from shared.infra.store.redis_graph import GraphStore
 from tests.conftest import SAMPLE
 from tests.integration.helpers import graph_snapshot, start_stack
 from tests.reliability.conftest import sim, sim_stats

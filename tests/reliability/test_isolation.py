@@ -11,13 +11,13 @@ import httpx
 import pytest
 
 from graphfleet_cli.stack import Stack
-from shared.jobs import TERMINAL, JobStore
-from shared.keys import Keys
-from shared.llm.client import LLMClient
-from shared.llm.usage import CallContext, UsageRecorder, read_usage
-from shared.redis_conn import free_port
-from shared.store.redis_graph import GraphStore
-from shared.store.redis_vectors import RedisVectorStore
+from shared.infra.jobs import TERMINAL, JobStore
+from shared.infra.keys import Keys
+from shared.infra.llm.client import LLMClient
+from shared.infra.llm.usage import CallContext, UsageRecorder, read_usage
+from shared.infra.redis_conn import free_port
+from shared.infra.store.redis_graph import GraphStore
+from shared.infra.store.redis_vectors import RedisVectorStore
 from tests.conftest import SAMPLE, worker_env
 from tests.gateway.helpers import ADMIN_HEADERS, ingest
 from tests.reliability.conftest import sim, sim_stats
@@ -50,7 +50,7 @@ def test_llm_cache_is_per_tenant(private_redis, monkeypatch, tmp_path):
     call is a cache hit, B's first call reaches the simulator. Checked: with the tenant dropped from the key
     (``Keys("shared").llm_cache`` in ``LLMClient.chat``) B gets A's answer and the simulator count stays 1."""
     from shared.config import Settings
-    from shared.redis_conn import connect
+    from shared.infra.redis_conn import connect
 
     redis = connect(private_redis.url)
     with sim() as llm:
@@ -228,6 +228,6 @@ def _http_tenant(gw: httpx.Client, admin: dict, tenant: str) -> dict:
 
 
 def stack_redis(server):
-    from shared.redis_conn import connect
+    from shared.infra.redis_conn import connect
 
     return connect(server.url)

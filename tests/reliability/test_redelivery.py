@@ -25,12 +25,12 @@ from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.stack import Stack
 from llm_simulator.config import SimConfig
 from llm_simulator.server import create_app
-from shared import queueing as q
 from shared.config import reset_settings_cache
-from shared.jobs import JobStore
-from shared.prompts.summarize_descriptions import MARKER as SUMMARY_MARKER
-from shared.queueing import time_limits
-from shared.store.redis_graph import GraphStore
+from shared.domain.prompts.summarize_descriptions import MARKER as SUMMARY_MARKER
+from shared.infra import queueing as q
+from shared.infra.jobs import JobStore
+from shared.infra.queueing import time_limits
+from shared.infra.store.redis_graph import GraphStore
 from tests.conftest import SAMPLE, worker_env
 
 pytestmark = pytest.mark.integration
@@ -174,7 +174,7 @@ def test_failed_merge_barrier_ends_the_job_instead_of_hanging(stack, gate, tenan
 
 def test_visibility_timeout_outlasts_every_hard_time_limit():
     from shared.config import Settings
-    from shared.queueing import celery_config
+    from shared.infra.queueing import celery_config
 
     for visibility in (15, 600, 3600):
         settings = Settings(workers={"visibility_timeout_s": visibility, "task_time_limit_s": 1200})

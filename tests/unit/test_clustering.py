@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from shared.clustering import attach_chunk_ids, community_signature, hierarchical_leiden
-from shared.models import Community, Entity, Relation
+from shared.domain.clustering import attach_chunk_ids, community_signature, hierarchical_leiden
+from shared.domain.models import Community, Entity, Relation
 
 
 def _clique(prefix: str, size: int, weight: float = 1.0) -> list[tuple[str, str, float]]:

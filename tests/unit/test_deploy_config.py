@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.queueing import QUEUES
+from shared.infra.queueing import QUEUES
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -183,7 +183,7 @@ def test_compose_settings_are_real_settings(compose):
     env = {k: default_of(v) for k, v in compose["x-graphfleet-env"].items()}
     fields = set(Settings.model_fields)
     for key in env:
-        if key.startswith("GRAPHFLEET_") and key not in ("GRAPHFLEET_METRICS_TENANT_ALLOWLIST",):  # shared.metrics
+        if key.startswith("GRAPHFLEET_") and key not in ("GRAPHFLEET_METRICS_TENANT_ALLOWLIST",):  # infra.metrics
             assert key.removeprefix("GRAPHFLEET_").split("__")[0].lower() in fields, key
     flat = {k.removeprefix("GRAPHFLEET_").lower(): v for k, v in env.items() if k.startswith("GRAPHFLEET_")}
     s = Settings(**{k: v for k, v in flat.items() if k in fields})
@@ -333,7 +333,7 @@ def test_dashboards_use_the_provisioned_datasource():
 
 
 def test_alert_rules_structure():
-    from shared.metrics import METRIC_NAMES
+    from shared.infra.metrics import METRIC_NAMES
 
     rules = load_yaml(DEPLOY / "prometheus" / "alerts.yml")
     names = set()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from shared.extraction.llm_extractor import build_extract_messages, extract_chunk, wants_another_round
-from shared.extraction.parse import normalise_name, normalise_type, parse_records
-from shared.prompts import glean_continue, glean_loop
-from shared.prompts.delimiters import COMPLETE, TEXT_CLOSE, TEXT_OPEN, TUPLE, neutralise
+from shared.domain.extraction.llm_extractor import build_extract_messages, extract_chunk, wants_another_round
+from shared.domain.extraction.parse import normalise_name, normalise_type, parse_records
+from shared.domain.prompts import glean_continue, glean_loop
+from shared.domain.prompts.delimiters import COMPLETE, TEXT_CLOSE, TEXT_OPEN, TUPLE, neutralise
 
 GOOD = (
     '("entity"<|>Alice<|>Person<|>Alice is an engineer.)##\n'

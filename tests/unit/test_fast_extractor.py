@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from shared.chunking import chunk_by_tokens
-from shared.extraction.fast_extractor import extract_chunk_fast, prune_graph, split_sentences
-from shared.extraction.lexicon import STOPWORDS
-from shared.merge import merge_entity, merge_relation, relation_key
-from shared.models import Entity, Relation
+from shared.domain.chunking import chunk_by_tokens
+from shared.domain.extraction.fast_extractor import extract_chunk_fast, prune_graph, split_sentences
+from shared.domain.extraction.lexicon import STOPWORDS
+from shared.domain.merge import merge_entity, merge_relation, relation_key
+from shared.domain.models import Entity, Relation
 
 SAMPLE = Path(__file__).resolve().parents[2] / "graphfleet_cli" / "sample" / "christmas_carol.txt"
 

@@ -3,15 +3,15 @@
 import csv
 import io
 
-from shared.models import Chunk, Entity, Relation
-from shared.query.context_local import build_local_context, entity_section
-from shared.query.engine import answer_query
-from shared.query.fakes import InMemoryGraphReader
-from shared.query.params import QueryParam, resolve
-from shared.retrieval.bm25 import BM25Index
-from shared.retrieval.fusion import fuse
-from shared.retrieval.graph_walk import WalkIndex
-from shared.tokens import count_tokens
+from shared.domain.models import Chunk, Entity, Relation
+from shared.domain.query.context_local import build_local_context, entity_section
+from shared.domain.query.engine import answer_query
+from shared.domain.query.params import QueryParam, resolve
+from shared.domain.retrieval.bm25 import BM25Index
+from shared.domain.retrieval.fusion import fuse
+from shared.domain.retrieval.graph_walk import WalkIndex
+from shared.domain.tokens import count_tokens
+from tests.memory_graph import InMemoryGraphReader
 
 # A two-hop question: "Which river flows through the birthplace of the composer of Ode Nocturne?"
 # p-ode names the composer (Lena Varga); p-varga says where she was born (Kestrel Falls); p-kestrel, the
@@ -134,7 +134,7 @@ def test_a_long_first_entity_is_cut_at_a_sentence_boundary_instead_of_leaving_th
     long_desc = " ".join(f"Sentence number {i} about the merged entity." for i in range(200))
     entity = Entity(name="MERGED", type="concept", description=long_desc, source_ids=["c1"])
     section, evidence = entity_section([entity], cap=120, model="gpt-4")
-    from shared.query.budget import allocate
+    from shared.domain.query.budget import allocate
 
     out = allocate([section], 120, "gpt-4")
     assert out.kept_index["entities"] == [0] and out.reports[0].partial_item
@@ -171,8 +171,8 @@ def test_power_iteration_matches_igraphs_personalized_pagerank():
 
 
 def test_global_context_shows_the_groups_relevant_to_the_question_first():
-    from shared.query.budget import BudgetReport
-    from shared.query.context_global import GlobalPlan, MapGroup, visible_context
+    from shared.domain.query.budget import BudgetReport
+    from shared.domain.query.context_global import GlobalPlan, MapGroup, visible_context
 
     topics = ["whaling ships and harpoons", "opera singers in Milan", "volcanoes of Iceland"]
     groups = [MapGroup(index=i, report_ids=[f"c{i}"], context=f"-----Reports-----\nc{i},{t}", tokens=20)
@@ -186,7 +186,7 @@ def test_global_context_shows_the_groups_relevant_to_the_question_first():
 
 
 def test_document_titles_link_passages_to_the_entity_they_are_about():
-    from shared.retrieval.graph_walk import with_titles
+    from shared.domain.retrieval.graph_walk import with_titles
 
     sources = {"SAMUEL FULLER": ["p-helmet"], "SAMUEL FULLER SAMUEL": ["p-fuller"], "ED WOOD": ["p-x"]}
     titles = {"p-fuller": "Samuel Fuller", "p-wood": "Ed Wood (film)", "p-new": "Kestrel Falls", "p-none": "",

@@ -9,8 +9,8 @@ import pytest
 from llm_simulator.config import SimConfig
 from llm_simulator.server import start_in_thread
 from shared.config import Settings
-from shared.llm.client import LLMClient, LLMError
-from shared.llm.usage import CallContext, UsageRecorder, job_usage, read_usage
+from shared.infra.llm.client import LLMClient, LLMError
+from shared.infra.llm.usage import CallContext, UsageRecorder, job_usage, read_usage
 
 
 @pytest.fixture()

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.config import MergeSettings
-from shared.merge import (
+from shared.domain.merge import (
     GRAPH_FIELD_SEP,
     build_summary_messages,
     drop_sources,
@@ -17,9 +17,9 @@ from shared.merge import (
     relation_key,
     summarize_description,
 )
-from shared.models import EntityFragment, RelationFragment
-from shared.prompts.summarize_descriptions import MARKER
-from shared.tokens import count_tokens
+from shared.domain.models import EntityFragment, RelationFragment
+from shared.domain.prompts.summarize_descriptions import MARKER
+from shared.domain.tokens import count_tokens
 
 TYPES = st.sampled_from(["person", "geo", "unknown", "organization", ""])
 TEXT = st.sampled_from(["", "a tall man", "a banker", "lives in London", "x<SEP>y"])

@@ -1,4 +1,4 @@
-"""shared.metrics: LLM usage counters aggregated over processes (multiprocess mode), labels, helpers.
+"""shared.infra.metrics: LLM usage counters aggregated over processes (multiprocess mode), labels, helpers.
 
 prometheus_client picks multiprocess mode when it is imported, so every multiprocess scenario runs in
 fresh subprocesses with ``PROMETHEUS_MULTIPROC_DIR`` set; this process stays in single-process mode.
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.llm.pricing import cost_usd
-from shared.metrics import (
+from shared.domain.pricing import cost_usd
+from shared.infra.metrics import (
     METRIC_NAMES,
     OTHER_TENANT,
     prepare_multiproc_dir,
@@ -31,15 +31,15 @@ STAGES = ["extract", "glean", "summarize", "report", "answer", "keywords", "map"
 
 FEED = """
 import json, sys
-from shared.metrics import usage_listener
-from shared.models import UsageRecord
+from shared.infra.metrics import usage_listener
+from shared.domain.models import UsageRecord
 for raw in json.loads(sys.stdin.read()):
     usage_listener(UsageRecord(**raw))
 """
 
 SCRAPE = """
 import sys
-from shared.metrics import metrics_response
+from shared.infra.metrics import metrics_response
 body, ctype = metrics_response()
 sys.stderr.write(ctype)
 sys.stdout.write(body.decode())
@@ -195,8 +195,8 @@ def test_allowlist_helpers():
 def test_metric_names_match_definitions():
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from shared import metrics as mod
-    from shared.metrics_collectors import QueueDepthCollector
+    from shared.infra import metrics as mod
+    from shared.infra.metrics_collectors import QueueDepthCollector
 
     m = mod.metrics()
     exported = set()
@@ -232,7 +232,7 @@ class _FakeRedis:
 
 
 def test_queue_depth_collector_reads_llen_at_scrape(redis_client):
-    from shared.metrics import metrics_response
+    from shared.infra.metrics import metrics_response
 
     redis_client.rpush("extractor", "m1", "m2", "m3")
     redis_client.rpush("merger", "m1")
@@ -249,7 +249,7 @@ def test_queue_depth_collector_reads_llen_at_scrape(redis_client):
 
 HOLD = """
 import sys, time
-from shared.metrics import record_chunks
+from shared.infra.metrics import record_chunks
 record_chunks(int(sys.argv[1]))
 print("ready", flush=True)
 time.sleep(600)
@@ -290,14 +290,14 @@ def test_many_short_lived_processes_leave_one_file_per_type(tmp_path):
     mp_dir = prepare_multiproc_dir(tmp_path / "prom")
     env = base_env(mp_dir)
     for i in range(6):
-        run_py("from shared.metrics import record_chunks; import sys; record_chunks(int(sys.argv[1]))".replace(
+        run_py("from shared.infra.metrics import record_chunks; import sys; record_chunks(int(sys.argv[1]))".replace(
             "int(sys.argv[1])", str(i + 1)), env)
     assert sorted(p.name for p in mp_dir.glob("*.db")) == ["counter_archive.db"]
     assert chunk_total(run_py(SCRAPE, env).stdout) == sum(range(1, 7))
 
 
 def test_stage_label_is_bounded():
-    from shared.metrics import STAGES, stage_label
+    from shared.infra.metrics import STAGES, stage_label
 
     assert [stage_label(s) for s in STAGES] == list(STAGES)
     assert stage_label("rate") == "map" and stage_label("repair") == "answer"
@@ -307,7 +307,7 @@ def test_stage_label_is_bounded():
 JOIN = """
 import os, sys
 import prometheus_client  # imported before the variable is set: single-process mode at import
-from shared.metrics import join_multiproc_dir, record_job_submitted
+from shared.infra.metrics import join_multiproc_dir, record_job_submitted
 assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ
 assert join_multiproc_dir(sys.argv[1])
 record_job_submitted("ingest", "gold")

@@ -8,8 +8,9 @@ import pytest
 from celery import Celery
 from prometheus_client import REGISTRY
 
-from shared import metrics as m
-from shared.queueing import EXTRACT, ROUTES
+from shared.infra import metrics as m
+from shared.infra.queueing import EXTRACT, ROUTES
+from workers.metrics_signals import install as install_celery_signal_handlers
 
 
 def value(name: str, **labels) -> float:
@@ -20,8 +21,8 @@ def value(name: str, **labels) -> float:
 def app():
     app = Celery("metrics-test", set_as_current=False)
     app.conf.update(task_always_eager=True, task_eager_propagates=False, broker_url="memory://")
-    m.install_celery_signal_handlers(app)
-    m.install_celery_signal_handlers(app)  # idempotent
+    install_celery_signal_handlers(app)
+    install_celery_signal_handlers(app)  # idempotent
 
     @app.task(name=EXTRACT)
     def extract(x):

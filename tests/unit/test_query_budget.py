@@ -1,7 +1,7 @@
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.query.budget import (
+from shared.domain.query.budget import (
     PRIORITY,
     Section,
     allocate,
@@ -9,8 +9,8 @@ from shared.query.budget import (
     section_caps,
     total_context_budget,
 )
-from shared.query.params import QueryParam, resolve
-from shared.tokens import count_tokens
+from shared.domain.query.params import QueryParam, resolve
+from shared.domain.tokens import count_tokens
 
 WORDS = ["alpha", "beta", "Γάμμα", "数据", "naïve", "x", "🙂", "graph,rag", '"quoted"', "\n", "  "]
 row = st.lists(st.sampled_from(WORDS), min_size=1, max_size=60).map(" ".join)
@@ -107,7 +107,7 @@ def test_report_strings():
 
 
 def test_hybrid_graph_caps_leave_chunks_their_remainder_under_a_small_budget():
-    from shared.query.budget import HYBRID_GRAPH_SHARE, graph_caps
+    from shared.domain.query.budget import HYBRID_GRAPH_SHARE, graph_caps
 
     # at LightRAG's defaults the seed's caps are kept as they are
     assert graph_caps(resolve(QueryParam(mode="hybrid")), 29_000) == (6000, 8000)

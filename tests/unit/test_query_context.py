@@ -4,16 +4,16 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.models import Chunk, Entity, Relation
-from shared.query.context_causal import build_causal_context, extended_node_count
-from shared.query.context_common import csv_row, fuse_chunk_rankings
-from shared.query.context_hybrid import build_hybrid_context
-from shared.query.context_local import build_local_context
-from shared.query.context_naive import build_naive_context
-from shared.query.fakes import InMemoryGraphReader
-from shared.query.params import QueryParam, resolve
-from shared.query.truncation import OMISSION, relevance_truncate, structure_truncate
-from shared.tokens import count_tokens
+from shared.domain.models import Chunk, Entity, Relation
+from shared.domain.query.context_causal import build_causal_context, extended_node_count
+from shared.domain.query.context_common import csv_row, fuse_chunk_rankings
+from shared.domain.query.context_hybrid import build_hybrid_context
+from shared.domain.query.context_local import build_local_context
+from shared.domain.query.context_naive import build_naive_context
+from shared.domain.query.params import QueryParam, resolve
+from shared.domain.query.truncation import OMISSION, relevance_truncate, structure_truncate
+from shared.domain.tokens import count_tokens
+from tests.memory_graph import InMemoryGraphReader
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_query_fakes import make_graph  # noqa: E402

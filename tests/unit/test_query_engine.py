@@ -3,10 +3,10 @@ from pathlib import Path
 
 import pytest
 
-from shared.query.engine import answer_query
-from shared.query.fakes import hash_embed
-from shared.query.params import QueryParam
-from shared.tokens import count_tokens
+from shared.domain.query.engine import answer_query
+from shared.domain.query.params import QueryParam
+from shared.domain.tokens import count_tokens
+from tests.memory_graph import hash_embed
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_query_fakes import ScriptedChat, bm25_provider_for, make_graph  # noqa: E402
@@ -122,7 +122,7 @@ def test_presets_apply_through_the_engine():
 
 
 def test_map_reduce_helper_summarizes_until_it_fits():
-    from shared.query.truncation import map_reduce
+    from shared.domain.query.truncation import map_reduce
 
     calls = []
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from shared.models import Chunk, Community, CommunityReport, Document, Entity, Finding, Relation
-from shared.query.fakes import InMemoryGraphReader, InMemoryVectorStore, hash_embed
-from shared.retrieval.bm25 import BM25Index
-from shared.store.base import VectorItem
+from shared.domain.models import Chunk, Community, CommunityReport, Document, Entity, Finding, Relation
+from shared.domain.retrieval.bm25 import BM25Index
+from shared.domain.storage import VectorItem
+from tests.memory_graph import InMemoryGraphReader, InMemoryVectorStore, hash_embed
 
 CHUNKS = {
     "chunk-1": ("doc-a", "Scrooge is a miser who runs a counting house in London. He hates Christmas."),

@@ -1,6 +1,6 @@
 import pytest
 
-from shared.query.formats import (
+from shared.domain.query.formats import (
     RESPONSE_TYPES,
     assess_context_quality,
     build_repair_messages,

@@ -2,18 +2,18 @@ import sys
 import threading
 from pathlib import Path
 
-from shared.models import Community, CommunityReport, MapPoint
-from shared.query.context_global import (
+from shared.domain.models import Community, CommunityReport, MapPoint
+from shared.domain.query.context_global import (
     build_map_messages,
     dynamic_selection,
     plan_global,
     reduce_points,
     static_selection,
 )
-from shared.query.global_run import collect_map_results, run_global_inline
-from shared.query.map_points import parse_map_points
-from shared.query.params import QueryParam, resolve
-from shared.tokens import count_tokens
+from shared.domain.query.global_run import collect_map_results, run_global_inline
+from shared.domain.query.map_points import parse_map_points
+from shared.domain.query.params import QueryParam, resolve
+from shared.domain.tokens import count_tokens
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_query_fakes import ScriptedChat, make_graph  # noqa: E402

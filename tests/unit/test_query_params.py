@@ -1,7 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
-from shared.query.params import PRESETS, QueryParam, resolve
+from shared.domain.query.params import PRESETS, QueryParam, resolve
 
 
 def test_presets_resolve_to_seed_004_numbers():

@@ -8,14 +8,14 @@ import time
 
 import pytest
 
-from shared.keys import Keys
-from shared.lru import LRU
-from shared.models import Chunk, Entity, EntityFragment, ExtractionResult
-from shared.query.warmup import CacheWarmer, announce_index_update, warm_tenant
-from shared.store.base import VectorItem
-from shared.store.bm25_cache import BM25Cache
-from shared.store.redis_graph import GraphStore
-from shared.store.redis_vectors import RedisVectorStore
+from shared.domain.models import Chunk, Entity, EntityFragment, ExtractionResult
+from shared.domain.storage import VectorItem
+from shared.infra.cache_warmup import CacheWarmer, announce_index_update, warm_tenant
+from shared.infra.keys import Keys
+from shared.infra.lru import LRU
+from shared.infra.store.bm25_cache import BM25Cache
+from shared.infra.store.redis_graph import GraphStore
+from shared.infra.store.redis_vectors import RedisVectorStore
 
 
 def _fill(redis, tenant: str, words: str) -> None:

@@ -10,10 +10,10 @@ import httpx
 import pytest
 
 from shared.config import RateLimitSettings, Settings
-from shared.llm.client import LLMClient, LLMError
-from shared.llm.ratelimit import CompletionEstimate, RateLimitTimeout, RedisRateLimiter, cooldown_key
-from shared.llm.usage import CallContext, UsageRecorder
-from shared.redis_conn import connect
+from shared.infra.llm.client import LLMClient, LLMError
+from shared.infra.llm.ratelimit import CompletionEstimate, RateLimitTimeout, RedisRateLimiter, cooldown_key
+from shared.infra.llm.usage import CallContext, UsageRecorder
+from shared.infra.redis_conn import connect
 
 
 @pytest.fixture()

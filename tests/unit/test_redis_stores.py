@@ -7,11 +7,11 @@ import time
 
 import numpy as np
 
-from shared.jobs import JobStore
-from shared.models import Entity, EntityFragment, ExtractionResult, RelationFragment
-from shared.store.base import VectorItem
-from shared.store.redis_graph import GraphStore
-from shared.store.redis_vectors import RedisVectorStore
+from shared.domain.models import Entity, EntityFragment, ExtractionResult, RelationFragment
+from shared.domain.storage import VectorItem
+from shared.infra.jobs import JobStore
+from shared.infra.store.redis_graph import GraphStore
+from shared.infra.store.redis_vectors import RedisVectorStore
 
 
 def _merge(name, frags):
@@ -126,13 +126,13 @@ def test_concurrent_batch_merges_lose_nothing(redis_client, tenant):
 
 
 def _community(cid: str, occurrence: float = 1.0):
-    from shared.models import Community
+    from shared.domain.models import Community
 
     return Community(id=cid, level=0, nodes=[cid.lower()], occurrence=occurrence)
 
 
 def _report(cid: str, title: str):
-    from shared.models import CommunityReport
+    from shared.domain.models import CommunityReport
 
     return CommunityReport(community_id=cid, level=0, title=title, summary=f"about {title}", signature=title)
 
@@ -140,7 +140,7 @@ def _report(cid: str, title: str):
 def test_parsed_community_rows_follow_every_write_from_any_client(redis_server, redis_client, tenant):
     """Reports/communities are parsed once per revision and process; any write, by this client or
     another process's, and a tenant rebuilt from scratch, must be seen by the next read."""
-    from shared.redis_conn import connect
+    from shared.infra.redis_conn import connect
 
     reader = GraphStore(redis_client, tenant)
     other = connect(redis_server.url)  # another process's connection

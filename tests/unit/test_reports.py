@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.models import Community, CommunityReport, Entity, Finding, Relation
-from shared.prompts.community_report import MARKER
-from shared.reports import (
+from shared.domain.models import Community, CommunityReport, Entity, Finding, Relation
+from shared.domain.prompts.community_report import MARKER
+from shared.domain.reports import (
     ReportParseError,
     build_report_context,
     build_report_messages,
@@ -22,7 +22,7 @@ from shared.reports import (
     report_levels_bottom_up,
     report_waves,
 )
-from shared.tokens import count_tokens
+from shared.domain.tokens import count_tokens
 
 
 def _graph(n: int = 12, desc_words: int = 30):

@@ -1,10 +1,10 @@
 import sys
 from pathlib import Path
 
-from shared.query.fakes import hash_embed
-from shared.retrieval.bm25 import BM25Index, tokenize
-from shared.retrieval.fusion import fuse, rrf, weighted
-from shared.retrieval.hybrid import hybrid_search
+from shared.domain.retrieval.bm25 import BM25Index, tokenize
+from shared.domain.retrieval.fusion import fuse, rrf, weighted
+from shared.domain.retrieval.hybrid import hybrid_search
+from tests.memory_graph import hash_embed
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_query_fakes import bm25_provider_for, make_graph  # noqa: E402
@@ -84,7 +84,7 @@ def test_hybrid_search_weights_and_threshold():
 def test_native_hybrid_used_when_store_offers_it():
     class Native:
         def hybrid_search(self, tenant, kind, text, vector, top_k, alpha, min_score):
-            from shared.store.base import VectorHit
+            from shared.domain.storage import VectorHit
 
             return [VectorHit("n1", 0.7, {}), VectorHit("n2", 0.5, {})][:top_k]
 

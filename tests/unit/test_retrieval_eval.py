@@ -27,7 +27,7 @@ from bench.retrieval_records import (
     set_summary,
     sets_tables,
 )
-from shared.tokens import count_tokens
+from shared.domain.tokens import count_tokens
 
 QUESTIONS = [
     {"_id": "q1", "question": "Which river flows through the capital of Zedland?", "answer": "Blue",

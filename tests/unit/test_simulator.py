@@ -19,7 +19,7 @@ from llm_simulator.faults import RateLimiter
 from llm_simulator.formatting import format_answer
 from llm_simulator.responders import Conversation, classify
 from llm_simulator.server import start_in_thread
-from shared.prompts import (
+from shared.domain.prompts import (
     assess_answer,
     community_report,
     extract_entities,
@@ -33,8 +33,8 @@ from shared.prompts import (
     rate_community,
     summarize_descriptions,
 )
-from shared.prompts.delimiters import COMPLETE, RECORD, TUPLE, neutralise
-from shared.tokens import count_tokens
+from shared.domain.prompts.delimiters import COMPLETE, RECORD, TUPLE, neutralise
+from shared.domain.tokens import count_tokens
 
 MODEL = "gpt-4o-mini"
 TEXT = (

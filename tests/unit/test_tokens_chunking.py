@@ -8,14 +8,20 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.chunking import chunk_by_separators, chunk_by_tokens
-from shared.tokens import count_tokens, count_tokens_batch, get_encoding, truncate_list_by_token_size, truncate_text
+from shared.domain.chunking import chunk_by_separators, chunk_by_tokens
+from shared.domain.tokens import (
+    count_tokens,
+    count_tokens_batch,
+    get_encoding,
+    truncate_list_by_token_size,
+    truncate_text,
+)
 from tests.conftest import ROOT, SAMPLE
 
 
 def test_encoding_for_gpt4o_works_offline_in_a_fresh_process(tmp_path):
     code = (
-        "from shared.tokens import seed_tiktoken_cache; seed_tiktoken_cache();"
+        "from shared.domain.tokens import seed_tiktoken_cache; seed_tiktoken_cache();"
         "import tiktoken; e = tiktoken.encoding_for_model('gpt-4o'); print(e.name, len(e.encode('hello world')))"
     )
     env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(tmp_path / "cache"),

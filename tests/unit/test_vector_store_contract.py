@@ -35,11 +35,11 @@ from weaviate.collections.tenants.sync import _Tenants
 from weaviate.exceptions import WeaviateInsertManyAllFailedError
 
 from shared.config import Settings
-from shared.keys import Keys
-from shared.store.base import VectorItem
-from shared.store.factory import make_vector_store
-from shared.store.redis_vectors import RedisVectorStore
-from shared.store.weaviate_store import (
+from shared.domain.storage import VectorItem
+from shared.infra.keys import Keys
+from shared.infra.store.factory import make_vector_store
+from shared.infra.store.redis_vectors import RedisVectorStore
+from shared.infra.store.weaviate_store import (
     WeaviateBatchError,
     WeaviateVectorStore,
     collection_config,
@@ -414,9 +414,9 @@ def _factory_store(redis, fake):
 
 
 def test_factory_store_serves_the_query_engine(redis_client, tenant):
-    from shared.query.engine import answer_query
-    from shared.query.fakes import hash_embed
-    from shared.query.params import QueryParam
+    from shared.domain.query.engine import answer_query
+    from shared.domain.query.params import QueryParam
+    from tests.memory_graph import hash_embed
     from tests.unit.test_query_fakes import CHUNKS, bm25_provider_for, make_graph
 
     reader, mem = make_graph(tenant)

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from shared import queueing as q
 from shared.config import Settings
-from shared.jobs import JobSnapshot, JobStore
-from shared.keys import Keys, active_jobs_key
+from shared.infra import queueing as q
+from shared.infra.jobs import JobSnapshot, JobStore
+from shared.infra.keys import Keys, active_jobs_key
 from shared.pipeline.resume import Step, plan_resume
 from shared.pipeline.watchdog import Watchdog, jobs_with_messages
 

@@ -1,0 +1,159 @@
+"""Merging entity and relation fragments, and map-reduce summarisation of descriptions (pure).
+
+Each chunk's view of an entity/relation is one fragment (one field of a Redis hash keyed by chunk
+id); the merged record is always recomputed from *all* fragments, so every function here is
+independent of fragment order (commutative) and of repeated fragments (idempotent).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable
+from typing import TypeVar
+
+from shared.config import MergeSettings
+from shared.domain.models import Entity, EntityFragment, Relation, RelationFragment
+from shared.domain.prompts.summarize_descriptions import TEMPLATE as SUMMARY_TEMPLATE
+from shared.domain.tokens import count_tokens_batch, truncate_text
+
+GRAPH_FIELD_SEP = "<SEP>"
+UNKNOWN_TYPE = "unknown"
+
+F = TypeVar("F", EntityFragment, RelationFragment)
+Summarize = Callable[[str, list[str]], str]
+
+
+def relation_key(a: str, b: str) -> tuple[str, str]:
+    """Order-independent key of an (undirected) relation: (A, B) and (B, A) are the same edge."""
+    return (a, b) if a <= b else (b, a)
+
+
+def split_description(description: str) -> list[str]:
+    """The non-empty parts of a ``<SEP>``-joined description."""
+    return [part.strip() for part in description.split(GRAPH_FIELD_SEP) if part.strip()]
+
+
+def _unique_fragments(fragments: Iterable[F]) -> list[F]:
+    """Drop exact duplicates (a re-delivered fragment must not count twice)."""
+    seen: dict[str, F] = {}
+    for fragment in fragments:
+        seen.setdefault(fragment.model_dump_json(), fragment)
+    return [seen[k] for k in sorted(seen)]
+
+
+def _merge_descriptions(fragments: Iterable[EntityFragment | RelationFragment]) -> str:
+    """Distinct description parts, ordered by (source chunk id, text), joined with ``<SEP>``."""
+    parts = sorted({(f.source_id, part) for f in fragments for part in split_description(f.description)})
+    ordered: list[str] = []
+    seen: set[str] = set()
+    for _, part in parts:
+        if part not in seen:
+            seen.add(part)
+            ordered.append(part)
+    return GRAPH_FIELD_SEP.join(ordered)
+
+
+def majority_type(types: Iterable[str]) -> str:
+    """Most frequent real type; ties go to the alphabetically first; ``unknown`` loses to any real type."""
+    counts = Counter(t for t in types if t and t != UNKNOWN_TYPE)
+    if not counts:
+        return UNKNOWN_TYPE
+    return min(counts, key=lambda t: (-counts[t], t))
+
+
+def merge_entity(name: str, fragments: list[EntityFragment]) -> Entity:
+    frags = _unique_fragments(fragments)
+    return Entity(
+        name=name,
+        type=majority_type(f.type for f in frags),
+        description=_merge_descriptions(frags),
+        source_ids=sorted({f.source_id for f in frags}),
+        doc_ids=sorted({f.doc_id for f in frags if f.doc_id}),
+    )
+
+
+def _merge_keywords(values: Iterable[str]) -> str:
+    words = {w.strip() for value in values for w in value.split(",") if w.strip()}
+    return ", ".join(sorted(words))
+
+
+def merge_relation(src: str, tgt: str, fragments: list[RelationFragment]) -> Relation:
+    """Undirected merge: endpoints are stored as ``relation_key(src, tgt)``; weights are summed."""
+    a, b = relation_key(src, tgt)
+    frags = _unique_fragments(fragments)
+    return Relation(
+        src=a,
+        tgt=b,
+        description=_merge_descriptions(frags),
+        keywords=_merge_keywords(f.keywords for f in frags),
+        weight=math.fsum(f.weight for f in frags),  # fsum: exact, so independent of order
+        source_ids=sorted({f.source_id for f in frags}),
+        doc_ids=sorted({f.doc_id for f in frags if f.doc_id}),
+    )
+
+
+def drop_sources(fragments: list[F], chunk_ids: Collection[str]) -> list[F]:
+    """Fragments that do not come from any of ``chunk_ids`` (document deletion)."""
+    gone = set(chunk_ids)
+    return [f for f in fragments if f.source_id not in gone]
+
+
+def needs_summary(
+    description_fragments: list[str], settings: MergeSettings, count_tokens: Callable[[str], int]
+) -> bool:
+    """True when there are many fragments or their joined text is long."""
+    if len(description_fragments) >= settings.force_llm_summary_on_merge:
+        return True
+    return count_tokens(GRAPH_FIELD_SEP.join(description_fragments)) > settings.summary_trigger_tokens
+
+
+def build_summary_messages(name: str, fragments: list[str], max_tokens: int) -> list[dict]:
+    description_list = "\n".join(f"- {fragment}" for fragment in fragments)
+    content = SUMMARY_TEMPLATE.format(max_tokens=max_tokens, entity_name=name, description_list=description_list)
+    return [{"role": "user", "content": content}]
+
+
+def _pack_groups(fragments: list[str], counts: list[int], budget: int) -> list[list[str]]:
+    """Greedy consecutive groups whose token total (plus one separator each) fits ``budget``."""
+    groups: list[list[str]] = []
+    current: list[str] = []
+    total = 0
+    for fragment, n in zip(fragments, counts, strict=True):
+        if current and total + n + 1 > budget:
+            groups.append(current)
+            current, total = [], 0
+        current.append(fragment)
+        total += n + 1
+    if current:
+        groups.append(current)
+    return groups
+
+
+def summarize_description(
+    name: str,
+    fragments: list[str],
+    summarize: Summarize,
+    settings: MergeSettings,
+    model: str | None = None,
+) -> str:
+    """One description from many fragments; map-reduce when they exceed ``summary_context_size``.
+
+    Every fragment (and every partial summary) is capped at half the context budget, so each
+    group except possibly the last holds at least two items and the number of items strictly
+    decreases each round: the recursion always terminates.
+    """
+    budget = max(settings.summary_context_size, 16)
+    cap = budget // 2 - 1
+    items = [truncate_text(f.strip(), cap, model) for f in fragments if f.strip()]
+    if not items:
+        return ""
+    while True:
+        counts = count_tokens_batch(items, model)
+        if sum(counts) + len(counts) <= budget:
+            return summarize(name, items).strip()
+        groups = _pack_groups(items, counts, budget)
+        partials = [truncate_text(summarize(name, group).strip(), cap, model) for group in groups]
+        items = [item for item in partials if item]
+        if not items:
+            return ""

@@ -1,0 +1,197 @@
+"""Pieces shared by the context builders: CSV rows, sources/citations, text-unit selection."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Sequence
+
+from pydantic import BaseModel
+
+from shared.domain.models import Chunk
+from shared.domain.query.budget import Section
+from shared.domain.query.params import QueryParam
+from shared.domain.query.truncation import shorten, split_sentences
+from shared.domain.retrieval.fusion import rrf
+from shared.domain.tokens import count_tokens, count_tokens_batch, truncate_text
+
+
+class Evidence(BaseModel):
+    """One kept context item, in rank order: what an extractive answer quotes and a citation names."""
+
+    kind: str  # entity | relation | report | chunk | point
+    cite: str  # id as it appears in the context ("E3", "R1", "L0-2", chunk id)
+    key: str  # entity name, "src->tgt", community id, chunk id
+    text: str
+    doc_ids: list[str] = []
+    chunk_ids: list[str] = []
+    score: float = 0.0
+
+
+class Sources(BaseModel):
+    entities: list[str] = []
+    relations: list[str] = []
+    reports: list[str] = []
+    chunks: list[str] = []
+    documents: list[str] = []
+    evidence: list[Evidence] = []
+    omitted_chunks: list[str] = []  # candidate chunks the budget left out (map-reduce input)
+
+    def add(self, ev: Evidence) -> None:
+        self.evidence.append(ev)
+        target = {"entity": self.entities, "relation": self.relations, "report": self.reports,
+                  "chunk": self.chunks}.get(ev.kind)
+        if target is not None and ev.key not in target:
+            target.append(ev.key)
+        for d in ev.doc_ids:
+            if d and d not in self.documents:
+                self.documents.append(d)
+
+    def citations(self) -> dict[str, str]:
+        return {e.cite: e.key for e in self.evidence}
+
+
+def csv_row(values: Sequence) -> str:
+    """One CSV row. Cells with line breaks are quoted (the writer only quotes characters of its line
+    terminator, so it is given one and the row is returned without it)."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(
+        [v if not isinstance(v, float) else round(v, 3) for v in values]
+    )
+    return buf.getvalue()[:-1]
+
+
+def cut_at_sentence(text: str, max_tokens: int, model: str | None) -> str:
+    """The longest run of whole leading sentences within ``max_tokens``, or, when even the first sentence
+    is longer, that sentence cut at a token boundary and marked with an ellipsis."""
+    if count_tokens(text, model) <= max_tokens:
+        return text
+    kept = ""
+    for sentence in split_sentences(text):
+        candidate = f"{kept} {sentence}".strip()
+        if count_tokens(candidate, model) > max_tokens:
+            break
+        kept = candidate
+    if kept:
+        return kept
+    return (truncate_text(text, max(0, max_tokens - 1), model).rstrip() + "…") if max_tokens > 1 else ""
+
+
+def row_shrinker(values: Callable[[int], Sequence], text_column: int, model: str | None,
+                 on_shrink: Callable[[int, str], None] | None = None) -> Callable[[int, int], str | None]:
+    """A Section ``shrink`` for graph rows: row ``i`` with its text cell cut at a sentence boundary so
+    that the row fits ``room`` tokens (so a long first description never leaves its section empty)."""
+
+    def shrink(i: int, room: int) -> str | None:
+        cells = list(values(i))
+        text = str(cells[text_column])
+        cells[text_column] = ""
+        target = room - count_tokens(csv_row(cells), model) - 2
+        for _ in range(4):
+            if target <= 0:
+                return None
+            cells[text_column] = cut_at_sentence(text, target, model)
+            row = csv_row(cells)
+            over = count_tokens(row, model) - room
+            if cells[text_column] and over <= 0:
+                if on_shrink is not None:
+                    on_shrink(i, cells[text_column])
+                return row
+            target -= max(over, 1) + 2
+        return None
+
+    return shrink
+
+
+def rel_key(src: str, tgt: str) -> str:
+    return f"{src}->{tgt}"
+
+
+def fuse_chunk_rankings(
+    direct: Sequence[tuple[str, float]], linked: Sequence[str], k: int = 60
+) -> list[tuple[str, float]]:
+    """Directly retrieved chunks (hybrid BM25+vector) interleaved with entity-linked chunks, direct
+    first, duplicates dropped; the score is the RRF score of both lists (for display).
+
+    Interleaving guarantees that any prefix of n sources holds the top ceil(n/2) direct hits, so a
+    graph mode keeps what plain BM25 retrieval would put first, whatever the budget cuts."""
+    scores = dict(rrf([list(direct), [(c, 0.0) for c in linked]], [1.0, 1.0], k))
+    out: list[tuple[str, float]] = []
+    seen: set[str] = set()
+    d_ids = [c for c, _ in direct]
+    for i in range(max(len(d_ids), len(linked))):
+        for lst in (d_ids, linked):
+            if i < len(lst) and lst[i] not in seen:
+                seen.add(lst[i])
+                out.append((lst[i], scores.get(lst[i], 0.0)))
+    return out
+
+
+def order_chunks(ranked: Sequence[tuple[str, float]], chunks: dict[str, Chunk], order: str,
+                 model: str | None) -> list[tuple[Chunk, float]]:
+    items = [(chunks[c], s) for c, s in ranked if c in chunks]
+    if order == "shortest_first":
+        counts = count_tokens_batch([c.text for c, _ in items], model)
+        idx = sorted(range(len(items)), key=lambda i: (counts[i], i))
+        items = [items[i] for i in idx]
+    return items
+
+
+def sources_section(
+    items: Sequence[tuple[Chunk, float]], param: QueryParam, cap: int | None, title: str = "Sources"
+) -> tuple[Section, list[Evidence]]:
+    """Sources section with ``id,content`` rows (seed 000's layout). The id is a short citation ("S3"),
+    resolved to the chunk id and its document by ``Sources.citations()`` and the evidence: a chunk and a
+    document hash cost ~40 tokens a row, a fifth of a 4,000-token context at 25 passages. The first
+    chunk that does not fit can be shortened by the configured seed-001 strategy (relevance or
+    structure)."""
+    model = param.model
+    cites = [f"S{i}" for i in range(1, len(items) + 1)]
+    rows = [csv_row([cite, c.text]) for cite, (c, _) in zip(cites, items, strict=True)]
+    evidence = [
+        Evidence(kind="chunk", cite=cite, key=c.id, text=c.text, doc_ids=[c.doc_id], chunk_ids=[c.id], score=s)
+        for cite, (c, s) in zip(cites, items, strict=True)
+    ]
+
+    def shrink(i: int, room: int) -> str | None:
+        if param.source_truncation in ("none", "map_reduce") or i >= len(items):  # map-reduce: room for summaries
+            return None
+        chunk = items[i][0]
+        overhead = count_tokens(csv_row([cites[i], ""]), model) + 2
+        target = room - overhead
+        for _ in range(4):
+            if target <= 0:
+                return None
+            text = shorten(chunk.text, param.query, target, param.source_truncation, model)
+            if not text:
+                return None
+            row = csv_row([cites[i], text])
+            over = count_tokens(row, model) - room
+            if over <= 0:
+                evidence[i] = evidence[i].model_copy(update={"text": text})
+                return row
+            target -= over + 2
+        return None
+
+    fill = param.budget_split == "evidence"
+    # rows are counted from their texts, which the per-process count cache knows from earlier queries
+    # (a row's citation changes with its rank, its text does not); +1 covers the merge at the seam
+    bodies = count_tokens_batch([csv_row(["", c.text]) for c, _ in items], model)
+    heads = count_tokens_batch(cites, model)
+    estimate = [b + h + 1 for b, h in zip(bodies, heads, strict=True)]
+    return Section("sources", rows, title=title, header="id,content", cap=cap, shrink=shrink,
+                   fill=fill, row_tokens=estimate), evidence
+
+
+def linked_chunk_order(entity_order: Sequence[str], entity_sources: dict[str, list[str]],
+                       neighbor_sources: dict[str, list[set[str]]]) -> list[str]:
+    """nano-graphrag's text-unit order: by the rank of the entity that cites the chunk, then by how
+    many one-hop neighbours also cite it (more = better)."""
+    best: dict[str, tuple[int, int]] = {}
+    for rank, name in enumerate(entity_order):
+        neighbours = neighbor_sources.get(name, [])
+        for cid in entity_sources.get(name, []):
+            score = (rank, -sum(1 for srcs in neighbours if cid in srcs))
+            if cid not in best or score < best[cid]:
+                best[cid] = score
+    return sorted(best, key=lambda c: best[c])

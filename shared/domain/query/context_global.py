@@ -1,0 +1,254 @@
+"""Global mode (nano-graphrag global_query / Microsoft GraphRAG global search), pure pieces:
+community selection (static or dynamic), map-group planning under the group budget, map
+messages, tolerant map-point parsing, and the reduce step under the synthesis budget."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from pydantic import BaseModel
+
+from shared.domain.models import Community, CommunityReport
+from shared.domain.prompts import global_map, global_reduce
+from shared.domain.query.budget import (
+    BudgetReport,
+    Section,
+    SectionReport,
+    _fit,
+    make_report,
+    synthesis_budget,
+    total_context_budget,
+)
+from shared.domain.query.context_common import csv_row
+from shared.domain.query.context_local import report_text
+from shared.domain.query.params import QueryParam
+from shared.domain.retrieval.bm25 import BM25Index
+from shared.domain.tokens import count_tokens, count_tokens_batch, truncate_text
+
+MAP_HEADER = "id,content,rating,importance"
+
+
+class MapGroup(BaseModel):
+    index: int
+    report_ids: list[str]
+    context: str
+    tokens: int
+
+
+class DynamicSelection(BaseModel):
+    rated: int = 0
+    relevant: int = 0
+    rating_tokens: int = 0  # report tokens sent to the rater
+    static_map_tokens: int = 0  # what the static path would send to map
+    dynamic_map_tokens: int = 0
+    tokens_saved: int = 0  # static - (dynamic map + rating)
+    levels_visited: list[int] = []
+
+
+class GlobalPlan(BaseModel):
+    groups: list[MapGroup]
+    selected: list[str]  # community ids in map order
+    candidates: int  # communities at level <= query level with a report
+    group_budget: int
+    budget: BudgetReport
+    dynamic: DynamicSelection | None = None
+    context_budget: int = 0  # the context-data budget of one call (max_total_tokens / model window)
+
+
+def relevant_groups(plan: GlobalPlan, query: str) -> list[MapGroup]:
+    """The map groups by their BM25 relevance to the question (the groups' report tables as documents),
+    the plan's order breaking ties: what a caller who asked for the context of *this* question sees first."""
+    if len(plan.groups) < 2 or not query.strip():
+        return list(plan.groups)
+    scores = BM25Index([str(g.index) for g in plan.groups], [g.context for g in plan.groups]).scores(query)
+    order = sorted(range(len(plan.groups)), key=lambda i: (-float(scores[i]), i))
+    return [plan.groups[i] for i in order]
+
+
+def visible_context(plan: GlobalPlan, model: str | None, query: str = "") -> tuple[str, int]:
+    """The context a caller sees (``only_need_context`` / ``include_context``): whole map groups, the
+    ones most relevant to ``query`` first, while together they fit the context budget, so a returned
+    context never exceeds it. The map phase itself reads every selected group, one call each, each within
+    the budget. Returns (text, groups shown)."""
+    shown: list[str] = []
+    for group in relevant_groups(plan, query):
+        candidate = "\n\n".join([*shown, group.context])
+        if shown and count_tokens(candidate, model) > plan.context_budget:
+            break
+        shown.append(group.context)
+    return "\n\n".join(shown), len(shown)
+
+
+def static_selection(
+    communities: dict[str, Community], reports: dict[str, CommunityReport], param: QueryParam
+) -> tuple[list[CommunityReport], int]:
+    """Level <= query level, by occurrence, top global_max_consider_community, rating >= minimum."""
+    eligible = [c for c in communities.values() if c.level <= param.level and c.id in reports]
+    eligible.sort(key=lambda c: (-c.occurrence, c.id))
+    top = eligible[: param.global_max_consider_community]
+    chosen = [reports[c.id] for c in top if reports[c.id].rating >= param.global_min_community_rating]
+    return chosen, len(eligible)
+
+
+def dynamic_selection(
+    communities: dict[str, Community], reports: dict[str, CommunityReport], param: QueryParam,
+    rate: Callable[[CommunityReport], float], model: str | None = None,
+) -> tuple[list[CommunityReport], DynamicSelection]:
+    """Rate reports from the roots down; only a relevant report's children are rated (MS GraphRAG).
+    When nothing at a level is relevant, the next level is tried as a whole."""
+    stats = DynamicSelection()
+    by_level: dict[int, list[Community]] = {}
+    for c in communities.values():
+        if c.id in reports and c.level <= param.level:
+            by_level.setdefault(c.level, []).append(c)
+    if not by_level:
+        return [], stats
+    levels = sorted(by_level)
+    queue = [c for c in by_level[levels[0]] if not c.parent or c.parent not in communities] or by_level[levels[0]]
+    relevant: dict[str, Community] = {}
+    while queue:
+        stats.levels_visited.append(queue[0].level)
+        nxt: list[Community] = []
+        for c in sorted(queue, key=lambda c: c.id):
+            rep = reports[c.id]
+            stats.rated += 1
+            stats.rating_tokens += count_tokens(report_text(rep), model)
+            if rate(rep) < param.dynamic_threshold:
+                continue
+            relevant[c.id] = c
+            kids = [communities[k] for k in c.children if k in communities and k in reports]
+            kids = [k for k in kids if k.level <= param.level]
+            nxt.extend(kids)
+            if kids and not param.dynamic_keep_parent:
+                relevant.pop(c.id, None)
+        if not nxt and not relevant:
+            later = [lv for lv in levels if lv > queue[0].level]
+            nxt = by_level[later[0]] if later else []
+        queue = nxt
+    chosen = sorted(relevant.values(), key=lambda c: (-c.occurrence, c.id))[: param.global_max_consider_community]
+    stats.relevant = len(chosen)
+    return [reports[c.id] for c in chosen], stats
+
+
+def _rows(reports: Sequence[CommunityReport], communities: dict[str, Community]) -> list[str]:
+    return [
+        csv_row([r.community_id, report_text(r), r.rating, communities[r.community_id].occurrence
+                 if r.community_id in communities else 0])
+        for r in reports
+    ]
+
+
+def group_reports(
+    reports: Sequence[CommunityReport], communities: dict[str, Community], budget: int, model: str | None
+) -> list[MapGroup]:
+    """Consecutive groups whose rendered report table fits ``budget``; an oversized report is cut
+    (at a token boundary that decodes cleanly) and sent alone."""
+    rows = _rows(reports, communities)
+    groups: list[MapGroup] = []
+    start = 0
+    while start < len(rows):
+        sec = Section("reports", rows[start:], "Reports", MAP_HEADER, budget)
+        idx, kept, _ = _fit(sec, budget, model, 1 << 30)
+        if not kept:
+            r = reports[start]
+            overhead = count_tokens(sec.render([csv_row([r.community_id, "", r.rating, 0])]), model)
+            short = truncate_text(report_text(r), max(0, budget - overhead - 8), model)
+            kept = [csv_row([r.community_id, short, r.rating, communities.get(r.community_id).occurrence
+                             if r.community_id in communities else 0])]
+            idx = [0]
+            if count_tokens(sec.render(kept), model) > budget:
+                start += 1
+                continue
+        text = sec.render(kept)
+        ids = [reports[start + i].community_id for i in idx]
+        groups.append(MapGroup(index=len(groups), report_ids=ids, context=text, tokens=count_tokens(text, model)))
+        start += len(idx)
+    return groups
+
+
+def plan_global(
+    communities: dict[str, Community], reports: dict[str, CommunityReport], param: QueryParam,
+    rate: Callable[[CommunityReport], float] | None = None,
+) -> GlobalPlan:
+    model = param.model
+    static, candidates = static_selection(communities, reports, param)
+    map_prompt = global_map.SYSTEM.format(context_data="")
+    tb = total_context_budget(param, map_prompt)
+    group_budget = min(param.global_group_tokens, tb.total)
+    dyn = None
+    chosen = static
+    if param.dynamic_community_selection and rate is not None:
+        chosen, dyn = dynamic_selection(communities, reports, param, rate, model)
+        if param.global_min_community_rating:
+            chosen = [r for r in chosen if r.rating >= param.global_min_community_rating]
+    groups = group_reports(chosen, communities, group_budget, model)
+    if dyn is not None:
+        dyn.static_map_tokens = sum(g.tokens for g in group_reports(static, communities, group_budget, model))
+        dyn.dynamic_map_tokens = sum(g.tokens for g in groups)
+        dyn.tokens_saved = dyn.static_map_tokens - dyn.dynamic_map_tokens - dyn.rating_tokens
+    kept = sum(len(g.report_ids) for g in groups)
+    sec = SectionReport(
+        name="reports", candidates=candidates, kept=kept, tokens_used=sum(g.tokens for g in groups),
+        tokens_allowed=group_budget * max(1, len(groups)), truncated=kept < candidates,
+        cut_by="selection" if kept < candidates else None,
+    )
+    budget = make_report(param, "global", tb, None)
+    budget.total_allowed = group_budget  # per map call: each group's context is one LLM call
+    budget.sections = [sec]
+    budget.total_tokens = max((g.tokens for g in groups), default=0)
+    budget.notes.append(f"{len(groups)} map groups of <= {group_budget} tokens (largest {budget.total_tokens}, "
+                        f"{sec.tokens_used} over all groups)")
+    if dyn is not None:
+        budget.notes.append(
+            f"dynamic selection rated {dyn.rated}, kept {dyn.relevant}; saved {dyn.tokens_saved} tokens "
+            f"vs static ({dyn.static_map_tokens} map tokens)"
+        )
+    return GlobalPlan(groups=groups, selected=[i for g in groups for i in g.report_ids], candidates=candidates,
+                      group_budget=group_budget, budget=budget.finalize(), dynamic=dyn, context_budget=tb.total)
+
+
+def build_map_messages(group: MapGroup, query: str) -> list[dict]:
+    return [
+        {"role": "system", "content": global_map.SYSTEM.format(context_data=group.context)},
+        {"role": "user", "content": query},
+    ]
+
+
+def build_reduce_messages(report_data: str, query: str, response_type: str) -> list[dict]:
+    return [
+        {"role": "system", "content": global_reduce.SYSTEM.format(response_type=response_type,
+                                                                   report_data=report_data)},
+        {"role": "user", "content": query},
+    ]
+
+
+def reduce_points(
+    points: Sequence[tuple[int, object]], budget: int, model: str | None = None
+) -> tuple[str, SectionReport]:
+    """Keep points with score > 0, best first, rendered as analyst reports within ``budget``.
+    ``points``: (analyst/group index, MapPoint)."""
+    useful = [(g, p) for g, p in points if p.score > 0]
+    useful.sort(key=lambda gp: -gp[1].score)
+    blocks = [f"----Analyst {g}----\nImportance Score: {p.score:g}\n{p.description}\n" for g, p in useful]
+    counts = count_tokens_batch(blocks, model)
+    kept: list[str] = []
+    used = 0
+    for b, n in zip(blocks, counts, strict=True):
+        if used + n + 1 > budget:
+            break
+        kept.append(b)
+        used += n + 1
+    text = "\n".join(kept)
+    while kept and count_tokens(text, model) > budget:
+        kept.pop()
+        text = "\n".join(kept)
+    tokens = count_tokens(text, model) if text else 0
+    rep = SectionReport(name="points", candidates=len(points), kept=len(kept), tokens_used=tokens,
+                        tokens_allowed=budget, truncated=len(kept) < len(useful),
+                        cut_by="section" if len(kept) < len(useful) else None)
+    return text, rep
+
+
+def reduce_budget(param: QueryParam, response_instructions: str = "") -> int:
+    prompt = global_reduce.SYSTEM.format(response_type=response_instructions, report_data="")
+    return synthesis_budget(param, total_context_budget(param, prompt).total)

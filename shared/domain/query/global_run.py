@@ -1,0 +1,138 @@
+"""Global search run inline (tests, single-process use): plan -> parallel map with a deadline ->
+reduce. The worker runs the same pieces as a Celery chord; ``collect_map_results`` is the chord
+callback's pure core."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from collections.abc import Callable
+
+from shared.domain.models import CommunityReport, MapPoint
+from shared.domain.query.context_common import Evidence, Sources
+from shared.domain.query.context_global import (
+    GlobalPlan,
+    build_map_messages,
+    build_reduce_messages,
+    plan_global,
+    reduce_budget,
+    reduce_points,
+    visible_context,
+)
+from shared.domain.query.formats import response_instructions
+from shared.domain.query.map_points import parse_map_points
+from shared.domain.query.params import QueryParam
+from shared.domain.query.result import QueryResult, UsageMeter, extractive_answer
+from shared.domain.retrieval.bm25 import tokenize
+
+NO_ANSWER = "Sorry, the community reports hold nothing relevant to this question."
+
+
+def collect_map_results(
+    plan: GlobalPlan, results: dict[int, str | None]
+) -> tuple[list[tuple[int, MapPoint]], bool, str | None]:
+    """Points from the map groups that answered; a missing/None/failed group makes the result partial."""
+    points: list[tuple[int, MapPoint]] = []
+    missing = [g.index for g in plan.groups if results.get(g.index) is None]
+    for g in plan.groups:
+        text = results.get(g.index)
+        if text:
+            for p in parse_map_points(text):
+                if not p.community_id:
+                    p.community_id = ",".join(g.report_ids)
+                points.append((g.index, p))
+    reason = None
+    if missing:
+        reason = f"{len(missing)} of {len(plan.groups)} map groups did not answer (groups {missing[:10]})"
+    return points, bool(missing), reason
+
+
+def lexical_rater(query: str) -> Callable[[CommunityReport], float]:
+    """Offline rater for dynamic selection: 5 x the share of query terms the report mentions (0-5)."""
+    terms = set(tokenize(query))
+
+    def rate(rep: CommunityReport) -> float:
+        if not terms:
+            return 5.0
+        words = set(tokenize(f"{rep.title}\n{rep.summary}\n{rep.full_text}"))
+        return 5.0 * len(terms & words) / len(terms)
+    return rate
+
+
+def _map_all(plan: GlobalPlan, query: str, meter: UsageMeter, deadline_s: float, workers: int
+             ) -> dict[int, str | None]:
+    results: dict[int, str | None] = {}
+    if not plan.groups:
+        return results
+    pool = cf.ThreadPoolExecutor(max_workers=max(1, min(workers, len(plan.groups))))
+    futures = {pool.submit(meter, build_map_messages(g, query), "map"): g.index for g in plan.groups}
+    done, _ = cf.wait(futures, timeout=deadline_s)
+    for fut, idx in futures.items():
+        if fut in done and fut.exception() is None:
+            results[idx] = fut.result()
+        else:
+            results[idx] = None
+    pool.shutdown(wait=False, cancel_futures=True)  # a lost map call must not hang the query
+    return results
+
+
+def start_global(param: QueryParam, reader, rate: Callable[[CommunityReport], float] | None = None
+                 ) -> tuple[GlobalPlan, QueryResult]:
+    """Plan the map groups and the result skeleton (sources, context, budget). Pure given ``reader``."""
+    communities, reports = reader.communities(), reader.reports()
+    if param.dynamic_community_selection and rate is None:
+        rate = lexical_rater(param.query)
+    plan = plan_global(communities, reports, param, rate)
+    result = QueryResult(mode="global", budget=plan.budget,
+                         details={"groups": len(plan.groups), "dynamic": plan.dynamic.model_dump()
+                                  if plan.dynamic else None})
+    sources = Sources()
+    for cid in plan.selected:
+        r = reports[cid]
+        sources.add(Evidence(kind="report", cite=cid, key=cid, text=f"{r.title}. {r.summary}", score=r.rating))
+    result.sources, result.citations = sources, sources.citations()
+    if param.only_need_context or param.include_context:
+        result.context, shown = visible_context(plan, param.model, param.query)
+        result.details["context_groups"] = f"{shown}/{len(plan.groups)}"
+        if shown < len(plan.groups):
+            result.budget.notes.append(
+                f"context shows the {shown} of {len(plan.groups)} map groups most relevant to the question (within the "
+                f"{plan.context_budget}-token budget); the map phase reads all of them, one call each")
+    return plan, result
+
+
+def finish_global(param: QueryParam, plan: GlobalPlan, result: QueryResult, results: dict[int, str | None],
+                  reduce_chat: Callable[[list[dict], str], str]) -> QueryResult:
+    """Reduce the map answers (missing groups make the result partial) and answer."""
+    points, partial, reason = collect_map_results(plan, results)
+    result.partial, result.partial_reason = partial, reason
+    instructions = response_instructions(param.response_type)
+    text, sec = reduce_points(points, reduce_budget(param, instructions), param.model)
+    result.budget.sections.append(sec)
+    result.budget.finalize()
+    result.details["map_points"] = len(points)
+    if not text:
+        result.answer, result.answer_kind = NO_ANSWER, "none"
+        return result
+    result.answer = reduce_chat(build_reduce_messages(text, param.query, instructions), "reduce")
+    result.answer_kind = "llm"
+    return result
+
+
+def run_global_inline(
+    param: QueryParam, reader, chat=None, rate: Callable[[CommunityReport], float] | None = None,
+    meter: UsageMeter | None = None, max_workers: int = 8,
+) -> QueryResult:
+    started = time.monotonic()
+    plan, result = start_global(param, reader, rate)
+    if param.only_need_context:
+        return result
+    if chat is None:
+        result.answer, result.answer_kind = extractive_answer(param.query, result.sources), "extractive"
+        return result
+    meter = meter or UsageMeter(chat, param.model)
+    remaining = max(0.0, param.deadline_s - (time.monotonic() - started))
+    results = _map_all(plan, param.query, meter, remaining, max_workers)
+    result = finish_global(param, plan, result, results, meter)
+    result.usage = meter.usage
+    return result

@@ -1,0 +1,118 @@
+"""Query results, per-phase usage, and the extractive answer used when no LLM is configured."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from shared.domain.pricing import cost_usd
+from shared.domain.query.budget import BudgetReport
+from shared.domain.query.context_common import Evidence, Sources
+from shared.domain.query.truncation import lexical_scores
+
+ChatFn = Callable[[list[dict], str], Any]  # (messages, phase) -> ChatResult-like (.text, tokens)
+PHASES = ("keywords", "rate", "map", "reduce", "analysis", "answer", "repair", "refine", "summarize")
+
+
+class PhaseUsage(BaseModel):
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    errors: int = 0
+
+
+class FormatCheck(BaseModel):
+    ok: bool = True
+    problems: list[str] = []
+    repaired: bool = False  # one re-ask was made (its usage is under phase "repair")
+    checked: bool = False
+
+
+class QueryResult(BaseModel):
+    answer: str = ""
+    answer_kind: Literal["llm", "extractive", "none"] = "none"
+    mode: str = ""
+    context: str | None = None
+    budget: BudgetReport = BudgetReport()
+    sources: Sources = Sources()
+    citations: dict[str, str] = {}  # id as cited in the context -> entity / relation / report / chunk id
+    quality: dict = {}
+    format_check: FormatCheck = FormatCheck()
+    usage: dict[str, PhaseUsage] = {}  # by phase; the worker may overwrite from its usage records
+    partial: bool = False
+    partial_reason: str | None = None
+    notes: list[str] = []
+    details: dict = {}  # mode-specific: global plan / dynamic selection, refinement history, keywords
+
+    def total_usage(self) -> PhaseUsage:
+        t = PhaseUsage()
+        for u in self.usage.values():
+            t.calls += u.calls
+            t.prompt_tokens += u.prompt_tokens
+            t.completion_tokens += u.completion_tokens
+            t.cost_usd += u.cost_usd
+            t.errors += u.errors
+        return t
+
+
+class UsageMeter:
+    """Wraps ``chat`` and accounts each call to its phase (thread-safe enough for += on ints under GIL)."""
+
+    def __init__(self, chat: ChatFn, model: str | None, prices: dict | None = None):
+        self.chat, self.model, self.prices = chat, model or "gpt-4o-mini", prices
+        self.usage: dict[str, PhaseUsage] = {}
+
+    def __call__(self, messages: list[dict], phase: str) -> str:
+        u = self.usage.setdefault(phase, PhaseUsage())
+        try:
+            res = self.chat(messages, phase)
+        except Exception:
+            u.errors += 1
+            raise
+        u.calls += 1
+        if isinstance(res, str):
+            return res
+        p, c = int(getattr(res, "prompt_tokens", 0) or 0), int(getattr(res, "completion_tokens", 0) or 0)
+        u.prompt_tokens += p
+        u.completion_tokens += c
+        u.cost_usd += cost_usd(getattr(res, "model", None) or self.model, p, c, self.prices)
+        return getattr(res, "text", "") or ""
+
+
+_SENT = re.compile(r"(?<=[.!?。！？])\s+|\n+|<SEP>")
+
+
+def _cite(ev: Evidence) -> str:
+    label = {"entity": "Entities", "relation": "Relationships", "report": "Reports", "chunk": "Sources"}
+    ref = f"{label.get(ev.kind, 'Data')} ({ev.cite})"
+    docs = ", ".join(d for d in ev.doc_ids[:3] if d)
+    return f"[Data: {ref}; Documents ({docs})]" if docs else f"[Data: {ref}]"
+
+
+def extractive_answer(query: str, sources: Sources, max_facts: int = 8) -> str:
+    """Top-ranked sentences/facts of the kept context with their source ids (no LLM involved)."""
+    facts: list[tuple[str, Evidence]] = []
+    for ev in sources.evidence:
+        for sent in _SENT.split(ev.text):
+            if len(sent.split()) >= 3:
+                facts.append((sent.strip(), ev))
+    if not facts:
+        return ""
+    scores = lexical_scores(query, [f for f, _ in facts])
+    order = sorted(range(len(facts)), key=lambda i: (-scores[i], i))
+    seen: set[str] = set()
+    lines = []
+    for i in order:
+        text, ev = facts[i]
+        if text in seen:
+            continue
+        seen.add(text)
+        lines.append(f"- {text} {_cite(ev)}")
+        if len(lines) >= max_facts:
+            break
+    return "Extractive answer (no LLM configured): the most relevant facts from the retrieved context.\n" + \
+        "\n".join(lines)

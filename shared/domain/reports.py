@@ -1,0 +1,381 @@
+"""Community report context, prompt, parsing, LLM-free reports and incremental scheduling (pure).
+
+Context building follows Microsoft GraphRAG / nano-graphrag: CSV-like ``-----Entities-----`` and
+``-----Relationships-----`` sections (entities by degree, relations by rank/weight, descending).
+When a community's raw data does not fit the token budget and reports of its children exist, the
+children's reports (``-----Reports-----``) are substituted for the members they cover, largest
+(then highest-rated) child first, one more child at a time until the rest fits; whatever still
+does not fit is cut at row boundaries. The returned text never exceeds ``max_tokens``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from shared.domain.clustering import find_relation
+from shared.domain.models import Community, CommunityReport, Entity, Finding, Relation
+from shared.domain.prompts.community_report import TEMPLATE
+from shared.domain.tokens import count_tokens, count_tokens_batch
+
+SEP = "<SEP>"
+HEADERS = {
+    "reports": "-----Reports-----\nid,title,rating,content",
+    "entities": "-----Entities-----\nid,entity,type,description,degree",
+    "relations": "-----Relationships-----\nid,source,target,description,rank,weight",
+}
+
+
+class ReportParseError(ValueError):
+    """The model's answer could not be read as a report; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _csv_row(*cells: object) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="").writerow(
+        [" ".join(str(c).replace(SEP, " | ").split()) if isinstance(c, str) else c for c in cells]
+    )
+    return buffer.getvalue()
+
+
+def _sorted_entities(community: Community, entities: Mapping[str, Entity]) -> list[tuple[Entity, int]]:
+    """(entity, degree) by degree desc then name; degree falls back to internal edge count."""
+    internal: dict[str, int] = {}
+    for a, b in community.edges:
+        internal[a] = internal.get(a, 0) + 1
+        internal[b] = internal.get(b, 0) + 1
+    rows = [(entities.get(n) or Entity(name=n), n) for n in community.nodes]
+    ranked = [(e, e.degree or internal.get(n, 0)) for e, n in rows]
+    return sorted(ranked, key=lambda r: (-r[1], r[0].name))
+
+
+def _sorted_relations(community: Community, relations: Mapping[tuple[str, str], Relation]) -> list[Relation]:
+    found = [find_relation(relations, a, b) or Relation(src=a, tgt=b) for a, b in community.edges]
+    return sorted(found, key=lambda r: (-r.rank, -r.weight, r.src, r.tgt))
+
+
+def _prefix(counts: Sequence[int], budget: int) -> int:
+    """How many leading rows (each plus a newline) fit in ``budget`` tokens."""
+    total = 0
+    for i, n in enumerate(counts):
+        total += n + 1
+        if total > budget:
+            return i
+    return len(counts)
+
+
+def _children(
+    community: Community, sub_reports: Mapping[str, CommunityReport], sub_communities: Mapping[str, Community] | None
+) -> list[tuple[CommunityReport, frozenset[str]]]:
+    """(report, covered nodes) of children that have a report: largest, then best-rated first."""
+    found = []
+    for cid in community.children:
+        report = sub_reports.get(cid)
+        if report is None:
+            continue
+        child = (sub_communities or {}).get(cid)
+        found.append((report, frozenset(child.nodes) if child else frozenset()))
+    return sorted(found, key=lambda x: (-len(x[1]), -x[0].rating, x[0].community_id))
+
+
+def _assemble(rows: dict[str, list[str]], counts: dict[str, list[int]], headers: dict[str, int], budget: int):
+    """Fill ``budget``: reports first, then entities (at least half of what is left), then relations.
+
+    Estimates each section as header + rows + one newline per row + 2 for the blank line between
+    sections; the caller verifies the joined text with a real count.
+    """
+    kept = dict.fromkeys(HEADERS, 0)
+    left = budget
+    rel_need = headers["relations"] + sum(counts["relations"]) + len(rows["relations"]) + 2
+    for key in ("reports", "entities", "relations"):
+        room = left - headers[key] - 2
+        if key == "entities":
+            room = max(left // 2, left - rel_need) - headers[key] - 2
+        if rows[key] and room > 0:
+            kept[key] = _prefix(counts[key], room)
+        if kept[key]:
+            left -= headers[key] + sum(counts[key][: kept[key]]) + kept[key] + 2
+    sections = ["\n".join([HEADERS[k], *rows[k][: kept[k]]]) for k in ("reports", "entities", "relations") if kept[k]]
+    return "\n\n".join(sections), kept
+
+
+def _select(rows: dict[str, list], counts: dict[str, list[int]], keep: dict[str, list[int]]):
+    return ({k: [rows[k][i] for i in keep[k]] for k in rows}, {k: [counts[k][i] for i in keep[k]] for k in rows})
+
+
+def build_report_context(
+    community: Community,
+    entities: Mapping[str, Entity],
+    relations: Mapping[tuple[str, str], Relation],
+    sub_reports: Mapping[str, CommunityReport],
+    max_tokens: int,
+    model: str | None = None,
+    *,
+    sub_communities: Mapping[str, Community] | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """Report input text for ``community`` within ``max_tokens`` and a summary of what it holds.
+
+    ``sub_communities`` (child id -> Community) tells which members a child report covers; without
+    it, child reports are still put first but no raw rows are dropped in their favour.
+    Info keys: reports/entities/relations (rows kept), entities_total, relations_total,
+    truncated (some row meant to be included was cut), used_sub_reports, tokens.
+    """
+    ents = _sorted_entities(community, entities)
+    rels = _sorted_relations(community, relations)
+    children = _children(community, sub_reports, sub_communities)
+    rows = {
+        "reports": [_csv_row(r.community_id, r.title, r.rating, r.full_text or r.summary) for r, _ in children],
+        "entities": [_csv_row(i, e.name, e.type, e.description, d) for i, (e, d) in enumerate(ents)],
+        "relations": [_csv_row(i, r.src, r.tgt, r.description, r.rank, r.weight) for i, r in enumerate(rels)],
+    }
+    flat = count_tokens_batch([*HEADERS.values(), *rows["reports"], *rows["entities"], *rows["relations"]], model)
+    headers = dict(zip(HEADERS, flat[:3], strict=True))
+    counts, pos = {}, 3
+    for key in HEADERS:
+        counts[key], pos = flat[pos : pos + len(rows[key])], pos + len(rows[key])
+
+    def cost(sel: dict[str, list[int]]) -> int:
+        return sum(headers[k] + sum(c) + len(c) + 2 for k, c in sel.items() if c)
+
+    # owner[name] = rank of the (ordered) child report covering it; substitution of the first k
+    # children drops entities with owner < k and relations inside one such child.
+    owner = {n: rank for rank, (_, nodes) in enumerate(children) for n in nodes}
+    keep = {"reports": [], "entities": list(range(len(ents))), "relations": list(range(len(rels)))}
+    if cost({"entities": counts["entities"], "relations": counts["relations"]}) > max_tokens:
+        for k in range(1, len(children) + 1):
+            keep = {
+                "reports": list(range(k)),
+                "entities": [i for i, (e, _) in enumerate(ents) if owner.get(e.name, k) >= k],
+                "relations": [
+                    i
+                    for i, r in enumerate(rels)
+                    if not (owner.get(r.src, k) < k and owner.get(r.src) == owner.get(r.tgt))
+                ],
+            }
+            if cost(_select(rows, counts, keep)[1]) <= max_tokens:
+                break
+    sel_rows, sel_counts = _select(rows, counts, keep)
+    budget = max_tokens
+    text, kept = _assemble(sel_rows, sel_counts, headers, budget)
+    tokens = count_tokens(text, model) if text else 0
+    while tokens > max_tokens:  # BPE can merge across row boundaries: verify and shrink
+        budget -= tokens - max_tokens
+        text, kept = _assemble(sel_rows, sel_counts, headers, budget)
+        tokens = count_tokens(text, model) if text else 0
+    info = {
+        **kept,
+        "entities_total": len(ents),
+        "relations_total": len(rels),
+        "truncated": any(kept[k] < len(sel_rows[k]) for k in HEADERS),
+        "used_sub_reports": kept["reports"] > 0,
+        "tokens": tokens,
+    }
+    return text, info
+
+
+def build_report_messages(context_text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": TEMPLATE.format(input_text=context_text)}]
+
+
+def _outermost_object(text: str) -> str:
+    start = text.find("{")
+    if start < 0:
+        raise ReportParseError("no JSON object in the answer")
+    depth, in_string, escaped = 0, False, False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            escaped = not escaped and ch == "\\"
+            in_string = escaped or ch != '"'
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+    raise ReportParseError("unterminated JSON object")
+
+
+def _load_json(text: str) -> dict[str, Any]:
+    fenced = re.search(r"```(?:json|JSON)?\s*(.*?)```", text, re.DOTALL)
+    raw = _outermost_object(fenced.group(1) if fenced and "{" in fenced.group(1) else text)
+    try:
+        data = json.loads(raw, strict=False)
+    except json.JSONDecodeError:
+        try:
+            data = json.loads(re.sub(r",\s*([}\]])", r"\1", raw), strict=False)
+        except json.JSONDecodeError as exc:
+            raise ReportParseError(f"invalid JSON: {exc.msg} at position {exc.pos}") from exc
+    if not isinstance(data, dict):
+        raise ReportParseError("JSON answer is not an object")
+    return data
+
+
+def _rating(value: Any) -> float:
+    if isinstance(value, bool):
+        return 0.0
+    if isinstance(value, int | float):
+        number = float(value)
+    else:
+        match = re.search(r"-?\d+(?:\.\d+)?", str(value or ""))
+        number = float(match.group()) if match else 0.0
+    return 0.0 if math.isnan(number) else min(10.0, max(0.0, number))
+
+
+def _findings(value: Any) -> list[Finding]:
+    items = value if isinstance(value, list) else [value] if value else []
+    found: list[Finding] = []
+    for item in items:
+        if isinstance(item, str) and item.strip():
+            found.append(Finding(summary=item.strip()))
+        elif isinstance(item, dict):
+            summary = str(item.get("summary") or item.get("insight") or item.get("title") or "").strip()
+            explanation = str(item.get("explanation") or item.get("details") or "").strip()
+            if summary or explanation:
+                found.append(Finding(summary=summary or explanation[:80], explanation=explanation))
+    return found
+
+
+def render_markdown(title: str, summary: str, findings: Iterable[Finding]) -> str:
+    parts = [f"# {title}", summary]
+    parts += [f"## {f.summary}\n\n{f.explanation}".rstrip() for f in findings]
+    return "\n\n".join(p for p in parts if p)
+
+
+def parse_report(text: str, community: Community, signature: str) -> CommunityReport:
+    """A report from the model's answer (tolerates fences, prose around the object, trailing commas)."""
+    data = _load_json(text or "")
+    title = str(data.get("title") or "").strip()
+    summary = str(data.get("summary") or "").strip()
+    if not title:
+        raise ReportParseError("report has no 'title'")
+    findings = _findings(data.get("findings"))
+    return CommunityReport(
+        community_id=community.id,
+        level=community.level,
+        title=title,
+        summary=summary,
+        rating=_rating(data.get("rating")),
+        rating_explanation=str(data.get("rating_explanation") or "").strip(),
+        findings=findings,
+        signature=signature,
+        generated_by="llm",
+        full_text=render_markdown(title, summary, findings),
+    )
+
+
+def _first_sentence(description: str, limit: int = 240) -> str:
+    text = " ".join(description.split(SEP)[0].split())
+    match = re.match(r"(.+?[.!?])(\s|$)", text)
+    sentence = match.group(1) if match else text
+    return sentence if len(sentence) <= limit else sentence[: limit - 1].rstrip() + "…"
+
+
+def extractive_rating(n_nodes: int, n_edges: int) -> float:
+    """``10 * (0.7 * size + 0.3 * density)``, size = ``min(1, ln(1+n) / ln(101))`` (saturates at
+    100 members), density = ``2m / (n(n-1))`` (0 for a single node); rounded to 2 decimals."""
+    size = min(1.0, math.log1p(n_nodes) / math.log1p(100))
+    density = min(1.0, 2 * n_edges / (n_nodes * (n_nodes - 1))) if n_nodes > 1 else 0.0
+    return round(10 * (0.7 * size + 0.3 * density), 2)
+
+
+def extractive_report(
+    community: Community,
+    entities: Mapping[str, Entity],
+    relations: Mapping[tuple[str, str], Relation],
+    sub_reports: Mapping[str, CommunityReport] | None = None,
+    signature: str = "",
+) -> CommunityReport:
+    """Deterministic report without an LLM: title from top-degree members, summary from their
+    descriptions' first sentences, findings from the top relations (or top members)."""
+    ents = _sorted_entities(community, entities)
+    rels = _sorted_relations(community, relations)
+    top = [e.name for e, _ in ents[:3]]
+    title = community.id if not top else top[0] if len(top) == 1 else ", ".join(top[:-1]) + " and " + top[-1]
+    sentences = [f"{e.name}: {_first_sentence(e.description)}" for e, _ in ents[:5] if e.description.strip()]
+    summary = f"Community of {len(ents)} entities and {len(rels)} relationships. " + " ".join(sentences)
+    subs = [sub_reports[c].title for c in community.children if sub_reports and c in sub_reports]
+    if subs:
+        summary += " Sub-communities: " + "; ".join(subs[:5]) + "."
+    findings = [
+        Finding(summary=f"{r.src} — {r.tgt}", explanation=_first_sentence(r.description, 400))
+        for r in rels[:5]
+        if r.description.strip()
+    ] or [Finding(summary=e.name, explanation=_first_sentence(e.description, 400)) for e, _ in ents[:5]]
+    rating = extractive_rating(len(ents), len(rels))
+    return CommunityReport(
+        community_id=community.id,
+        level=community.level,
+        title=title,
+        summary=summary.strip(),
+        rating=rating,
+        rating_explanation=f"Extractive rating from size ({len(ents)}) and density of the community.",
+        findings=findings,
+        signature=signature or community.signature,
+        generated_by="extractive",
+        full_text=render_markdown(title, summary.strip(), findings),
+    )
+
+
+def report_levels_bottom_up(communities: Iterable[Community]) -> list[int]:
+    """Levels deepest first: a community's report may use its children's reports."""
+    return sorted({c.level for c in communities}, reverse=True)
+
+
+def own_rows_fit(community: Community, entities: Mapping[str, Entity],
+                 relations: Mapping[tuple[str, str], Relation], max_tokens: int, model: str | None = None) -> bool:
+    """Whether ``community``'s own rows (entities + relations, as :func:`build_report_context` writes
+    them) fit ``max_tokens`` with room to spare, in which case no sub-report is ever substituted. Cheap
+    first test: UTF-8 bytes (no token is shorter than a byte); else the rows are counted. Two tokens of
+    slack per row cover degrees and ranks that change by a digit before the report is written."""
+    ents = _sorted_entities(community, entities)
+    rels = _sorted_relations(community, relations)
+    rows = [_csv_row(i, e.name, e.type, e.description, d) for i, (e, d) in enumerate(ents)]
+    rows += [_csv_row(i, r.src, r.tgt, r.description, r.rank, r.weight) for i, r in enumerate(rels)]
+    heads = [HEADERS["entities"], HEADERS["relations"]]
+    slack = 3 * len(rows) + 4
+    if sum(len(x.encode()) for x in heads + rows) + slack <= max_tokens:
+        return True
+    return sum(count_tokens_batch(heads + rows, model)) + slack <= max_tokens
+
+
+def report_waves(communities: Iterable[Community], independent: Callable[[Community], bool] | None = None
+                 ) -> list[list[str]]:
+    """Community ids in waves: a community's report goes in wave 0 when it cannot use its children's
+    reports (no children, or ``independent(community)``: its own rows fit the report budget, so
+    :func:`build_report_context` substitutes no sub-report); otherwise in the wave after its last
+    child's. So only reports that really read sub-reports wait, instead of whole levels waiting for
+    the deeper ones. Ids sorted per wave."""
+    by_id = {c.id: c for c in communities}
+    height: dict[str, int] = {}
+
+    def h(cid: str) -> int:
+        if cid not in height:
+            kids = [k for k in by_id[cid].children if k in by_id]
+            free = not kids or (independent is not None and independent(by_id[cid]))
+            height[cid] = 0 if free else 1 + max(h(k) for k in kids)
+        return height[cid]
+
+    waves: list[list[str]] = []
+    for cid in sorted(by_id, key=lambda c: (by_id[c].level, c)):
+        k = h(cid)
+        waves.extend([] for _ in range(k + 1 - len(waves)))
+        waves[k].append(cid)
+    return [sorted(w) for w in waves]
+
+
+def communities_to_regenerate(communities: Iterable[Community], old_signatures: Mapping[str, str]) -> list[str]:
+    """Ids whose signature is unknown, empty or changed; deepest level first, then by id."""
+    stale = [c for c in communities if not c.signature or old_signatures.get(c.id) != c.signature]
+    return [c.id for c in sorted(stale, key=lambda c: (-c.level, c.id))]

@@ -1,0 +1,90 @@
+"""Validate documents and enqueue an ingestion job (used by the gateway and the CLI)."""
+
+from __future__ import annotations
+
+import time
+import unicodedata
+from dataclasses import dataclass, field
+
+from shared.domain.ids import content_hash, doc_id_for, new_job_id, validate_tenant
+from shared.domain.models import Document
+from shared.infra import queueing as q
+from shared.infra.jobs import JobStore
+from shared.infra.store.redis_graph import GraphStore
+
+
+class InvalidDocument(ValueError):
+    """A document was rejected before anything was enqueued; ``code`` is machine-readable."""
+
+    def __init__(self, code: str, message: str, index: int | None = None):
+        super().__init__(message)
+        self.code = code
+        self.index = index
+
+
+@dataclass
+class DocumentInput:
+    text: str
+    title: str = ""
+    id: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+def decode_bytes(data: bytes, name: str = "file") -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        reason = f"{name}: not valid UTF-8 ({exc.reason} at byte {exc.start})"
+        raise InvalidDocument("invalid_encoding", reason) from exc
+
+
+def clean_text(text: str) -> str:
+    """Drop NULs and other C0 controls except tab/newline; strip a leading BOM."""
+    text = text.lstrip("\ufeff")
+    return "".join(ch for ch in text if ch in "\t\n\r" or unicodedata.category(ch) != "Cc")
+
+
+def validate_documents(items: list[DocumentInput], max_bytes: int, max_docs: int = 10_000) -> list[DocumentInput]:
+    if not items:
+        raise InvalidDocument("empty_batch", "no documents given")
+    if len(items) > max_docs:
+        raise InvalidDocument("too_many_documents", f"{len(items)} documents in one batch; the limit is {max_docs}")
+    out = []
+    for i, item in enumerate(items):
+        if not isinstance(item.text, str):
+            raise InvalidDocument("invalid_text", f"document {i}: text must be a string", i)
+        size = len(item.text.encode("utf-8", "surrogatepass"))
+        if size > max_bytes:
+            raise InvalidDocument("document_too_large", f"document {i}: {size} bytes exceeds {max_bytes}", i)
+        try:
+            item.text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidDocument("invalid_encoding", f"document {i}: lone surrogate characters", i) from exc
+        text = clean_text(item.text)
+        if not text.strip():
+            raise InvalidDocument("empty_document", f"document {i}: text is empty", i)
+        out.append(DocumentInput(text=text, title=item.title, id=item.id, metadata=dict(item.metadata)))
+    return out
+
+
+def submit_ingestion(redis, celery, tenant: str, items: list[DocumentInput], settings) -> dict:
+    """Store documents (deduplicated by content hash) and enqueue one chunk task per document."""
+    validate_tenant(tenant)
+    docs = validate_documents(items, settings.chunking.max_document_bytes)
+    store, jobs = GraphStore(redis, tenant), JobStore(redis, tenant)
+    job_id = new_job_id()
+    now = time.time()
+    doc_ids: list[str] = []
+    new_docs = 0
+    for item in docs:
+        doc_id = item.id or doc_id_for(item.text)
+        doc = Document(id=doc_id, tenant=tenant, title=item.title, text_hash=content_hash(item.text),
+                       metadata=item.metadata, created_at=now)
+        if store.put_document(doc, item.text):
+            new_docs += 1
+        if doc_id not in doc_ids:
+            doc_ids.append(doc_id)
+    jobs.create(job_id, "ingest", doc_ids, {"new_documents": new_docs})
+    for doc_id in doc_ids:
+        celery.send_task(q.CHUNK, args=[tenant, job_id, doc_id])
+    return {"job_id": job_id, "documents": len(doc_ids), "new_documents": new_docs}

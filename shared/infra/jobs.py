@@ -1,0 +1,338 @@
+"""Job state in Redis: status, stage, progress counters, per-chunk failures, usage, timestamps."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+from shared.domain.models import ChunkFailure
+from shared.infra.keys import SEP, Keys, active_jobs_key
+from shared.infra.llm.usage import job_usage
+
+TERMINAL = {"succeeded", "failed", "canceled"}
+
+
+@dataclass
+class JobSnapshot:
+    """A job's state as stored: the job hash fields, fan-in sets, stage claims and batch progress."""
+
+    tenant: str
+    job_id: str
+    fields: dict[str, str]
+    docs: set[str] = field(default_factory=set)
+    docs_done: set[str] = field(default_factory=set)
+    chunks: set[str] = field(default_factory=set)
+    chunks_done: set[str] = field(default_factory=set)
+    flags: dict[str, str] = field(default_factory=dict)  # stage -> token of the task that claimed it
+    batches_done: dict[str, set[int]] = field(default_factory=dict)  # "merge" / "report{i}" -> batch indexes
+
+    @property
+    def kind(self) -> str:
+        return self.fields.get("kind", "")
+
+    @property
+    def status(self) -> str:
+        return self.fields.get("status", "")
+
+# HSET the fields only while the job exists and has not ended: a cancel can never be overwritten by a
+# worker moving the job to running (or finishing it), whichever wins the race.
+_SET_IF_ACTIVE = """
+local s = redis.call('HGET', KEYS[1], 'status')
+if (not s) or s == 'succeeded' or s == 'failed' or s == 'canceled' then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
+return 1
+"""
+
+
+_MARK_RUNNING = """
+local s = redis.call('HGET', KEYS[1], 'status')
+if (not s) or s == 'succeeded' or s == 'failed' or s == 'canceled' then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'running', 'stage', ARGV[1], 'updated_at', ARGV[2])
+redis.call('HSETNX', KEYS[1], 'started_at', ARGV[2])
+redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2])
+return 1
+"""
+_CANCEL_SEEN: dict[tuple[str, str], tuple[float, bool]] = {}
+
+
+def _metrics():
+    from shared.infra import metrics
+
+    return metrics
+
+
+def _s(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def active_member(tenant: str, job_id: str) -> str:
+    """Member of the global active-jobs index (ids only, no tenant data): ``tenant<SEP>job_id``."""
+    return f"{tenant}{SEP}{job_id}"
+
+
+def parse_active_member(member) -> tuple[str, str]:
+    tenant, _, job_id = _s(member).partition(SEP)
+    return tenant, job_id
+
+
+class JobStore:
+    def __init__(self, redis, tenant: str):
+        self.redis = redis
+        self.tenant = tenant
+        self.k = Keys(tenant)
+
+    def create(self, job_id: str, kind: str, doc_ids: list[str] | None = None, params: dict | None = None) -> None:
+        now = time.time()
+        pipe = self.redis.pipeline()
+        pipe.hset(self.k.job(job_id), mapping={
+            "id": job_id, "tenant": self.tenant, "kind": kind, "status": "queued", "stage": "queued",
+            "created_at": now, "updated_at": now, "params": json.dumps(params or {}),
+            "documents": len(doc_ids or []),
+        })
+        if doc_ids:
+            pipe.sadd(self.k.job_docs(job_id), *doc_ids)
+        pipe.zadd(self.k.jobs(), {job_id: now})
+        pipe.zadd(active_jobs_key(), {active_member(self.tenant, job_id): now})
+        pipe.execute()
+        _metrics().record_job_submitted(kind, self.tier())
+
+    def exists(self, job_id: str) -> bool:
+        return bool(self.redis.exists(self.k.job(job_id)))
+
+    def get_field(self, job_id: str, field: str) -> str | None:
+        v = self.redis.hget(self.k.job(job_id), field)
+        return _s(v) if v is not None else None
+
+    def set(self, job_id: str, **fields) -> None:
+        fields["updated_at"] = time.time()
+        self.redis.hset(self.k.job(job_id), mapping={k: v if not isinstance(v, dict | list) else json.dumps(v)
+                                                     for k, v in fields.items()})
+
+    def set_if_active(self, job_id: str, **fields) -> bool:
+        """Atomically set ``fields`` unless the job ended (or does not exist); True when set."""
+        fields["updated_at"] = time.time()
+        args = [x for k, v in fields.items() for x in (k, json.dumps(v) if isinstance(v, dict | list) else v)]
+        return bool(self.redis.eval(_SET_IF_ACTIVE, 1, self.k.job(job_id), *args))
+
+    def mark_running(self, job_id: str, stage: str) -> bool:
+        """Move to running/stage unless the job already ended (e.g. canceled); first start times of the
+        job and of the stage are kept. One round trip (every task calls this). False when the job has
+        ended (canceled, failed, succeeded) or does not exist."""
+        key = self.k.job(job_id)
+        return bool(self.redis.eval(_MARK_RUNNING, 2, key, key + ":stages", stage, time.time()))
+
+    def canceled_recently(self, job_id: str, max_age_s: float = 0.5) -> bool:
+        """``is_canceled`` read at most every ``max_age_s`` per job and process (a cancel is final):
+        the check before every LLM call, cooperative cancel within half a second."""
+        now = time.monotonic()
+        key = (self.tenant, job_id)
+        hit = _CANCEL_SEEN.get(key)
+        if hit is not None and (hit[1] or now - hit[0] < max_age_s):
+            return hit[1]
+        canceled = self.is_canceled(job_id)
+        if len(_CANCEL_SEEN) > 10_000:
+            _CANCEL_SEEN.clear()
+        _CANCEL_SEEN[key] = (now, canceled)
+        return canceled
+
+    def mark_stage_time(self, job_id: str, stage: str) -> None:
+        self.redis.hsetnx(self.k.job(job_id) + ":stages", stage, time.time())
+
+    def stage_times(self, job_id: str) -> dict[str, float]:
+        """When each stage first started (seconds since the job was created)."""
+        created = float(self.get_field(job_id, "created_at") or 0)
+        raw = self.redis.hgetall(self.k.job(job_id) + ":stages")
+        return dict(sorted(((_s(k), round(float(v) - created, 3)) for k, v in raw.items()), key=lambda kv: kv[1]))
+
+    def status(self, job_id: str) -> str | None:
+        return self.get_field(job_id, "status")
+
+    def is_canceled(self, job_id: str) -> bool:
+        return self.status(job_id) == "canceled"
+
+    def finish(self, job_id: str, status: str, **fields) -> None:
+        if self.status(job_id) in TERMINAL:
+            return
+        now = time.time()
+        if self.set_if_active(job_id, status=status, stage="done", finished_at=now, **fields):
+            self._record_finished(job_id, status, now)
+
+    def cancel(self, job_id: str) -> bool:
+        if self.status(job_id) in TERMINAL:
+            return False
+        now = time.time()
+        if not self.set_if_active(job_id, status="canceled", stage="canceled", finished_at=now):
+            return False
+        self._record_finished(job_id, "canceled", now)
+        return True
+
+    def tier(self) -> str:
+        from shared.infra.llm.usage import TIERS
+
+        return TIERS.tier(self.redis, self.tenant)
+
+    def _record_finished(self, job_id: str, status: str, finished_at: float) -> None:
+        """Job metrics, once per job even when two tasks (or a redelivery) finish it concurrently; wakes
+        whoever waits on the job (``wait_finished``)."""
+        self.redis.zrem(active_jobs_key(), active_member(self.tenant, job_id))
+        self.redis.publish(self.k.job_done_channel(job_id), status)
+        if not self.redis.hsetnx(self.k.job_flags(job_id), "metrics:finished", status):
+            return
+        kind, created = self.get_field(job_id, "kind") or "unknown", self.get_field(job_id, "created_at")
+        seconds = finished_at - float(created) if created else None
+        _metrics().record_job_finished(kind, status, seconds, self.tier())
+
+    def wait_finished(self, job_id: str, timeout: float, recheck_s: float = 0.5) -> str | None:
+        """Block until the job ends; its final status, or None after ``timeout`` seconds (or when the job
+        does not exist). Woken by the end-of-job publish instead of polling, so a short query's result is
+        seen as soon as it is written; the status is re-read every ``recheck_s`` in case a publish was
+        missed (a reconnect), so the wait never depends on the message alone."""
+        deadline = time.monotonic() + timeout
+        pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+        try:
+            pubsub.subscribe(self.k.job_done_channel(job_id))  # before the first read: no end can slip between
+            while True:
+                status = self.status(job_id)
+                if status is None or status in TERMINAL:
+                    return status
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                message = pubsub.get_message(timeout=min(recheck_s, left))
+                if message is not None and message.get("type") == "message":
+                    return _s(message["data"])
+        finally:
+            pubsub.close()
+
+    # ---- chunk progress
+    def add_chunks(self, job_id: str, chunk_ids: list[str]) -> None:
+        if chunk_ids:
+            self.redis.sadd(self.k.job_chunks(job_id), *chunk_ids)
+
+    def chunk_finished(self, job_id: str, chunk_id: str, failure: ChunkFailure | None = None) -> bool:
+        """Record the chunk as finished (or failed); True when this made extraction complete (every
+        document chunked, every chunk finished), in the same round trip."""
+        pipe = self.redis.pipeline()
+        if failure is not None:
+            pipe.hset(self.k.job_failures(job_id), chunk_id, failure.model_dump_json())
+        else:
+            pipe.hdel(self.k.job_failures(job_id), chunk_id)
+        pipe.sadd(self.k.job_chunks_done(job_id), chunk_id)
+        self._completion_queries(pipe, job_id)
+        docs, docs_done, missing = pipe.execute()[-3:]
+        _metrics().record_chunks(1, "failed" if failure is not None else "ok")
+        return docs_done >= docs and not missing
+
+    def _completion_queries(self, pipe, job_id: str) -> None:
+        pipe.scard(self.k.job_docs(job_id))
+        pipe.scard(self.k.job_docs_done(job_id))
+        pipe.sdiff(self.k.job_chunks(job_id), self.k.job_chunks_done(job_id))
+
+    def doc_chunked(self, job_id: str, doc_id: str) -> None:
+        self.redis.sadd(self.k.job_docs_done(job_id), doc_id)
+
+    def extraction_complete(self, job_id: str) -> bool:
+        pipe = self.redis.pipeline()
+        self._completion_queries(pipe, job_id)
+        docs, docs_done, missing = pipe.execute()
+        return docs_done >= docs and not missing
+
+    def failures(self, job_id: str) -> list[ChunkFailure]:
+        raw = self.redis.hgetall(self.k.job_failures(job_id))
+        return sorted((ChunkFailure.model_validate_json(v) for v in raw.values()), key=lambda f: f.chunk_id)
+
+    def doc_ids(self, job_id: str) -> list[str]:
+        return sorted(_s(x) for x in self.redis.smembers(self.k.job_docs(job_id)))
+
+    # ---- stage fan-in
+    def claim_advance(self, job_id: str, stage: str, token: str) -> bool:
+        """True for the one caller allowed to start ``stage``; the same ``token`` (a redelivered
+        task id) may claim again, so a crash between claim and enqueue does not strand the job."""
+        key = self.k.job_flags(job_id)
+        if self.redis.hsetnx(key, stage, token):
+            return True
+        return _s(self.redis.hget(key, stage)) == token
+
+    def batch_done_of(self, job_id: str, stage: str, batch: str, total_field: str) -> tuple[int, int]:
+        """Mark ``batch`` of ``stage`` done; (batches done, the total in the job field ``total_field``)."""
+        key = self.k.job_stage_done(job_id, stage)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.sadd(key, batch)
+        pipe.scard(key)
+        pipe.hget(self.k.job(job_id), total_field)
+        _, done, total = pipe.execute()
+        return int(done), int(total or 0)
+
+    def snapshot(self, job_id: str) -> JobSnapshot | None:
+        """Everything the watchdog needs to tell what a job still has to do (one round trip + one for
+        the per-stage done sets); read only for a job about to be resumed."""
+        pipe = self.redis.pipeline()
+        pipe.hgetall(self.k.job(job_id))
+        pipe.smembers(self.k.job_docs(job_id))
+        pipe.smembers(self.k.job_docs_done(job_id))
+        pipe.smembers(self.k.job_chunks(job_id))
+        pipe.smembers(self.k.job_chunks_done(job_id))
+        pipe.hgetall(self.k.job_flags(job_id))
+        raw, docs, docs_done, chunks, chunks_done, flags = pipe.execute()
+        if not raw:
+            return None
+        fields = {_s(k): _s(v) for k, v in raw.items()}
+        stages = ["merge"] + [f"report{i}" for i in range(len(json.loads(fields.get("report_levels") or "[]")))]
+        pipe = self.redis.pipeline()
+        for stage in stages:
+            pipe.smembers(self.k.job_stage_done(job_id, stage))
+        batches_done = {stage: {int(_s(b)) for b in done} for stage, done in zip(stages, pipe.execute(), strict=True)}
+        return JobSnapshot(
+            tenant=self.tenant, job_id=job_id, fields=fields,
+            docs={_s(x) for x in docs}, docs_done={_s(x) for x in docs_done},
+            chunks={_s(x) for x in chunks}, chunks_done={_s(x) for x in chunks_done},
+            flags={_s(k): _s(v) for k, v in flags.items()}, batches_done=batches_done,
+        )
+
+    def progress(self, job_id: str) -> tuple[str | None, str]:
+        """(status, fingerprint) from counters only (O(1) commands, whatever the job's size); the
+        fingerprint changes whenever the job makes progress: an item delivered for the first time, a
+        chunk or batch finished, a stage claimed or started. Status None: the job does not exist."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hmget(self.k.job(job_id), "status", "stage", "updated_at", "report_levels")
+        pipe.hlen(self.k.deliveries(job_id))
+        pipe.scard(self.k.job_docs_done(job_id))
+        pipe.scard(self.k.job_chunks_done(job_id))
+        pipe.hlen(self.k.job_flags(job_id))
+        (status, stage, updated, levels), *counts = pipe.execute()
+        waves = len(json.loads(levels)) if levels else 0
+        pipe = self.redis.pipeline(transaction=False)
+        for stage_name in ["merge", *(f"report{i}" for i in range(waves))]:
+            pipe.scard(self.k.job_stage_done(job_id, stage_name))
+        batches = pipe.execute()
+        status = _s(status) if status is not None else None
+        return status, json.dumps([status, _s(stage), _s(updated), *counts, *batches])
+
+    # ---- view
+    def view(self, job_id: str) -> dict | None:
+        raw = self.redis.hgetall(self.k.job(job_id))
+        if not raw:
+            return None
+        job = {_s(k): _s(v) for k, v in raw.items()}
+        pipe = self.redis.pipeline()
+        pipe.scard(self.k.job_chunks(job_id))
+        pipe.scard(self.k.job_chunks_done(job_id))
+        pipe.hlen(self.k.job_failures(job_id))
+        pipe.scard(self.k.job_docs_done(job_id))
+        total, finished, failed, docs_chunked = pipe.execute()
+        for f in ("created_at", "updated_at", "started_at", "finished_at"):
+            if f in job:
+                job[f] = float(job[f])
+        for f in ("params", "result"):
+            if f in job:
+                job[f] = json.loads(job[f])
+        job["progress"] = {
+            "documents": int(job.get("documents", 0)), "documents_chunked": docs_chunked,
+            "chunks_total": total, "chunks_done": finished - failed, "chunks_failed": failed,
+            "stage": job.get("stage"),
+        }
+        job["failures"] = [f.model_dump() for f in self.failures(job_id)]
+        job["usage"] = job_usage(self.redis, self.tenant, job_id)
+        job["stage_times"] = self.stage_times(job_id)
+        return job

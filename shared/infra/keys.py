@@ -1,0 +1,168 @@
+"""The Redis key layout. Every tenant-owned key starts with ``gf:t:{tenant}:``.
+
+Keeping all key construction here makes tenant scoping auditable in one place.
+"""
+
+from __future__ import annotations
+
+from shared.domain.ids import validate_tenant
+
+ROOT = "gf"
+SEP = "\x1f"  # separator inside hash fields (never appears in names after normalisation)
+
+
+class Keys:
+    def __init__(self, tenant: str):
+        self.tenant = validate_tenant(tenant)
+        self.p = f"{ROOT}:t:{tenant}:"
+
+    # documents and chunks
+    def doc(self, doc_id: str) -> str:
+        return f"{self.p}doc:{doc_id}"
+
+    def docs(self) -> str:  # zset doc_id -> created_at
+        return f"{self.p}docs"
+
+    def chunk(self, chunk_id: str) -> str:
+        return f"{self.p}chunk:{chunk_id}"
+
+    def chunks(self) -> str:  # set of chunk ids
+        return f"{self.p}chunks"
+
+    def extraction(self, chunk_id: str) -> str:
+        return f"{self.p}extraction:{chunk_id}"
+
+    # graph
+    def entity_fragments(self, name: str) -> str:  # hash chunk_id -> EntityFragment json
+        return f"{self.p}entfrag:{name}"
+
+    def relation_fragments(self, src: str, tgt: str) -> str:
+        return f"{self.p}relfrag:{src}{SEP}{tgt}"
+
+    def entities(self) -> str:  # hash name -> Entity json
+        return f"{self.p}entities"
+
+    def relations(self) -> str:  # hash "src\x1ftgt" -> Relation json
+        return f"{self.p}relations"
+
+    def edges(self) -> str:  # hash "src\x1ftgt" -> weight (compact, for clustering)
+        return f"{self.p}edges"
+
+    def lock(self, name: str) -> str:
+        return f"{self.p}lock:{name}"
+
+    def communities(self) -> str:  # hash community_id -> Community json
+        return f"{self.p}communities"
+
+    def community_meta(self) -> str:  # hash: levels json, version
+        return f"{self.p}communities:meta"
+
+    def reports(self) -> str:  # hash community_id -> CommunityReport json
+        return f"{self.p}reports"
+
+    def report_cache(self) -> str:  # hash signature -> CommunityReport json (incremental reports)
+        return f"{self.p}reportcache"
+
+    # jobs
+    def job(self, job_id: str) -> str:
+        return f"{self.p}job:{job_id}"
+
+    def job_done_channel(self, job_id: str) -> str:  # pub/sub: the final status, published once when the job ends
+        return f"{self.p}job:{job_id}:done"
+
+    def job_failures(self, job_id: str) -> str:  # hash chunk_id -> ChunkFailure json
+        return f"{self.p}job:{job_id}:failures"
+
+    def job_chunks(self, job_id: str) -> str:  # set of chunk ids the job must extract
+        return f"{self.p}job:{job_id}:chunks"
+
+    def job_chunks_done(self, job_id: str) -> str:  # set of chunk ids finished (done or failed)
+        return f"{self.p}job:{job_id}:chunks_done"
+
+    def job_docs(self, job_id: str) -> str:
+        return f"{self.p}job:{job_id}:docs"
+
+    def job_docs_done(self, job_id: str) -> str:
+        return f"{self.p}job:{job_id}:docs_done"
+
+    def job_touched(self, job_id: str, kind: str) -> str:  # set of entity names / relation keys
+        return f"{self.p}job:{job_id}:touched:{kind}"
+
+    def job_stage_done(self, job_id: str, stage: str) -> str:  # set of finished batch ids
+        return f"{self.p}job:{job_id}:stage:{stage}"
+
+    def job_usage(self, job_id: str) -> str:  # hash of counters
+        return f"{self.p}job:{job_id}:usage"
+
+    def jobs(self) -> str:  # zset job_id -> created_at
+        return f"{self.p}jobs"
+
+    def deliveries(self, job_id: str) -> str:  # hash "stage:item" -> delivery count
+        return f"{self.p}job:{job_id}:deliveries"
+
+    def doc_text(self, doc_id: str) -> str:
+        return f"{self.p}doctext:{doc_id}"
+
+    def chunk_docs(self, chunk_id: str) -> str:  # set of doc ids containing the chunk
+        return f"{self.p}chunkdocs:{chunk_id}"
+
+    def dirty(self, kind: str) -> str:  # set of names/keys awaiting merge / embedding
+        return f"{self.p}dirty:{kind}"
+
+    def degrees(self) -> str:  # hash name -> degree
+        return f"{self.p}degrees"
+
+    def node_communities(self) -> str:  # hash name -> json list of community ids
+        return f"{self.p}nodecomm"
+
+    def graph_version(self) -> str:
+        return f"{self.p}graphver"
+
+    def job_flags(self, job_id: str) -> str:  # hash: stage -> task id that advanced it
+        return f"{self.p}job:{job_id}:flags"
+
+    def job_batch(self, job_id: str, stage: str, index: int) -> str:
+        return f"{self.p}job:{job_id}:batch:{stage}:{index}"
+
+    # llm
+    def llm_cache(self, digest: str) -> str:
+        return f"{self.p}llmcache:{digest}"
+
+    def usage_stream(self) -> str:
+        return f"{self.p}usage"
+
+    # vectors
+    def vectors(self, kind: str) -> str:  # hash id -> float32 bytes
+        return f"{self.p}vec:{kind}"
+
+    def vector_meta(self, kind: str) -> str:  # hash id -> json payload
+        return f"{self.p}vecmeta:{kind}"
+
+    def vector_version(self, kind: str) -> str:
+        return f"{self.p}vecver:{kind}"
+
+    def tenant_record(self) -> str:  # the tenant record (JSON: name, tier, preset, limits)
+        return f"{self.p}tenant"
+
+    # queries
+    def query(self, query_id: str) -> str:
+        return f"{self.p}query:{query_id}"
+
+    def query_map_results(self, query_id: str) -> str:
+        return f"{self.p}query:{query_id}:map"
+
+
+def tenants_key() -> str:
+    return f"{ROOT}:tenants"
+
+
+def active_jobs_key() -> str:  # zset "tenant\x1fjob_id" -> created_at, for jobs not yet ended (ids only)
+    return f"{ROOT}:active_jobs"
+
+
+def watchdog_key() -> str:  # hash "tenant\x1fjob_id" -> json {fingerprint, since, idle}; plus :lock
+    return f"{ROOT}:watchdog"
+
+
+def index_updated_channel() -> str:  # pub/sub, not a key: a tenant id per message when its index changed (no data)
+    return f"{ROOT}:index_updated"

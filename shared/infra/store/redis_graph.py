@@ -1,0 +1,490 @@
+"""One tenant's documents, chunks and graph in Redis.
+
+Concurrency model: what a chunk says about an entity or relation is one *field* (chunk id) of a
+per-entity fragment hash, so concurrent writers never overwrite each other and re-running a chunk
+rewrites the same field. The merged record is recomputed from all fragments under a per-key lock.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterable
+
+from shared.domain.models import (
+    Chunk,
+    Community,
+    CommunityReport,
+    Document,
+    Entity,
+    EntityFragment,
+    ExtractionResult,
+    Relation,
+    RelationFragment,
+)
+from shared.infra.keys import SEP, Keys
+from shared.infra.lru import CACHED_TENANTS, LRU
+
+# Neighbour lists per tenant, keyed by the graph version. Read cache, never coordination.
+_ADJACENCY: LRU[str, tuple[int, object, tuple[dict[str, list[str]], dict[tuple[str, str], float]]]] = LRU(
+    CACHED_TENANTS)
+# Parsed communities + reports per tenant, keyed by the random revision every write of either sets
+# (a counter could repeat after a tenant is deleted and rebuilt). Read cache only.
+_COMMUNITY_ROWS: LRU[str, tuple[str, object, dict[str, Community], dict[str, CommunityReport]]] = LRU(CACHED_TENANTS)
+
+
+def _s(value) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def rel_field(src: str, tgt: str) -> str:
+    a, b = sorted((src, tgt))
+    return f"{a}{SEP}{b}"
+
+
+def split_rel_field(field: str) -> tuple[str, str]:
+    a, b = field.split(SEP, 1)
+    return a, b
+
+
+class GraphStore:
+    """Read/write access to one tenant's data. Implements ``shared.domain.storage.GraphReader``."""
+
+    def __init__(self, redis, tenant: str, lock_timeout_s: float = 120.0):
+        self.redis = redis
+        self.tenant = tenant
+        self.k = Keys(tenant)
+        self.lock_timeout_s = lock_timeout_s
+
+    # ------------------------------------------------------------ documents
+    def put_document(self, doc: Document, text: str) -> bool:
+        """Store a document and its text; False when a document with this id already exists."""
+        created = self.redis.set(self.k.doc_text(doc.id), text, nx=True)
+        if created:
+            pipe = self.redis.pipeline()
+            pipe.set(self.k.doc(doc.id), doc.model_dump_json())
+            pipe.zadd(self.k.docs(), {doc.id: doc.created_at})
+            pipe.execute()
+        return bool(created)
+
+    def document(self, doc_id: str) -> Document | None:
+        raw = self.redis.get(self.k.doc(doc_id))
+        return Document.model_validate_json(raw) if raw else None
+
+    def save_document(self, doc: Document) -> None:
+        self.redis.set(self.k.doc(doc.id), doc.model_dump_json())
+
+    def document_text(self, doc_id: str) -> str | None:
+        raw = self.redis.get(self.k.doc_text(doc_id))
+        return _s(raw) if raw is not None else None
+
+    def documents(self, ids: Iterable[str]) -> dict[str, Document]:
+        ids = list(ids)
+        raws = self.redis.mget([self.k.doc(i) for i in ids]) if ids else []
+        return {i: Document.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
+
+    def list_document_ids(self, offset: int = 0, limit: int = 100) -> list[str]:
+        return [_s(x) for x in self.redis.zrange(self.k.docs(), offset, offset + limit - 1)]
+
+    def document_count(self) -> int:
+        return self.redis.zcard(self.k.docs())
+
+    # --------------------------------------------------------------- chunks
+    _ADD_NEW = """
+    local added = {}
+    for i, id in ipairs(ARGV) do
+        if redis.call('SADD', KEYS[1], id) == 1 then
+            redis.call('SADD', KEYS[2], id)
+            table.insert(added, id)
+        end
+    end
+    return added
+    """
+
+    def put_chunks(self, chunks: list[Chunk]) -> list[str]:
+        """Store chunks; return the ids new to this tenant (atomically marked for embedding)."""
+        if not chunks:
+            return []
+        pipe = self.redis.pipeline()
+        for chunk in chunks:
+            pipe.set(self.k.chunk(chunk.id), chunk.model_dump_json(), nx=True)
+            pipe.sadd(self.k.chunk_docs(chunk.id), chunk.doc_id)
+        pipe.execute()
+        added = self.redis.eval(self._ADD_NEW, 2, self.k.chunks(), self.k.dirty("embed_chunks"),
+                                *[c.id for c in chunks])
+        return [_s(x) for x in added]
+
+    def chunks(self, ids: Iterable[str]) -> dict[str, Chunk]:
+        ids = list(ids)
+        raws = self.redis.mget([self.k.chunk(i) for i in ids]) if ids else []
+        return {i: Chunk.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
+
+    def chunk(self, chunk_id: str) -> Chunk | None:
+        raw = self.redis.get(self.k.chunk(chunk_id))
+        return Chunk.model_validate_json(raw) if raw else None
+
+    def all_chunk_ids(self) -> list[str]:
+        return sorted(_s(x) for x in self.redis.smembers(self.k.chunks()))
+
+    # ----------------------------------------------------------- extraction
+    def extraction(self, chunk_id: str) -> ExtractionResult | None:
+        raw = self.redis.get(self.k.extraction(chunk_id))
+        return ExtractionResult.model_validate_json(raw) if raw else None
+
+    def chunk_and_extraction(self, chunk_id: str) -> tuple[Chunk | None, ExtractionResult | None]:
+        """The chunk and its stored extraction (if any), in one round trip."""
+        chunk, extraction = self.redis.mget([self.k.chunk(chunk_id), self.k.extraction(chunk_id)])
+        return (Chunk.model_validate_json(chunk) if chunk else None,
+                ExtractionResult.model_validate_json(extraction) if extraction else None)
+
+    def save_extraction(self, result: ExtractionResult) -> None:
+        """Write the chunk's fragments (idempotent) and mark what they touch dirty."""
+        pipe = self.redis.pipeline()
+        for frag in result.entities:
+            pipe.hset(self.k.entity_fragments(frag.name), result.chunk_id, frag.model_dump_json())
+            pipe.sadd(self.k.dirty("entities"), frag.name)
+        for frag in result.relations:
+            field = rel_field(frag.src, frag.tgt)
+            pipe.hset(self.k.relation_fragments(*split_rel_field(field)), result.chunk_id,
+                      frag.model_dump_json())
+            pipe.sadd(self.k.dirty("relations"), field)
+        pipe.set(self.k.extraction(result.chunk_id), result.model_dump_json())
+        pipe.execute()
+
+    # -------------------------------------------------------------- merging
+    def dirty_members(self, kind: str) -> list[str]:
+        return sorted(_s(x) for x in self.redis.smembers(self.k.dirty(kind)))
+
+    def merge_entity(self, name: str, merge: Callable[[str, list[EntityFragment]], Entity | None]) -> bool:
+        """Recompute one entity from all its fragments under a per-entity lock.
+
+        ``merge`` returns None to delete the entity (no fragments left). Returns True if written.
+        """
+        with self.redis.lock(self.k.lock("ent:" + name), timeout=self.lock_timeout_s, blocking_timeout=None):
+            # Clear the dirty mark *before* reading so a concurrent writer re-marks it.
+            self.redis.srem(self.k.dirty("entities"), name)
+            raw = self.redis.hgetall(self.k.entity_fragments(name))
+            frags = [EntityFragment.model_validate_json(v) for v in raw.values()]
+            entity = merge(name, frags) if frags else None
+            pipe = self.redis.pipeline()
+            if entity is None:
+                pipe.hdel(self.k.entities(), name)
+            else:
+                pipe.hset(self.k.entities(), name, entity.model_dump_json())
+            pipe.sadd(self.k.dirty("embed_entities"), name)
+            pipe.incr(self.k.graph_version())
+            pipe.execute()
+            return entity is not None
+
+    def merge_relation(
+        self, field: str, merge: Callable[[str, str, list[RelationFragment]], Relation | None]
+    ) -> bool:
+        src, tgt = split_rel_field(field)
+        with self.redis.lock(self.k.lock("rel:" + field), timeout=self.lock_timeout_s, blocking_timeout=None):
+            self.redis.srem(self.k.dirty("relations"), field)
+            raw = self.redis.hgetall(self.k.relation_fragments(src, tgt))
+            frags = [RelationFragment.model_validate_json(v) for v in raw.values()]
+            relation = merge(src, tgt, frags) if frags else None
+            pipe = self.redis.pipeline()
+            if relation is None:
+                pipe.hdel(self.k.relations(), field)
+                pipe.hdel(self.k.edges(), field)
+            else:
+                pipe.hset(self.k.relations(), field, relation.model_dump_json())
+                pipe.hset(self.k.edges(), field, relation.weight)
+            pipe.incr(self.k.graph_version())
+            pipe.execute()
+            return relation is not None
+
+    def merge_batch(self, kind: str, keys: list[str], merge: Callable[[str, list], object | None],
+                    max_attempts: int = 8, map_fn: Callable = map) -> tuple[int, int]:
+        """Merge many entities ("entities") or relation fields ("relations") with few round trips.
+
+        Optimistic concurrency: the fragment hashes are WATCHed while read, the merged records are
+        written in one MULTI/EXEC, and a concurrent fragment write aborts and retries the batch, so
+        no update is lost without holding per-key locks across the (possibly slow) merge function.
+        ``map_fn`` applies it (e.g. a thread pool's ``map``, so LLM summaries overlap). Returns
+        (written, deleted).
+        """
+        frag_key = self.k.entity_fragments if kind == "entities" else (
+            lambda f: self.k.relation_fragments(*split_rel_field(f)))
+        model = EntityFragment if kind == "entities" else RelationFragment
+        target = self.k.entities() if kind == "entities" else self.k.relations()
+        for _attempt in range(max_attempts):
+            pipe = self.redis.pipeline(transaction=False)
+            for key in keys:
+                pipe.hgetall(frag_key(key))
+            raws = pipe.execute()
+            def merged(item: tuple[str, dict]) -> object | None:
+                frags = [model.model_validate_json(v) for v in item[1].values()]
+                return merge(item[0], frags) if frags else None
+
+            results = dict(zip(keys, map_fn(merged, zip(keys, raws, strict=True)), strict=True))
+            if self._write_merged(kind, keys, frag_key, target, raws, results):
+                written = sum(r is not None for r in results.values())
+                return written, len(keys) - written
+        raise RuntimeError(f"merge of {len(keys)} {kind} kept conflicting with concurrent writers")
+
+    def _write_merged(self, kind, keys, frag_key, target, raws, results) -> bool:
+        """Write merged records iff no fragment hash changed since it was read.
+
+        WATCH first (on the transaction's connection), then re-read every fragment hash in one pipelined
+        round trip on another connection: a change before the re-read shows in the comparison, a change
+        after the WATCH aborts the EXEC."""
+        import redis as redis_lib
+
+        with self.redis.pipeline() as pipe:
+            try:
+                pipe.watch(*[frag_key(k) for k in keys])
+                reread = self.redis.pipeline(transaction=False)
+                for k in keys:
+                    reread.hgetall(frag_key(k))
+                if reread.execute() != list(raws):
+                    return False
+                pipe.multi()
+                for key in keys:
+                    value = results[key]
+                    pipe.srem(self.k.dirty(kind), key)
+                    if kind == "entities":
+                        if value is None:
+                            pipe.hdel(target, key)
+                        else:
+                            pipe.hset(target, key, value.model_dump_json())
+                        pipe.sadd(self.k.dirty("embed_entities"), key)
+                    elif value is None:
+                        pipe.hdel(target, key)
+                        pipe.hdel(self.k.edges(), key)
+                    else:
+                        pipe.hset(target, key, value.model_dump_json())
+                        pipe.hset(self.k.edges(), key, value.weight)
+                pipe.incr(self.k.graph_version())
+                pipe.execute()
+                return True
+            except redis_lib.WatchError:
+                return False
+
+    def remove_chunk_fragments(self, chunk_id: str) -> tuple[set[str], set[str]]:
+        """Delete what one chunk contributed; return (entity names, relation fields) to re-merge."""
+        result = self.extraction(chunk_id)
+        if result is None:
+            return set(), set()
+        names = {f.name for f in result.entities}
+        fields = {rel_field(f.src, f.tgt) for f in result.relations}
+        pipe = self.redis.pipeline()
+        for name in names:
+            pipe.hdel(self.k.entity_fragments(name), chunk_id)
+            pipe.sadd(self.k.dirty("entities"), name)
+        for field in fields:
+            pipe.hdel(self.k.relation_fragments(*split_rel_field(field)), chunk_id)
+            pipe.sadd(self.k.dirty("relations"), field)
+        pipe.delete(self.k.extraction(chunk_id))
+        pipe.execute()
+        return names, fields
+
+    # ---------------------------------------------------------------- graph
+    def entities(self, names: Iterable[str]) -> dict[str, Entity]:
+        names = list(dict.fromkeys(names))
+        if not names:
+            return {}
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hmget(self.k.entities(), names)
+        pipe.hmget(self.k.degrees(), names)
+        raws, degrees = pipe.execute()
+        out = {}
+        for name, raw, deg in zip(names, raws, degrees, strict=True):
+            if raw:
+                ent = Entity.model_validate_json(raw)
+                ent.degree = int(deg or 0)
+                out[name] = ent
+        return out
+
+    def all_entity_names(self) -> list[str]:
+        return sorted(_s(x) for x in self.redis.hkeys(self.k.entities()))
+
+    def all_entities(self) -> dict[str, Entity]:
+        degrees = {_s(k): int(v) for k, v in self.redis.hgetall(self.k.degrees()).items()}
+        out = {}
+        for k, v in self.redis.hscan_iter(self.k.entities(), count=2000):
+            ent = Entity.model_validate_json(v)
+            ent.degree = degrees.get(_s(k), 0)
+            out[_s(k)] = ent
+        return out
+
+    def all_relations(self) -> dict[tuple[str, str], Relation]:
+        out = {}
+        for k, v in self.redis.hscan_iter(self.k.relations(), count=2000):
+            out[split_rel_field(_s(k))] = Relation.model_validate_json(v)
+        return out
+
+    def edge_list(self) -> list[tuple[str, str, float]]:
+        return [(*split_rel_field(_s(k)), float(v)) for k, v in self.redis.hscan_iter(self.k.edges(), count=5000)]
+
+    def relations(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Relation]:
+        fields = list(dict.fromkeys(rel_field(a, b) for a, b in keys))
+        if not fields:
+            return {}
+        raws = self.redis.hmget(self.k.relations(), fields)
+        return {split_rel_field(f): Relation.model_validate_json(r) for f, r in zip(fields, raws, strict=True) if r}
+
+    def adjacency(self) -> dict[str, list[str]]:
+        """Neighbour lists, cached per process until the tenant's graph version changes."""
+        return self._graph_index()[0]
+
+    def _graph_index(self) -> tuple[dict[str, list[str]], dict[tuple[str, str], float]]:
+        """(neighbour lists, edge weights by sorted pair), cached per process per graph version."""
+        version = self.graph_version()
+        cached = _ADJACENCY.get(self.k.p)
+        if cached and cached[0] == version and cached[1] is self.redis:
+            return cached[2]
+        adj: dict[str, list[str]] = {}
+        weights: dict[tuple[str, str], float] = {}
+        for a, b, w in self.edge_list():
+            adj.setdefault(a, []).append(b)
+            adj.setdefault(b, []).append(a)
+            weights[(a, b) if a <= b else (b, a)] = w
+        _ADJACENCY.put(self.k.p, (version, self.redis, (adj, weights)))
+        return adj, weights
+
+    def neighbors(self, names: Iterable[str]) -> dict[str, list[str]]:
+        adj = self.adjacency()
+        return {n: list(adj.get(n, ())) for n in set(names)}
+
+    def relations_of(self, names: Iterable[str], limit: int | None = None) -> list[Relation]:
+        """The relations of ``names``; with ``limit``, only the heaviest ``limit`` (chosen from the cached
+        edge weights before anything is read: a hub has thousands)."""
+        adj, weights = self._graph_index()
+        keys = {(a, b) if a <= b else (b, a) for a in set(names) for b in adj.get(a, ())}
+        if limit is not None and len(keys) > limit:
+            keys = set(sorted(keys, key=lambda k: (-weights.get(k, 0.0), k))[:limit])
+        return list(self.relations(keys).values())
+
+    def set_degrees(self, degrees: dict[str, int]) -> None:
+        pipe = self.redis.pipeline()
+        pipe.delete(self.k.degrees())
+        if degrees:
+            pipe.hset(self.k.degrees(), mapping=degrees)
+        pipe.execute()
+
+    def graph_version(self) -> int:
+        return int(self.redis.get(self.k.graph_version()) or 0)
+
+    # ---------------------------------------------------------- communities
+    def replace_communities(self, communities: list[Community], levels: dict[int, int], version: int) -> None:
+        node_comm: dict[str, list[str]] = {}
+        for c in communities:
+            for n in c.nodes:
+                node_comm.setdefault(n, []).append(c.id)
+        tmp_c, tmp_n = self.k.communities() + ":tmp", self.k.node_communities() + ":tmp"
+        pipe = self.redis.pipeline()
+        pipe.delete(tmp_c, tmp_n)
+        for i in range(0, len(communities), 500):
+            pipe.hset(tmp_c, mapping={c.id: c.model_dump_json() for c in communities[i : i + 500]})
+        items = list(node_comm.items())
+        for i in range(0, len(items), 2000):
+            pipe.hset(tmp_n, mapping={n: json.dumps(ids) for n, ids in items[i : i + 2000]})
+        pipe.execute()
+        pipe = self.redis.pipeline()
+        if communities:
+            pipe.rename(tmp_c, self.k.communities())
+        else:
+            pipe.delete(self.k.communities())
+        if node_comm:
+            pipe.rename(tmp_n, self.k.node_communities())
+        else:
+            pipe.delete(self.k.node_communities())
+        pipe.hset(self.k.community_meta(), mapping={
+            "levels": json.dumps({str(k): v for k, v in levels.items()}), "graph_version": version})
+        self._touch(pipe)
+        pipe.execute()
+
+    def _touch(self, pipe) -> None:
+        """New revision of the communities/reports (invalidates every process's parsed copy)."""
+        pipe.hset(self.k.community_meta(), "rev", uuid.uuid4().hex)
+
+    def _community_rows(self) -> tuple[dict[str, Community], dict[str, CommunityReport]]:
+        """All communities and reports, parsed once per revision per process: a global query reads
+        every report, and parsing thousands of them per query dominated its time."""
+        rev = self.redis.hget(self.k.community_meta(), "rev")
+        cached = _COMMUNITY_ROWS.get(self.k.p)
+        if rev is not None and cached and cached[0] == _s(rev) and cached[1] is self.redis:
+            return cached[2], cached[3]
+        pipe = self.redis.pipeline(transaction=True)  # rows and revision from one snapshot
+        pipe.hgetall(self.k.communities())
+        pipe.hgetall(self.k.reports())
+        pipe.hget(self.k.community_meta(), "rev")
+        raw_c, raw_r, rev = pipe.execute()
+        communities = {_s(k): Community.model_validate_json(v) for k, v in raw_c.items()}
+        reports = {_s(k): CommunityReport.model_validate_json(v) for k, v in raw_r.items()}
+        if rev is not None:
+            _COMMUNITY_ROWS.put(self.k.p, (_s(rev), self.redis, communities, reports))
+        return communities, reports
+
+    def communities(self) -> dict[str, Community]:
+        """Shared parsed rows (read-only by contract); the dict itself is the caller's."""
+        return dict(self._community_rows()[0])
+
+    def communities_by_ids(self, ids: Iterable[str]) -> dict[str, Community]:
+        ids = list(dict.fromkeys(ids))
+        raws = self.redis.hmget(self.k.communities(), ids) if ids else []
+        return {i: Community.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
+
+    def reports_by_ids(self, ids: Iterable[str]) -> dict[str, CommunityReport]:
+        ids = list(dict.fromkeys(ids))
+        raws = self.redis.hmget(self.k.reports(), ids) if ids else []
+        return {i: CommunityReport.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
+
+    def community_levels(self) -> dict[int, int]:
+        raw = self.redis.hget(self.k.community_meta(), "levels")
+        return {int(k): v for k, v in json.loads(raw).items()} if raw else {}
+
+    def clustered_version(self) -> int:
+        return int(self.redis.hget(self.k.community_meta(), "graph_version") or -1)
+
+    def entity_communities(self, name: str) -> list[str]:
+        raw = self.redis.hget(self.k.node_communities(), name)
+        return json.loads(raw) if raw else []
+
+    def entities_communities(self, names: Iterable[str]) -> dict[str, list[str]]:
+        """Community ids of many entities in one round trip."""
+        names = list(dict.fromkeys(names))
+        raws = self.redis.hmget(self.k.node_communities(), names) if names else []
+        return {n: json.loads(r) for n, r in zip(names, raws, strict=True) if r}
+
+    # -------------------------------------------------------------- reports
+    def reports(self) -> dict[str, CommunityReport]:
+        """Shared parsed rows (read-only by contract); the dict itself is the caller's."""
+        return dict(self._community_rows()[1])
+
+    def cached_reports(self, signatures: Iterable[str]) -> dict[str, CommunityReport]:
+        sigs = [x for x in dict.fromkeys(signatures) if x]
+        raws = self.redis.hmget(self.k.report_cache(), sigs) if sigs else []
+        return {sig: CommunityReport.model_validate_json(r) for sig, r in zip(sigs, raws, strict=True) if r}
+
+    def save_reports(self, reports: Iterable[CommunityReport]) -> None:
+        pipe = self.redis.pipeline()
+        for report in reports:
+            payload = report.model_dump_json()
+            pipe.hset(self.k.reports(), report.community_id, payload)
+            if report.signature:
+                pipe.hset(self.k.report_cache(), report.signature, payload)
+        self._touch(pipe)
+        pipe.execute()
+
+    def prune_reports(self, community_ids: set[str]) -> None:
+        stale = [k for k in (_s(x) for x in self.redis.hkeys(self.k.reports())) if k not in community_ids]
+        if stale:
+            pipe = self.redis.pipeline()
+            pipe.hdel(self.k.reports(), *stale)
+            self._touch(pipe)
+            pipe.execute()
+
+    # ---------------------------------------------------------------- stats
+    def stats(self) -> dict:
+        return {
+            "documents": self.document_count(),
+            "chunks": self.redis.scard(self.k.chunks()),
+            "entities": self.redis.hlen(self.k.entities()),
+            "relations": self.redis.hlen(self.k.relations()),
+            "communities_by_level": {str(k): v for k, v in sorted(self.community_levels().items())},
+            "reports": self.redis.hlen(self.k.reports()),
+        }

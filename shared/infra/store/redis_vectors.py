@@ -1,0 +1,109 @@
+"""Embedded vector store: vectors in Redis (reachable by every worker process), searched with numpy.
+
+Each process caches a tenant/kind matrix and reloads it only when the collection's version
+counter changes, so repeated searches cost one GET plus a matrix-vector product.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from shared.domain.storage import VECTOR_KINDS as KINDS
+from shared.domain.storage import VectorHit, VectorItem
+from shared.infra.keys import Keys
+from shared.infra.lru import CACHED_TENANTS, LRU
+
+
+def _s(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+class RedisVectorStore:
+    def __init__(self, redis):
+        self.redis = redis
+        self._cache: LRU[tuple[str, str], tuple[int, list[str], np.ndarray, dict]] = LRU(CACHED_TENANTS * len(KINDS))
+        self._lock = threading.Lock()
+        self.loads = 0  # matrices read from Redis by this process (a cold search or a warm-up)
+
+    def upsert(self, tenant: str, kind: str, items: Sequence[VectorItem]) -> None:
+        if not items:
+            return
+        k = Keys(tenant)
+        pipe = self.redis.pipeline()
+        for i in range(0, len(items), 1000):
+            batch = items[i : i + 1000]
+            pipe.hset(k.vectors(kind), mapping={it.id: _normalise(it.vector).tobytes() for it in batch})
+            pipe.hset(k.vector_meta(kind), mapping={it.id: json.dumps(it.payload) for it in batch})
+        pipe.incr(k.vector_version(kind))
+        pipe.execute()
+
+    def delete(self, tenant: str, kind: str, ids: Iterable[str]) -> None:
+        ids = list(ids)
+        if not ids:
+            return
+        k = Keys(tenant)
+        pipe = self.redis.pipeline()
+        pipe.hdel(k.vectors(kind), *ids)
+        pipe.hdel(k.vector_meta(kind), *ids)
+        pipe.incr(k.vector_version(kind))
+        pipe.execute()
+
+    def count(self, tenant: str, kind: str) -> int:
+        return self.redis.hlen(Keys(tenant).vectors(kind))
+
+    def drop_tenant(self, tenant: str) -> None:
+        k = Keys(tenant)
+        for kind in KINDS:
+            self.redis.delete(k.vectors(kind), k.vector_meta(kind))
+            self.redis.incr(k.vector_version(kind))
+
+    def payloads(self, tenant: str, kind: str) -> dict[str, dict]:
+        return self._load(tenant, kind)[3]
+
+    def search(
+        self, tenant: str, kind: str, vector: Sequence[float], top_k: int, min_score: float = -1.0
+    ) -> list[VectorHit]:
+        _version, ids, matrix, meta = self._load(tenant, kind)
+        if not ids or top_k <= 0:
+            return []
+        query = _normalise(vector)
+        if query.shape[0] != matrix.shape[1]:
+            raise ValueError(f"query dimension {query.shape[0]} != stored dimension {matrix.shape[1]}")
+        scores = matrix @ query
+        k = min(top_k, len(ids))
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.lexsort((np.array([ids[i] for i in top]), -scores[top]))]
+        return [VectorHit(ids[i], float(scores[i]), meta.get(ids[i], {})) for i in top if scores[i] >= min_score]
+
+    def _load(self, tenant: str, kind: str):
+        version = int(self.redis.get(Keys(tenant).vector_version(kind)) or 0)
+        return self._cache.get_or_build((tenant, kind), lambda entry: entry[0] == version,
+                                        lambda: self._read(tenant, kind, version), self._lock)
+
+    def _read(self, tenant: str, kind: str, version: int):
+        k = Keys(tenant)
+        raw = self.redis.hgetall(k.vectors(kind))
+        meta_raw = self.redis.hgetall(k.vector_meta(kind))
+        ids = sorted(_s(i) for i in raw)
+        if ids:
+            matrix = np.vstack([np.frombuffer(raw[i.encode()], dtype=np.float32) for i in ids])
+        else:
+            matrix = np.zeros((0, 0), dtype=np.float32)
+        meta = {_s(i): json.loads(v) for i, v in meta_raw.items()}
+        self.loads += 1
+        return version, ids, matrix, meta
+
+    def warm(self, tenant: str) -> None:
+        """Load the tenant's stale matrices now, so the next search finds them ready."""
+        for kind in KINDS:
+            self._load(tenant, kind)
+
+
+def _normalise(vector: Sequence[float]) -> np.ndarray:
+    arr = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(arr))
+    return arr / norm if norm > 0 else arr

@@ -1,0 +1,176 @@
+"""Tenants and their API keys.
+
+Redis layout (everything tenant-owned under ``gf:t:{tenant}:``):
+
+- ``gf:tenants``                      set of tenant ids (global registry, ``shared.infra.keys.tenants_key``)
+- ``gf:apikeys``                      hash key_id -> tenant (the only global key index)
+- ``gf:t:{tenant}:tenant``            the tenant record (JSON)
+- ``gf:t:{tenant}:apikey:{key_id}``   hash: id, name, hash (HMAC-SHA256 of the key with the pepper),
+                                      created_at, revoked_at
+- ``gf:t:{tenant}:apikeys``           set of the tenant's key ids
+
+An API key reads ``gfk_{key_id}_{secret}``; only its keyed hash is stored and it is compared in
+constant time. The pepper is a server-side secret shared by all gateway processes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import time
+import uuid
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.domain.ids import validate_tenant
+from shared.domain.query.params import PresetName
+from shared.infra.keys import ROOT, Keys, tenants_key
+from shared.infra.quotas import TenantLimits
+
+KEY_PREFIX = "gfk"
+_KEY_RE = re.compile(r"^gfk_([0-9a-f]{16})_([A-Za-z0-9_-]{20,128})$")
+PEPPER_ENV = "GRAPHFLEET_API_KEY_PEPPER"
+
+
+def key_index() -> str:
+    return f"{ROOT}:apikeys"
+
+
+def api_key_pepper(settings=None) -> bytes:
+    """The server-side secret mixed into key hashes (settings field if present, else the env var)."""
+    value = getattr(settings, "api_key_pepper", None) or os.environ.get(PEPPER_ENV, "")
+    return value.encode()
+
+
+def hash_key(api_key: str, pepper: bytes) -> str:
+    return hmac.new(pepper, api_key.encode(), hashlib.sha256).hexdigest()
+
+
+class Tenant(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    name: str = ""
+    tier: str = "standard"
+    preset: PresetName | None = None
+    limits: TenantLimits = Field(default_factory=TenantLimits)
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    key_id: str
+    tenant: str
+    api_key: str  # shown once
+    name: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    key_id: str
+    tenant: str
+    name: str
+    created_at: float
+    revoked_at: float | None
+
+
+class TenantExists(Exception):
+    pass
+
+
+def _s(v) -> str:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+class TenantStore:
+    def __init__(self, redis, pepper: bytes = b""):
+        self.redis = redis
+        self.pepper = pepper
+
+    @staticmethod
+    def _record_key(tenant: str) -> str:
+        return Keys(tenant).tenant_record()
+
+    @staticmethod
+    def _key_key(tenant: str, key_id: str) -> str:
+        return Keys(tenant).p + f"apikey:{key_id}"
+
+    # ------------------------------------------------------------ tenants
+    def create(self, tenant: Tenant) -> Tenant:
+        validate_tenant(tenant.id)
+        tenant = tenant.model_copy(update={"created_at": tenant.created_at or time.time()})
+        if not self.redis.set(self._record_key(tenant.id), tenant.model_dump_json(), nx=True):
+            raise TenantExists(tenant.id)
+        self.redis.sadd(tenants_key(), tenant.id)
+        return tenant
+
+    def get(self, tenant_id: str) -> Tenant | None:
+        try:
+            validate_tenant(tenant_id)
+        except ValueError:
+            return None
+        raw = self.redis.get(self._record_key(tenant_id))
+        return Tenant.model_validate_json(raw) if raw else None
+
+    @staticmethod
+    def new_id() -> str:
+        return "t" + uuid.uuid4().hex[:12]
+
+    # --------------------------------------------------------------- keys
+    def issue_key(self, tenant_id: str, name: str = "") -> IssuedKey:
+        validate_tenant(tenant_id)
+        key_id = secrets.token_hex(8)
+        api_key = f"{KEY_PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
+        now = time.time()
+        pipe = self.redis.pipeline()
+        pipe.hset(self._key_key(tenant_id, key_id), mapping={
+            "id": key_id, "name": name, "hash": hash_key(api_key, self.pepper), "created_at": now})
+        pipe.sadd(Keys(tenant_id).p + "apikeys", key_id)
+        pipe.hset(key_index(), key_id, tenant_id)
+        pipe.execute()
+        return IssuedKey(key_id, tenant_id, api_key, name, now)
+
+    def revoke_key(self, tenant_id: str, key_id: str) -> bool:
+        """Revoke a key of this tenant; False when the tenant has no such key."""
+        if _s(self.redis.hget(key_index(), key_id) or b"") != tenant_id:
+            return False
+        key = self._key_key(tenant_id, key_id)
+        if not self.redis.exists(key):
+            return False
+        self.redis.hsetnx(key, "revoked_at", time.time())
+        return True
+
+    def keys(self, tenant_id: str) -> list[KeyInfo]:
+        ids = sorted(_s(x) for x in self.redis.smembers(Keys(tenant_id).p + "apikeys"))
+        pipe = self.redis.pipeline(transaction=False)
+        for key_id in ids:
+            pipe.hgetall(self._key_key(tenant_id, key_id))
+        out = []
+        for raw in pipe.execute() if ids else []:
+            rec = {_s(k): _s(v) for k, v in raw.items()}
+            if rec:
+                out.append(KeyInfo(rec["id"], tenant_id, rec.get("name", ""), float(rec["created_at"]),
+                                   float(rec["revoked_at"]) if rec.get("revoked_at") else None))
+        return out
+
+    def authenticate(self, api_key: str) -> tuple[str, str] | None:
+        """(tenant, key_id) for a valid, unrevoked key; None otherwise."""
+        match = _KEY_RE.match(api_key or "")
+        if not match:
+            return None
+        key_id = match.group(1)
+        tenant = self.redis.hget(key_index(), key_id)
+        if tenant is None:
+            return None
+        tenant = _s(tenant)
+        stored, revoked = self.redis.hmget(self._key_key(tenant, key_id), ["hash", "revoked_at"])
+        if stored is None or revoked is not None:
+            return None
+        if not hmac.compare_digest(_s(stored).encode(), hash_key(api_key, self.pepper).encode()):
+            return None
+        return tenant, key_id

@@ -1,0 +1,101 @@
+"""Celery signal handlers feeding the task metrics of :mod:`shared.infra.metrics`.
+
+Outcomes: ``started`` (task_prerun), ``succeeded`` (task_postrun with state SUCCESS), ``failed``
+(task_failure), ``retried`` (task_retry). Durations are observed for every run that reaches
+task_postrun, whatever its state. Signals are process-global; handlers are connected once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+from celery import signals
+
+from shared.infra import metrics as m
+
+log = logging.getLogger(__name__)
+METRICS_PORT_ENV = "GRAPHFLEET_METRICS_PORT"
+
+_started: dict[str, tuple[float, str, str]] = {}
+_lock = threading.Lock()
+_installed = False
+
+
+def queue_of(task, request=None) -> str:
+    from shared.infra.queueing import ROUTES
+
+    name = getattr(task, "name", None) or ""
+    if name in ROUTES:
+        return ROUTES[name]
+    req = request if request is not None else getattr(task, "request", None)
+    info = getattr(req, "delivery_info", None) or {}
+    return info.get("routing_key") or "unknown"
+
+
+def _names(task, request=None) -> tuple[str, str]:
+    return queue_of(task, request), getattr(task, "name", None) or "unknown"
+
+
+def on_prerun(sender=None, task_id=None, task=None, **_kw) -> None:
+    task = task or sender
+    queue, name = _names(task)
+    with _lock:
+        _started[task_id] = (time.perf_counter(), queue, name)
+    m.record_task(queue, name, "started")
+    m.metrics().tasks_in_progress.labels(queue=queue, task=name).inc()
+
+
+def on_postrun(sender=None, task_id=None, task=None, state=None, **_kw) -> None:
+    task = task or sender
+    with _lock:
+        started = _started.pop(task_id, None)
+    queue, name = (started[1], started[2]) if started else _names(task)
+    if started:
+        m.observe_task_duration(queue, name, time.perf_counter() - started[0])
+        m.metrics().tasks_in_progress.labels(queue=queue, task=name).dec()
+    if state == "SUCCESS":
+        m.record_task(queue, name, "succeeded")
+
+
+def on_failure(sender=None, **_kw) -> None:
+    queue, name = _names(sender)
+    m.record_task(queue, name, "failed")
+
+
+def on_retry(sender=None, request=None, **_kw) -> None:
+    queue, name = _names(sender, request)
+    m.record_task(queue, name, "retried")
+
+
+def on_process_shutdown(pid=None, **_kw) -> None:
+    m.mark_dead(pid or os.getpid())
+
+
+def on_worker_init(**_kw) -> None:
+    """Serve this host's aggregated metrics when ``GRAPHFLEET_METRICS_PORT`` is set (worker-only hosts)."""
+    port = os.environ.get(METRICS_PORT_ENV)
+    if not port:
+        return
+    try:
+        m.start_metrics_server(int(port))
+    except OSError as exc:  # port taken by a sibling worker on the same host: that one serves the host
+        log.warning("metrics server on port %s not started: %s", port, exc)
+
+
+def install(app=None) -> None:
+    """Connect the handlers (``app`` is accepted for symmetry; Celery signals are process-global)."""
+    global _installed
+    if _installed:
+        return
+    signals.task_prerun.connect(on_prerun, weak=False, dispatch_uid="graphfleet-metrics-prerun")
+    signals.task_postrun.connect(on_postrun, weak=False, dispatch_uid="graphfleet-metrics-postrun")
+    signals.task_failure.connect(on_failure, weak=False, dispatch_uid="graphfleet-metrics-failure")
+    signals.task_retry.connect(on_retry, weak=False, dispatch_uid="graphfleet-metrics-retry")
+    signals.worker_process_shutdown.connect(on_process_shutdown, weak=False,
+                                            dispatch_uid="graphfleet-metrics-pshutdown")
+    signals.worker_shutdown.connect(on_process_shutdown, weak=False, dispatch_uid="graphfleet-metrics-shutdown")
+    signals.worker_init.connect(on_worker_init, weak=False, dispatch_uid="graphfleet-metrics-init")
+    _installed = True
