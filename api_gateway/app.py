@@ -10,6 +10,8 @@ from api_gateway.errors import BodySizeLimit, install_error_handlers
 from api_gateway.routes import admin, documents, graph, health, jobs, metrics, queries, usage
 from api_gateway.state import Gateway
 from shared.config import get_settings
+from shared.infra.job_metrics import JobMetrics
+from shared.infra.jobs import add_job_listener
 
 DESCRIPTION = """GraphRAG over a fleet of Celery workers.
 
@@ -30,6 +32,7 @@ class GatewayApp(FastAPI):
 def create_app(settings=None, max_body_bytes: int | None = None) -> FastAPI:
     settings = settings or get_settings()
     gateway = Gateway.build(settings, max_body_bytes)
+    add_job_listener(JobMetrics())
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):

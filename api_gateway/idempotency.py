@@ -31,7 +31,7 @@ class Idempotency:
                                                            "characters")
         digest = hashlib.sha256(key.encode()).hexdigest()[:40]
         self.redis = redis
-        self.redis_key = Keys(tenant).p + f"idem:{scope}:{digest}"
+        self.redis_key = Keys(tenant).idempotency(scope, digest)
         self.fingerprint = payload_fingerprint
         self.claimed = False
 

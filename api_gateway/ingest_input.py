@@ -1,4 +1,8 @@
-"""Read an ingestion batch from JSON or a multipart upload and validate it synchronously."""
+"""Read an ingestion batch from JSON or a multipart upload and validate it synchronously.
+
+The documents are validated here, once (``shared.infra.ingest_submit.validate_documents``): the batch
+carries the proof (``ValidDocuments``), so submitting it does not validate it again.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,13 @@ from api_gateway.deps import GatewayDep
 from api_gateway.errors import ApiError
 from api_gateway.idempotency import fingerprint
 from api_gateway.schemas import IngestBody
-from shared.infra.ingest_submit import DocumentInput, InvalidDocument, decode_bytes, validate_documents
+from shared.infra.ingest_submit import (
+    DocumentInput,
+    InvalidDocument,
+    ValidDocuments,
+    decode_bytes,
+    validate_documents,
+)
 
 UPLOAD_SUFFIXES = {".txt", ".md", ".markdown", ".text"}
 MAX_FILES = 1000
@@ -23,7 +33,7 @@ _STATUS = {"document_too_large": 413}
 
 
 class IngestBatch:
-    def __init__(self, items: list[DocumentInput]):
+    def __init__(self, items: ValidDocuments):
         self.items = items
         self.fingerprint = fingerprint([[d.text, d.id, d.title, d.metadata] for d in items])
 

@@ -7,7 +7,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.domain.query.params import PresetName
+from shared.infra.ingest_submit import MAX_DOCUMENTS
 from shared.infra.quotas import TenantLimits
+from shared.infra.tiers import DEFAULT_TIER
 
 DOC_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 
@@ -24,7 +26,7 @@ class TenantCreate(BaseModel):
 
     id: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$", description="generated when omitted")
     name: str = Field("", max_length=200)
-    tier: str = Field("standard", pattern=r"^[a-z0-9_-]{1,32}$")
+    tier: str = Field(DEFAULT_TIER, pattern=r"^[a-z0-9_-]{1,32}$")
     preset: PresetName | None = None
     limits: TenantLimits = Field(default_factory=TenantLimits)
 
@@ -82,7 +84,7 @@ class IngestBody(BaseModel):
         {"documents": [{"text": "Marley was dead: to begin with.", "id": "carol-1", "title": "Stave One",
                         "metadata": {"source": "gutenberg"}}]}]})
 
-    documents: list[DocumentIn] = Field(max_length=10_000)
+    documents: list[DocumentIn] = Field(max_length=MAX_DOCUMENTS)
 
 
 class JobAccepted(BaseModel):

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from graphfleet_cli.local_client import LocalClient, collect_files, ingest_summary
+from graphfleet_cli.output import emit
 from graphfleet_cli.stack import Stack, resolve_redis_url
 from shared.config import get_settings
 
@@ -20,12 +21,6 @@ DEMO_QUERIES = [
     ("hybrid", "How is Bob Cratchit related to Scrooge?"),
     ("causal", "Why does Scrooge change his ways?"),
 ]
-
-
-def _emit(obj: dict, as_json: bool) -> None:
-    from graphfleet_cli.main import emit
-
-    emit(obj, as_json)
 
 
 def _tenant(args) -> str:
@@ -93,17 +88,17 @@ def cmd_ingest(args) -> int:
     started = time.perf_counter()
     submitted = client.ingest_files(tenant, collect_files(args.paths))
     if not args.wait:
-        _emit({**submitted, "status": "queued"}, args.json)
+        emit({**submitted, "status": "queued"}, args.json)
         return 0
     view = client.wait(tenant, submitted["job_id"], progress=sys.stderr.isatty())
     summary = ingest_summary(view, client.stats(tenant), time.perf_counter() - started)
-    _emit(summary, args.json)
+    emit(summary, args.json)
     return 0 if summary["status"] == "succeeded" else 1
 
 
 def cmd_stats(args) -> int:
     client, tenant = _client(args)
-    _emit(client.stats(tenant), args.json)
+    emit(client.stats(tenant), args.json)
     return 0
 
 
@@ -134,7 +129,7 @@ def cmd_demo(args) -> int:
         view = client.wait(args.tenant, submitted["job_id"], progress=sys.stderr.isatty())
         summary = ingest_summary(view, client.stats(args.tenant), time.perf_counter() - started)
         print("== ingestion ==")
-        _emit(summary, args.json)
+        emit(summary, args.json)
         try:
             from graphfleet_cli.query_client import demo_queries
         except ImportError:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import sys
@@ -89,14 +88,6 @@ def main(argv: list[str] | None = None) -> int:
     except httpx.HTTPError as exc:
         print(f"graphfleet: cannot reach the gateway: {exc}", file=sys.stderr)
         return 1
-
-
-def emit(obj: dict, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(obj, ensure_ascii=False))
-    else:
-        for key, value in obj.items():
-            print(f"{key}: {json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value}")
 
 
 if __name__ == "__main__":

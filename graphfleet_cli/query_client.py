@@ -8,6 +8,7 @@ import time
 
 from pydantic import ValidationError
 
+from graphfleet_cli.output import print_json
 from shared.domain.query.params import QueryParam
 
 _FLAG_FIELDS = ("max_total_tokens", "max_entity_tokens", "max_relation_tokens", "top_k", "chunk_top_k", "preset",
@@ -55,7 +56,7 @@ def run_query_command(args, client, tenant: str) -> int:
         return 2
     out = run_query(client, tenant, param, args.timeout)
     if args.json:
-        print(json.dumps(out, ensure_ascii=False))
+        print_json(out)
     else:
         print_human(out)
     return 0 if out["status"] == "succeeded" else 1
@@ -92,7 +93,7 @@ def demo_queries(client, tenant: str, queries: list[tuple[str, str]], as_json: b
     for mode, text in queries:
         out = run_query(client, tenant, QueryParam(query=text, mode=mode, response_type="bullet_points"))
         if as_json:
-            print(json.dumps(out, ensure_ascii=False))
+            print_json(out)
         else:
             print(f"\n== {mode}: {text}")
             print_human(out)

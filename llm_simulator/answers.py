@@ -6,6 +6,7 @@ import json
 import math
 import re
 
+from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP
 from shared.domain.tokens import count_tokens, truncate_text
 
 from .extraction import name_runs
@@ -30,7 +31,7 @@ def summarize(prompt: str, model: str | None) -> str:
         except ValueError:
             fragments = []
     if not fragments:
-        fragments = [f.strip().lstrip("-*• ").strip() for f in re.split(r"<SEP>|\n", body)]
+        fragments = [f.strip().lstrip("-*• ").strip() for f in re.split(re.escape(GRAPH_FIELD_SEP) + r"|\n", body)]
     fragments = [f for f in fragments if f]
     firsts = [s for f in fragments for s in sentences(f)[:1]]
     rest = [s for f in fragments for s in sentences(f)[1:]]

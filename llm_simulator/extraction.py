@@ -63,40 +63,44 @@ def parse_prompt(prompt: str) -> tuple[str, tuple[str, ...]]:
     return prompt[start + len(TEXT_OPEN) + 1 : end], types
 
 
+def _split_run(words: list[str], initial: bool) -> list[tuple[list[str], bool]]:
+    """One capitalised run cut into names at stopwords, repeated words and possessives."""
+    out: list[tuple[list[str], bool]] = []
+    current: list[str] = []
+    for word in words:
+        possessive = word.endswith(("'s", "’s"))
+        word = word[:-2] if possessive else word.rstrip("'’-")
+        stop = word.lower() in STOPWORDS or _ROMAN.match(word) or len(word) < 2
+        if stop and word not in TITLES:
+            if current:
+                out.append((current, initial))
+            current, initial = [], False
+            continue
+        if current and current[-1] == word:
+            out.append((current, initial))
+            current, initial = [], False
+        current.append(word)
+        if possessive:
+            out.append((current, initial))
+            current, initial = [], False
+    if current:
+        out.append((current, initial))
+    return out
+
+
+def _pieces(words: list[str], initial: bool) -> list[tuple[list[str], bool]]:
+    """A name without trailing titles, in pieces of at most three words that are not all titles."""
+    while words and words[-1] in TITLES:
+        words = words[:-1]
+    pieces = [(words[i : i + 3], initial and i == 0) for i in range(0, len(words), 3)]
+    return [(piece, first) for piece, first in pieces if any(w not in TITLES for w in piece)]
+
+
 def name_runs(sentence: str) -> list[tuple[list[str], bool]]:
     """Capitalised word runs of a sentence as (words, sentence_initial)."""
-    out: list[tuple[list[str], bool]] = []
     lead = len(sentence) - len(sentence.lstrip("\"'“‘([_*-— "))
-    for m in _RUN.finditer(sentence):
-        current: list[str] = []
-        initial = m.start() <= lead
-        for word in m.group(0).split():
-            possessive = word.endswith(("'s", "’s"))
-            word = word[:-2] if possessive else word.rstrip("'’-")
-            stop = word.lower() in STOPWORDS or _ROMAN.match(word) or len(word) < 2
-            if stop and word not in TITLES:
-                if current:
-                    out.append((current, initial))
-                current, initial = [], False
-                continue
-            if current and current[-1] == word:
-                out.append((current, initial))
-                current, initial = [], False
-            current.append(word)
-            if possessive:
-                out.append((current, initial))
-                current, initial = [], False
-        if current:
-            out.append((current, initial))
-    result = []
-    for ws, initial in out:
-        while ws and ws[-1] in TITLES:
-            ws = ws[:-1]
-        for i in range(0, len(ws), 3):
-            piece = ws[i : i + 3]
-            if any(w not in TITLES for w in piece):
-                result.append((piece, initial and i == 0))
-    return result
+    runs = [run for m in _RUN.finditer(sentence) for run in _split_run(m.group(0).split(), m.start() <= lead)]
+    return [piece for ws, initial in runs for piece in _pieces(ws, initial)]
 
 
 def _shouting(sentence: str) -> bool:

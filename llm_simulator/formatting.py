@@ -45,38 +45,53 @@ def _halves(items: list[str]) -> tuple[list[str], list[str]]:
     return items[:mid], items[mid:]
 
 
-def format_answer(items: list[str], instruction: str, title: str = "Answer") -> str:
-    if not items:
-        return ""
-    kind = response_kind(instruction)
-    if kind == "bullet_points":
-        return _bullets(_pad(items, 2))
-    if kind == "numbered_list":
-        return "\n".join(f"{i}. {s}" for i, s in enumerate(_pad(items, 2), 1))
-    if kind == "timeline":
-        return "\n".join(f"- Step {i}: {s}" for i, s in enumerate(_pad(items, 2), 1))
-    if kind == "single_paragraph":
-        return " ".join(items)
-    if kind in ("comparison", "pros_cons"):
+def _two_sided(names: tuple[str, str, str]):
+    """Two bulleted halves under bold names, then a bold conclusion (comparison, pros and cons)."""
+
+    def layout(items: list[str], _title: str) -> str:
         first, second = _halves(items)
-        names = ("Similarities", "Differences", "Conclusion")
-        if kind == "pros_cons":
-            names = ("Advantages", "Disadvantages", "Overall Assessment")
         return (
             f"**{names[0]}:**\n{_bullets(first)}\n\n**{names[1]}:**\n{_bullets(second)}\n\n"
             f"**{names[2]}:** {items[0]}"
         )
-    if kind == "executive_summary":
-        rest = _pad(items[1:], 2)
-        return f"{items[0]}\n\n**Key Findings**\n{_bullets(rest)}\n\n**Implications:** {items[-1]}"
-    if kind == "detailed_analysis":
-        parts = [f"## {title}", " ".join(items[:2])]
-        if items[2:]:
-            parts += ["## Details", _bullets(items[2:])]
-        return "\n\n".join(parts)
+
+    return layout
+
+
+def _executive_summary(items: list[str], _title: str) -> str:
+    rest = _pad(items[1:], 2)
+    return f"{items[0]}\n\n**Key Findings**\n{_bullets(rest)}\n\n**Implications:** {items[-1]}"
+
+
+def _detailed_analysis(items: list[str], title: str) -> str:
+    parts = [f"## {title}", " ".join(items[:2])]
+    if items[2:]:
+        parts += ["## Details", _bullets(items[2:])]
+    return "\n\n".join(parts)
+
+
+def _paragraphs(items: list[str], _title: str) -> str:
     items = _pad(items, 2)
     size = max(1, math.ceil(len(items) / 3))
     return "\n\n".join(" ".join(items[i : i + size]) for i in range(0, len(items), size))
+
+
+_LAYOUTS = {
+    "bullet_points": lambda items, _title: _bullets(_pad(items, 2)),
+    "numbered_list": lambda items, _title: "\n".join(f"{i}. {s}" for i, s in enumerate(_pad(items, 2), 1)),
+    "timeline": lambda items, _title: "\n".join(f"- Step {i}: {s}" for i, s in enumerate(_pad(items, 2), 1)),
+    "single_paragraph": lambda items, _title: " ".join(items),
+    "comparison": _two_sided(("Similarities", "Differences", "Conclusion")),
+    "pros_cons": _two_sided(("Advantages", "Disadvantages", "Overall Assessment")),
+    "executive_summary": _executive_summary,
+    "detailed_analysis": _detailed_analysis,
+}
+
+
+def format_answer(items: list[str], instruction: str, title: str = "Answer") -> str:
+    if not items:
+        return ""
+    return _LAYOUTS.get(response_kind(instruction), _paragraphs)(items, title)
 
 
 def answer_items(answer: str) -> list[str]:

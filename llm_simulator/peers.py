@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import re
 
+from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP
+
 from . import answers
 from .extraction import DEFAULT_TYPES, emitted_keys, glean_pool_of, glean_records_of, records_of, render
 from .textutil import section
@@ -101,7 +103,7 @@ def _nano(kind: str, conv, model: str | None) -> str:
     if kind == "nano_summarize":
         prompt = conv.with_marker(_MARKER[kind])
         name = _between(prompt, "Entities:", "\n")
-        fragments = _between(prompt, "Description List:", "\n#######").split("<SEP>")
+        fragments = _between(prompt, "Description List:", "\n#######").split(GRAPH_FIELD_SEP)
         return _summary(name, fragments, 500, model)
     if kind == "nano_community_report":
         real = conv.with_marker(_MARKER[kind]).split("# Real Data", 1)[-1]

@@ -103,10 +103,8 @@ def classify(conv: Conversation) -> str:
     return "unknown"
 
 
-def respond(kind: str, conv: Conversation, model: str | None, json_mode: bool = False) -> str:
-    """The well-formed answer for a request of ``kind``."""
-    if kind in peers.TYPES:
-        return peers.respond(kind, conv, model)
+def _ingest_answer(kind: str, conv: Conversation, model: str | None) -> str | None:
+    """The answer to an ingest-side request (extraction, gleaning, summaries, reports, keywords), or None."""
     if kind == "extract":
         return render(extract_records(conv.with_marker(extract_entities.MARKER)))
     if kind in ("glean_continue", "glean_loop"):
@@ -120,6 +118,11 @@ def respond(kind: str, conv: Conversation, model: str | None, json_mode: bool = 
         return answers.community_report(conv.with_marker(community_report.MARKER))
     if kind == "keywords":
         return answers.keywords(conv.with_marker(keywords.MARKER))
+    return None
+
+
+def _query_answer(kind: str, conv: Conversation, json_mode: bool) -> str:
+    """The answer to a query-side request (assessment, helpers, global map, answers), or the fallback."""
     marker = dict(MARKERS).get(kind)
     if kind == "assess_answer":
         return answers_query.assess_answer(_question(conv, marker))
@@ -130,6 +133,14 @@ def respond(kind: str, conv: Conversation, model: str | None, json_mode: bool = 
     if marker:
         return answers.answer(kind, conv.with_marker(marker), _question(conv, marker))
     return answers.unknown(conv.last_user(), json_mode)
+
+
+def respond(kind: str, conv: Conversation, model: str | None, json_mode: bool = False) -> str:
+    """The well-formed answer for a request of ``kind``."""
+    if kind in peers.TYPES:
+        return peers.respond(kind, conv, model)
+    answer = _ingest_answer(kind, conv, model)
+    return answer if answer is not None else _query_answer(kind, conv, json_mode)
 
 
 def _question(conv: Conversation, marker: str) -> str:

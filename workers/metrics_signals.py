@@ -15,6 +15,8 @@ import time
 from celery import signals
 
 from shared.infra import metrics as m
+from shared.infra.job_metrics import JobMetrics
+from shared.infra.jobs import add_job_listener
 
 log = logging.getLogger(__name__)
 METRICS_PORT_ENV = "GRAPHFLEET_METRICS_PORT"
@@ -98,4 +100,5 @@ def install(app=None) -> None:
                                             dispatch_uid="graphfleet-metrics-pshutdown")
     signals.worker_shutdown.connect(on_process_shutdown, weak=False, dispatch_uid="graphfleet-metrics-shutdown")
     signals.worker_init.connect(on_worker_init, weak=False, dispatch_uid="graphfleet-metrics-init")
+    add_job_listener(JobMetrics())  # jobs submitted/finished and chunks, from JobStore's events
     _installed = True

@@ -11,25 +11,23 @@ import threading
 
 from celery.signals import worker_ready, worker_shutdown
 
+from shared.infra.cache_warmup import CacheWarmer
+from shared.infra.metrics import observe_cache_warmup
 from shared.infra.queueing import QUERY, ROUTES
+from workers.runtime import runtime
 
 log = logging.getLogger(__name__)
 _stop = threading.Event()
 
 
 def _loop() -> None:
-    from shared.infra.cache_warmup import CacheWarmer
-    from shared.infra.metrics import observe_cache_warmup
-    from workers.query_tasks import _bm25_provider
-    from workers.runtime import runtime
-
     rt = runtime()
 
     def warmed(tenant: str, seconds: float) -> None:
         observe_cache_warmup(seconds)
         log.info("query caches of tenant %s warmed in %.3f s", tenant, seconds)
 
-    CacheWarmer(rt.redis, lambda: _bm25_provider(runtime().redis), on_warm=warmed, vectors=rt.vectors).run(_stop)
+    CacheWarmer(rt.redis, lambda: runtime().indexes(), on_warm=warmed, vectors=rt.vectors).run(_stop)
 
 
 def install(app) -> None:

@@ -9,13 +9,17 @@ from dataclasses import dataclass, field
 from celery.signals import worker_process_init
 
 from shared.config import get_settings
+from shared.infra.cache_warmup import announce_index_update
 from shared.infra.jobs import JobStore
 from shared.infra.llm.client import LLMClient
 from shared.infra.llm.embedding import make_embedder
 from shared.infra.llm.usage import CallContext, UsageRecorder
+from shared.infra.queries import QueryStore
 from shared.infra.redis_conn import connect
+from shared.infra.store.bm25_cache import BM25Cache
 from shared.infra.store.factory import make_vector_store
 from shared.infra.store.redis_graph import GraphStore
+from shared.infra.tenants import TenantStore
 
 
 @dataclass
@@ -28,6 +32,7 @@ class Runtime:
     embedder: object
     pid: int = field(default_factory=os.getpid)
     _lexical: bool | None = None
+    _indexes: BM25Cache | None = None
 
     def lexical_embedder(self, ctx: CallContext) -> bool:
         """Whether the embedder only sees words (measured once per process; see ``shared.infra.llm.embedding``).
@@ -46,6 +51,23 @@ class Runtime:
 
     def jobs(self, tenant: str) -> JobStore:
         return JobStore(self.redis, tenant)
+
+    def tenants(self) -> TenantStore:
+        return TenantStore(self.redis)
+
+    def queries(self, tenant: str) -> QueryStore:
+        return QueryStore(self.redis, tenant)
+
+    def indexes(self) -> BM25Cache:
+        """This process's parsed BM25 indexes and graph-walk indexes (shared by the query threads and the
+        cache warmer); rebuilt when the Redis client changes."""
+        if self._indexes is None or self._indexes.redis is not self.redis:
+            self._indexes = BM25Cache(self.redis)
+        return self._indexes
+
+    def announce_index_update(self, tenant: str) -> None:
+        """Tell the query workers that ``tenant``'s index changed: they warm their caches."""
+        announce_index_update(self.redis, tenant)
 
     def chat_fn(self, ctx: CallContext, model: str | None = None, cancel_check=None):
         """A ``chat(messages, stage) -> text`` callable bound to a call context, or None without an LLM."""

@@ -8,17 +8,17 @@ import threading
 
 from celery.signals import worker_ready, worker_shutdown
 
+from shared.infra.messages import send
 from shared.pipeline.watchdog import Watchdog
+from workers.runtime import runtime
 
 log = logging.getLogger(__name__)
 _stop = threading.Event()
 
 
 def _loop(app) -> None:
-    from workers.runtime import runtime
-
     rt = runtime()
-    watchdog = Watchdog(rt.redis, rt.settings, lambda name, args: app.send_task(name, args=args))
+    watchdog = Watchdog(rt.redis, rt.settings, lambda msg: send(app, msg))
     interval = max(0.2, float(rt.settings.workers.watchdog_interval_s))
     while not _stop.wait(interval):
         try:

@@ -10,20 +10,16 @@ from fastapi.responses import JSONResponse
 
 from api_gateway.deps import GatewayDep, Principal, TenantDep
 from api_gateway.errors import not_found
-from api_gateway.ingest_input import REQUEST_BODY_DOC, BatchDep, invalid
+from api_gateway.ingest_input import REQUEST_BODY_DOC, BatchDep
 from api_gateway.routes.common import IdempotencyKey, errors
 from api_gateway.schemas import DocumentOut, DocumentPage, JobAccepted
 from api_gateway.state import Gateway
 from api_gateway.submission import run_submission
-from shared.domain.ids import new_job_id
 from shared.domain.models import Document
-from shared.infra import queueing as q
-from shared.infra.ingest_submit import InvalidDocument, submit_ingestion
-from shared.infra.jobs import JobStore
+from shared.infra.ingest_submit import submit_deletion, submit_ingestion
 from shared.infra.store.redis_graph import GraphStore
 
 router = APIRouter(prefix="/v1/documents", tags=["documents"])
-DELETE_TASK = getattr(q, "DELETE_DOCUMENT", "graphfleet.delete_document")
 DocId = Annotated[str, Path(min_length=1, max_length=200, examples=["carol-1"])]
 
 
@@ -37,11 +33,8 @@ async def ingest_documents(gw: GatewayDep, who: TenantDep, batch: BatchDep,
                            idempotency_key: IdempotencyKey = None) -> JSONResponse:
     """Validate synchronously, store (deduplicated by content hash), enqueue; poll the returned job."""
 
-    def submit() -> dict:
-        try:
-            out = submit_ingestion(gw.redis, gw.celery, who.tenant, batch.items, gw.settings)
-        except InvalidDocument as exc:
-            raise invalid(exc) from None
+    def submit() -> dict:  # ``batch`` was validated when it was read (BatchDep): submitting does not validate again
+        out = submit_ingestion(gw.redis, gw.celery, who.tenant, batch.items, gw.settings)
         return {"job_id": out["job_id"], "status": "queued", "kind": "ingest", "documents": out["documents"],
                 "new_documents": out["new_documents"], "location": f"/v1/jobs/{out['job_id']}"}
 
@@ -104,9 +97,7 @@ def delete_document(gw: GatewayDep, who: TenantDep, doc_id: DocId,
     _document(gw, who, doc_id)
 
     def submit() -> dict:
-        job_id = new_job_id()
-        JobStore(gw.redis, who.tenant).create(job_id, "delete", [doc_id])
-        gw.celery.send_task(DELETE_TASK, args=[who.tenant, job_id, doc_id])
+        job_id = submit_deletion(gw.redis, gw.celery, who.tenant, doc_id)
         return {"job_id": job_id, "status": "queued", "kind": "delete", "documents": 1,
                 "location": f"/v1/jobs/{job_id}"}
 

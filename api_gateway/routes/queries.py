@@ -78,9 +78,7 @@ async def create_query(
 ) -> JSONResponse:
     if not param.query.strip():
         raise ApiError(422, "empty_query", "query text is empty")
-    fields = param.model_dump(mode="json", exclude_unset=True)
-    if who.record.preset and "preset" not in fields:
-        param = QueryParam.model_validate({**fields, "preset": who.record.preset})
+    fields = param.model_dump(mode="json", exclude_unset=True)  # the tenant's preset applies in the worker
 
     def submit() -> dict:
         query_id = submit_query(gw.redis, gw.celery, who.tenant, param)

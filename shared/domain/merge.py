@@ -14,10 +14,11 @@ from typing import TypeVar
 
 from shared.config import MergeSettings
 from shared.domain.models import Entity, EntityFragment, Relation, RelationFragment
+from shared.domain.packing import group_rows
+from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP
 from shared.domain.prompts.summarize_descriptions import TEMPLATE as SUMMARY_TEMPLATE
 from shared.domain.tokens import count_tokens_batch, truncate_text
 
-GRAPH_FIELD_SEP = "<SEP>"
 UNKNOWN_TYPE = "unknown"
 
 F = TypeVar("F", EntityFragment, RelationFragment)
@@ -114,22 +115,6 @@ def build_summary_messages(name: str, fragments: list[str], max_tokens: int) -> 
     return [{"role": "user", "content": content}]
 
 
-def _pack_groups(fragments: list[str], counts: list[int], budget: int) -> list[list[str]]:
-    """Greedy consecutive groups whose token total (plus one separator each) fits ``budget``."""
-    groups: list[list[str]] = []
-    current: list[str] = []
-    total = 0
-    for fragment, n in zip(fragments, counts, strict=True):
-        if current and total + n + 1 > budget:
-            groups.append(current)
-            current, total = [], 0
-        current.append(fragment)
-        total += n + 1
-    if current:
-        groups.append(current)
-    return groups
-
-
 def summarize_description(
     name: str,
     fragments: list[str],
@@ -152,7 +137,7 @@ def summarize_description(
         counts = count_tokens_batch(items, model)
         if sum(counts) + len(counts) <= budget:
             return summarize(name, items).strip()
-        groups = _pack_groups(items, counts, budget)
+        groups = [[items[i] for i in group] for group in group_rows(counts, budget)]
         partials = [truncate_text(summarize(name, group).strip(), cap, model) for group in groups]
         items = [item for item in partials if item]
         if not items:

@@ -10,20 +10,19 @@ does not fit is cut at row boundaries. The returned text never exceeds ``max_tok
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from shared.domain.clustering import find_relation
 from shared.domain.models import Community, CommunityReport, Entity, Finding, Relation
+from shared.domain.packing import csv_row, prefix_fit
 from shared.domain.prompts.community_report import TEMPLATE
+from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP
 from shared.domain.tokens import count_tokens, count_tokens_batch
 
-SEP = "<SEP>"
 HEADERS = {
     "reports": "-----Reports-----\nid,title,rating,content",
     "entities": "-----Entities-----\nid,entity,type,description,degree",
@@ -40,11 +39,11 @@ class ReportParseError(ValueError):
 
 
 def _csv_row(*cells: object) -> str:
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="").writerow(
-        [" ".join(str(c).replace(SEP, " | ").split()) if isinstance(c, str) else c for c in cells]
+    """A report-input row: text cells on one line, description parts separated by " | ", numbers as they are."""
+    return csv_row(
+        [" ".join(str(c).replace(GRAPH_FIELD_SEP, " | ").split()) if isinstance(c, str) else c for c in cells],
+        float_digits=None,
     )
-    return buffer.getvalue()
 
 
 def _sorted_entities(community: Community, entities: Mapping[str, Entity]) -> list[tuple[Entity, int]]:
@@ -61,16 +60,6 @@ def _sorted_entities(community: Community, entities: Mapping[str, Entity]) -> li
 def _sorted_relations(community: Community, relations: Mapping[tuple[str, str], Relation]) -> list[Relation]:
     found = [find_relation(relations, a, b) or Relation(src=a, tgt=b) for a, b in community.edges]
     return sorted(found, key=lambda r: (-r.rank, -r.weight, r.src, r.tgt))
-
-
-def _prefix(counts: Sequence[int], budget: int) -> int:
-    """How many leading rows (each plus a newline) fit in ``budget`` tokens."""
-    total = 0
-    for i, n in enumerate(counts):
-        total += n + 1
-        if total > budget:
-            return i
-    return len(counts)
 
 
 def _children(
@@ -101,7 +90,7 @@ def _assemble(rows: dict[str, list[str]], counts: dict[str, list[int]], headers:
         if key == "entities":
             room = max(left // 2, left - rel_need) - headers[key] - 2
         if rows[key] and room > 0:
-            kept[key] = _prefix(counts[key], room)
+            kept[key] = prefix_fit(counts[key], room)
         if kept[key]:
             left -= headers[key] + sum(counts[key][: kept[key]]) + kept[key] + 2
     sections = ["\n".join([HEADERS[k], *rows[k][: kept[k]]]) for k in ("reports", "entities", "relations") if kept[k]]
@@ -276,7 +265,7 @@ def parse_report(text: str, community: Community, signature: str) -> CommunityRe
 
 
 def _first_sentence(description: str, limit: int = 240) -> str:
-    text = " ".join(description.split(SEP)[0].split())
+    text = " ".join(description.split(GRAPH_FIELD_SEP)[0].split())
     match = re.match(r"(.+?[.!?])(\s|$)", text)
     sentence = match.group(1) if match else text
     return sentence if len(sentence) <= limit else sentence[: limit - 1].rstrip() + "…"

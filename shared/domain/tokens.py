@@ -20,6 +20,8 @@ from typing import TypeVar
 
 import tiktoken
 
+from shared.domain.packing import prefix_fit
+
 log = logging.getLogger(__name__)
 
 DEFAULT_ENCODING = "cl100k_base"
@@ -158,14 +160,7 @@ def truncate_list_by_token_size(
     if max_tokens <= 0 or not items:
         return []
     counts = count_tokens_batch([key(item) for item in items], model)
-    kept: list[T] = []
-    total = 0
-    for item, n in zip(items, counts, strict=True):
-        total += n + separator_tokens
-        if total > max_tokens:
-            break
-        kept.append(item)
-    return kept
+    return list(items)[: prefix_fit(counts, max_tokens, separator_tokens)]
 
 
 def truncate_text(text: str, max_tokens: int, model: str | None = None) -> str:

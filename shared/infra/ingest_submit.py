@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 
 from shared.domain.ids import content_hash, doc_id_for, new_job_id, validate_tenant
 from shared.domain.models import Document
-from shared.infra import queueing as q
 from shared.infra.jobs import JobStore
+from shared.infra.messages import ChunkDocument, DeleteDocument, send
 from shared.infra.store.redis_graph import GraphStore
+
+MAX_DOCUMENTS = 10_000  # documents in one ingestion batch
 
 
 class InvalidDocument(ValueError):
@@ -44,7 +46,24 @@ def clean_text(text: str) -> str:
     return "".join(ch for ch in text if ch in "\t\n\r" or unicodedata.category(ch) != "Cc")
 
 
-def validate_documents(items: list[DocumentInput], max_bytes: int, max_docs: int = 10_000) -> list[DocumentInput]:
+class ValidDocuments(tuple):
+    """Documents that passed :func:`validate_documents` (cleaned text), with the size limit they were checked
+    against: validating them again under the same or a looser limit returns them as they are, so a batch the
+    gateway validated before its quota checks is not validated a second time when it is submitted."""
+
+    max_bytes: int
+    max_docs: int
+
+    def __new__(cls, items, max_bytes: int, max_docs: int) -> ValidDocuments:
+        self = super().__new__(cls, items)
+        self.max_bytes, self.max_docs = max_bytes, max_docs
+        return self
+
+
+def validate_documents(items: list[DocumentInput], max_bytes: int, max_docs: int = MAX_DOCUMENTS) -> ValidDocuments:
+    """Check a batch before anything is stored or enqueued (the one place documents are validated)."""
+    if isinstance(items, ValidDocuments) and items.max_bytes <= max_bytes and items.max_docs <= max_docs:
+        return items
     if not items:
         raise InvalidDocument("empty_batch", "no documents given")
     if len(items) > max_docs:
@@ -64,7 +83,7 @@ def validate_documents(items: list[DocumentInput], max_bytes: int, max_docs: int
         if not text.strip():
             raise InvalidDocument("empty_document", f"document {i}: text is empty", i)
         out.append(DocumentInput(text=text, title=item.title, id=item.id, metadata=dict(item.metadata)))
-    return out
+    return ValidDocuments(out, max_bytes, max_docs)
 
 
 def submit_ingestion(redis, celery, tenant: str, items: list[DocumentInput], settings) -> dict:
@@ -86,5 +105,13 @@ def submit_ingestion(redis, celery, tenant: str, items: list[DocumentInput], set
             doc_ids.append(doc_id)
     jobs.create(job_id, "ingest", doc_ids, {"new_documents": new_docs})
     for doc_id in doc_ids:
-        celery.send_task(q.CHUNK, args=[tenant, job_id, doc_id])
+        send(celery, ChunkDocument(tenant, job_id, doc_id))
     return {"job_id": job_id, "documents": len(doc_ids), "new_documents": new_docs}
+
+
+def submit_deletion(redis, celery, tenant: str, doc_id: str) -> str:
+    """Enqueue the removal of one document (a ``delete`` job: remove, then merge, cluster, report, index)."""
+    job_id = new_job_id()
+    JobStore(redis, tenant).create(job_id, "delete", [doc_id])
+    send(celery, DeleteDocument(tenant, job_id, doc_id))
+    return job_id

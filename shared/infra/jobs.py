@@ -1,14 +1,21 @@
-"""Job state in Redis: status, stage, progress counters, per-chunk failures, usage, timestamps."""
+"""Job state in Redis: status, stage, progress counters, per-chunk failures, planned batches, usage, timestamps.
+
+What the job's stages are and which fields and claims they use is declared in ``shared.pipeline.flow``;
+this store only keeps them. Who wants to hear about jobs (metrics) registers a :class:`JobListener`.
+"""
 
 from __future__ import annotations
 
 import json
 import time
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from shared.domain.models import ChunkFailure
 from shared.infra.keys import SEP, Keys, active_jobs_key
 from shared.infra.llm.usage import job_usage
+from shared.infra.redis_conn import to_str
+from shared.infra.tiers import TIERS
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 
@@ -56,14 +63,23 @@ return 1
 _CANCEL_SEEN: dict[tuple[str, str], tuple[float, bool]] = {}
 
 
-def _metrics():
-    from shared.infra import metrics
+class JobListener(Protocol):
+    """Told when a job is submitted or ends and when a chunk finishes (``shared.infra.metrics.JobMetrics``)."""
 
-    return metrics
+    def job_submitted(self, kind: str, tier: str) -> None: ...
+
+    def job_finished(self, kind: str, status: str, seconds: float | None, tier: str) -> None: ...
+
+    def chunks_finished(self, count: int, outcome: str) -> None: ...
 
 
-def _s(v):
-    return v.decode() if isinstance(v, bytes) else v
+_listeners: list[JobListener] = []
+
+
+def add_job_listener(listener: JobListener) -> None:
+    """Register ``listener`` for this process (once: a listener already registered is not added again)."""
+    if not any(existing is listener or type(existing) is type(listener) for existing in _listeners):
+        _listeners.append(listener)
 
 
 def active_member(tenant: str, job_id: str) -> str:
@@ -72,7 +88,7 @@ def active_member(tenant: str, job_id: str) -> str:
 
 
 def parse_active_member(member) -> tuple[str, str]:
-    tenant, _, job_id = _s(member).partition(SEP)
+    tenant, _, job_id = to_str(member).partition(SEP)
     return tenant, job_id
 
 
@@ -95,14 +111,17 @@ class JobStore:
         pipe.zadd(self.k.jobs(), {job_id: now})
         pipe.zadd(active_jobs_key(), {active_member(self.tenant, job_id): now})
         pipe.execute()
-        _metrics().record_job_submitted(kind, self.tier())
+        if _listeners:
+            tier = self.tier()
+            for listener in _listeners:
+                listener.job_submitted(kind, tier)
 
     def exists(self, job_id: str) -> bool:
         return bool(self.redis.exists(self.k.job(job_id)))
 
     def get_field(self, job_id: str, field: str) -> str | None:
         v = self.redis.hget(self.k.job(job_id), field)
-        return _s(v) if v is not None else None
+        return to_str(v) if v is not None else None
 
     def set(self, job_id: str, **fields) -> None:
         fields["updated_at"] = time.time()
@@ -120,7 +139,7 @@ class JobStore:
         job and of the stage are kept. One round trip (every task calls this). False when the job has
         ended (canceled, failed, succeeded) or does not exist."""
         key = self.k.job(job_id)
-        return bool(self.redis.eval(_MARK_RUNNING, 2, key, key + ":stages", stage, time.time()))
+        return bool(self.redis.eval(_MARK_RUNNING, 2, key, self.k.job_stages(job_id), stage, time.time()))
 
     def canceled_recently(self, job_id: str, max_age_s: float = 0.5) -> bool:
         """``is_canceled`` read at most every ``max_age_s`` per job and process (a cancel is final):
@@ -137,13 +156,13 @@ class JobStore:
         return canceled
 
     def mark_stage_time(self, job_id: str, stage: str) -> None:
-        self.redis.hsetnx(self.k.job(job_id) + ":stages", stage, time.time())
+        self.redis.hsetnx(self.k.job_stages(job_id), stage, time.time())
 
     def stage_times(self, job_id: str) -> dict[str, float]:
         """When each stage first started (seconds since the job was created)."""
         created = float(self.get_field(job_id, "created_at") or 0)
-        raw = self.redis.hgetall(self.k.job(job_id) + ":stages")
-        return dict(sorted(((_s(k), round(float(v) - created, 3)) for k, v in raw.items()), key=lambda kv: kv[1]))
+        raw = self.redis.hgetall(self.k.job_stages(job_id))
+        return dict(sorted(((to_str(k), round(float(v) - created, 3)) for k, v in raw.items()), key=lambda kv: kv[1]))
 
     def status(self, job_id: str) -> str | None:
         return self.get_field(job_id, "status")
@@ -168,8 +187,6 @@ class JobStore:
         return True
 
     def tier(self) -> str:
-        from shared.infra.llm.usage import TIERS
-
         return TIERS.tier(self.redis, self.tenant)
 
     def _record_finished(self, job_id: str, status: str, finished_at: float) -> None:
@@ -177,11 +194,13 @@ class JobStore:
         whoever waits on the job (``wait_finished``)."""
         self.redis.zrem(active_jobs_key(), active_member(self.tenant, job_id))
         self.redis.publish(self.k.job_done_channel(job_id), status)
-        if not self.redis.hsetnx(self.k.job_flags(job_id), "metrics:finished", status):
+        if not _listeners or not self.redis.hsetnx(self.k.job_flags(job_id), "metrics:finished", status):
             return
         kind, created = self.get_field(job_id, "kind") or "unknown", self.get_field(job_id, "created_at")
         seconds = finished_at - float(created) if created else None
-        _metrics().record_job_finished(kind, status, seconds, self.tier())
+        tier = self.tier()
+        for listener in _listeners:
+            listener.job_finished(kind, status, seconds, tier)
 
     def wait_finished(self, job_id: str, timeout: float, recheck_s: float = 0.5) -> str | None:
         """Block until the job ends; its final status, or None after ``timeout`` seconds (or when the job
@@ -201,7 +220,7 @@ class JobStore:
                     return None
                 message = pubsub.get_message(timeout=min(recheck_s, left))
                 if message is not None and message.get("type") == "message":
-                    return _s(message["data"])
+                    return to_str(message["data"])
         finally:
             pubsub.close()
 
@@ -221,7 +240,8 @@ class JobStore:
         pipe.sadd(self.k.job_chunks_done(job_id), chunk_id)
         self._completion_queries(pipe, job_id)
         docs, docs_done, missing = pipe.execute()[-3:]
-        _metrics().record_chunks(1, "failed" if failure is not None else "ok")
+        for listener in _listeners:
+            listener.chunks_finished(1, "failed" if failure is not None else "ok")
         return docs_done >= docs and not missing
 
     def _completion_queries(self, pipe, job_id: str) -> None:
@@ -243,7 +263,39 @@ class JobStore:
         return sorted((ChunkFailure.model_validate_json(v) for v in raw.values()), key=lambda f: f.chunk_id)
 
     def doc_ids(self, job_id: str) -> list[str]:
-        return sorted(_s(x) for x in self.redis.smembers(self.k.job_docs(job_id)))
+        return sorted(to_str(x) for x in self.redis.smembers(self.k.job_docs(job_id)))
+
+    def chunk_count(self, job_id: str) -> int:
+        return int(self.redis.scard(self.k.job_chunks(job_id)))
+
+    def record_warnings(self, job_id: str, chunk_id: str, warnings: list[str]) -> None:
+        """Keep what the extraction of ``chunk_id`` warned about (the first ten)."""
+        self.redis.hset(self.k.job_warnings(job_id), chunk_id, json.dumps(warnings[:10]))
+
+    def record_report_errors(self, job_id: str, errors: dict[str, str]) -> None:
+        if errors:
+            self.redis.hset(self.k.job_report_errors(job_id), mapping=errors)
+
+    def usage(self, job_id: str) -> dict:
+        return job_usage(self.redis, self.tenant, job_id)
+
+    # ---- planned batches
+    def plan_batches(self, job_id: str, stage: str, payloads: list, total_field: str) -> None:
+        """Store the payload of every batch of ``stage`` and their count in the job field ``total_field``;
+        the stage joins the job's batch stages (its done set is read by ``snapshot`` and ``progress``)."""
+        pipe = self.redis.pipeline()
+        for i, payload in enumerate(payloads):
+            pipe.set(self.k.job_batch(job_id, stage, i), json.dumps(payload))
+        pipe.sadd(self.k.job_batch_stages(job_id), stage)
+        pipe.hset(self.k.job(job_id), mapping={total_field: len(payloads), "updated_at": time.time()})
+        pipe.execute()
+
+    def batch(self, job_id: str, stage: str, index: int, default: Any = None) -> Any:
+        raw = self.redis.get(self.k.job_batch(job_id, stage, index))
+        return json.loads(raw) if raw else default
+
+    def _batch_stages(self, job_id: str) -> list[str]:
+        return sorted(to_str(s) for s in self.redis.smembers(self.k.job_batch_stages(job_id)))
 
     # ---- stage fan-in
     def claim_advance(self, job_id: str, stage: str, token: str) -> bool:
@@ -252,7 +304,7 @@ class JobStore:
         key = self.k.job_flags(job_id)
         if self.redis.hsetnx(key, stage, token):
             return True
-        return _s(self.redis.hget(key, stage)) == token
+        return to_str(self.redis.hget(key, stage)) == token
 
     def batch_done_of(self, job_id: str, stage: str, batch: str, total_field: str) -> tuple[int, int]:
         """Mark ``batch`` of ``stage`` done; (batches done, the total in the job field ``total_field``)."""
@@ -277,17 +329,18 @@ class JobStore:
         raw, docs, docs_done, chunks, chunks_done, flags = pipe.execute()
         if not raw:
             return None
-        fields = {_s(k): _s(v) for k, v in raw.items()}
-        stages = ["merge"] + [f"report{i}" for i in range(len(json.loads(fields.get("report_levels") or "[]")))]
+        fields = {to_str(k): to_str(v) for k, v in raw.items()}
+        stages = self._batch_stages(job_id)
         pipe = self.redis.pipeline()
         for stage in stages:
             pipe.smembers(self.k.job_stage_done(job_id, stage))
-        batches_done = {stage: {int(_s(b)) for b in done} for stage, done in zip(stages, pipe.execute(), strict=True)}
+        done_sets = zip(stages, pipe.execute(), strict=True)
+        batches_done = {stage: {int(to_str(b)) for b in done} for stage, done in done_sets}
         return JobSnapshot(
             tenant=self.tenant, job_id=job_id, fields=fields,
-            docs={_s(x) for x in docs}, docs_done={_s(x) for x in docs_done},
-            chunks={_s(x) for x in chunks}, chunks_done={_s(x) for x in chunks_done},
-            flags={_s(k): _s(v) for k, v in flags.items()}, batches_done=batches_done,
+            docs={to_str(x) for x in docs}, docs_done={to_str(x) for x in docs_done},
+            chunks={to_str(x) for x in chunks}, chunks_done={to_str(x) for x in chunks_done},
+            flags={to_str(k): to_str(v) for k, v in flags.items()}, batches_done=batches_done,
         )
 
     def progress(self, job_id: str) -> tuple[str | None, str]:
@@ -295,26 +348,26 @@ class JobStore:
         fingerprint changes whenever the job makes progress: an item delivered for the first time, a
         chunk or batch finished, a stage claimed or started. Status None: the job does not exist."""
         pipe = self.redis.pipeline(transaction=False)
-        pipe.hmget(self.k.job(job_id), "status", "stage", "updated_at", "report_levels")
+        pipe.hmget(self.k.job(job_id), "status", "stage", "updated_at")
         pipe.hlen(self.k.deliveries(job_id))
         pipe.scard(self.k.job_docs_done(job_id))
         pipe.scard(self.k.job_chunks_done(job_id))
         pipe.hlen(self.k.job_flags(job_id))
-        (status, stage, updated, levels), *counts = pipe.execute()
-        waves = len(json.loads(levels)) if levels else 0
+        pipe.smembers(self.k.job_batch_stages(job_id))
+        (status, stage, updated), *counts, stages = pipe.execute()
         pipe = self.redis.pipeline(transaction=False)
-        for stage_name in ["merge", *(f"report{i}" for i in range(waves))]:
+        for stage_name in sorted(to_str(s) for s in stages):
             pipe.scard(self.k.job_stage_done(job_id, stage_name))
         batches = pipe.execute()
-        status = _s(status) if status is not None else None
-        return status, json.dumps([status, _s(stage), _s(updated), *counts, *batches])
+        status = to_str(status) if status is not None else None
+        return status, json.dumps([status, to_str(stage), to_str(updated), *counts, *batches])
 
     # ---- view
     def view(self, job_id: str) -> dict | None:
         raw = self.redis.hgetall(self.k.job(job_id))
         if not raw:
             return None
-        job = {_s(k): _s(v) for k, v in raw.items()}
+        job = {to_str(k): to_str(v) for k, v in raw.items()}
         pipe = self.redis.pipeline()
         pipe.scard(self.k.job_chunks(job_id))
         pipe.scard(self.k.job_chunks_done(job_id))

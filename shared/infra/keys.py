@@ -54,6 +54,9 @@ class Keys:
     def communities(self) -> str:  # hash community_id -> Community json
         return f"{self.p}communities"
 
+    def staging(self, key: str) -> str:  # a key's replacement being written, renamed over it when complete
+        return f"{key}:tmp"
+
     def community_meta(self) -> str:  # hash: levels json, version
         return f"{self.p}communities:meta"
 
@@ -121,8 +124,20 @@ class Keys:
     def job_flags(self, job_id: str) -> str:  # hash: stage -> task id that advanced it
         return f"{self.p}job:{job_id}:flags"
 
-    def job_batch(self, job_id: str, stage: str, index: int) -> str:
+    def job_batch(self, job_id: str, stage: str, index: int) -> str:  # json payload of one planned batch
         return f"{self.p}job:{job_id}:batch:{stage}:{index}"
+
+    def job_batch_stages(self, job_id: str) -> str:  # set of the stages that planned batches ("merge", "report0")
+        return f"{self.p}job:{job_id}:batch_stages"
+
+    def job_stages(self, job_id: str) -> str:  # hash stage -> first start time
+        return f"{self.p}job:{job_id}:stages"
+
+    def job_warnings(self, job_id: str) -> str:  # hash chunk_id -> json list of extraction warnings
+        return f"{self.p}job:{job_id}:warnings"
+
+    def job_report_errors(self, job_id: str) -> str:  # hash community_id -> why its LLM report failed
+        return f"{self.p}job:{job_id}:report_errors"
 
     # llm
     def llm_cache(self, digest: str) -> str:
@@ -141,6 +156,31 @@ class Keys:
     def vector_version(self, kind: str) -> str:
         return f"{self.p}vecver:{kind}"
 
+    # quotas, ledger, idempotency, rate limits
+    def quota_rate(self) -> str:  # the tenant's request-rate window
+        return f"{self.p}quota:rate"
+
+    def quota_active(self) -> str:  # the tenant's jobs in flight
+        return f"{self.p}quota:active"
+
+    def ledger_cursor(self) -> str:  # the usage stream id the ledger has folded up to
+        return f"{self.p}ledger:cursor"
+
+    def ledger_tokens(self) -> str:  # hash period -> tokens and cost booked
+        return f"{self.p}ledger:tokens"
+
+    def idempotency(self, scope: str, digest: str) -> str:  # a submission's Idempotency-Key record
+        return f"{self.p}idem:{scope}:{digest}"
+
+    def ratelimit(self, model: str) -> str:  # prefix of the tenant's own LLM rate-limit budget keys
+        return f"{self.p}rl:{model}"
+
+    def api_key(self, key_id: str) -> str:  # one API key's record (digest, name, created_at)
+        return f"{self.p}apikey:{key_id}"
+
+    def api_key_ids(self) -> str:  # set of the tenant's API key ids
+        return f"{self.p}apikeys"
+
     def tenant_record(self) -> str:  # the tenant record (JSON: name, tier, preset, limits)
         return f"{self.p}tenant"
 
@@ -148,8 +188,17 @@ class Keys:
     def query(self, query_id: str) -> str:
         return f"{self.p}query:{query_id}"
 
-    def query_map_results(self, query_id: str) -> str:
+    def query_map_results(self, query_id: str) -> str:  # hash group index -> map answer
         return f"{self.p}query:{query_id}:map"
+
+    def query_plan(self, query_id: str) -> str:  # GlobalPlan json of a global query in flight
+        return f"{self.p}query:{query_id}:plan"
+
+    def query_partial(self, query_id: str) -> str:  # QueryResult json before the reduce
+        return f"{self.p}query:{query_id}:result"
+
+    def query_map_times(self, query_id: str) -> str:  # hash group index -> json [start, end, worker]
+        return f"{self.p}query:{query_id}:maptimes"
 
 
 def tenants_key() -> str:
@@ -158,6 +207,30 @@ def tenants_key() -> str:
 
 def active_jobs_key() -> str:  # zset "tenant\x1fjob_id" -> created_at, for jobs not yet ended (ids only)
     return f"{ROOT}:active_jobs"
+
+
+def ratelimit_prefix(model: str) -> str:  # the global LLM rate limiter's keys of one model (no tenant data)
+    return f"{ROOT}:rl:{model}"
+
+
+def ratelimit_keys(prefix: str) -> list[str]:  # a rate-limit budget's keys: window zset, its hash, sum, bucket
+    return [f"{prefix}:z", f"{prefix}:h", f"{prefix}:sum", f"{prefix}:bucket"]
+
+
+def ratelimit_sum_key(prefix: str) -> str:
+    return ratelimit_keys(prefix)[2]
+
+
+def ratelimit_cooldown_key(model: str) -> str:  # set after a provider 429: every worker backs off
+    return f"{ratelimit_prefix(model)}:cooldown"
+
+
+def api_keys_key() -> str:  # hash api-key digest -> tenant
+    return f"{ROOT}:apikeys"
+
+
+def watchdog_lock_key() -> str:
+    return f"{ROOT}:watchdog:lock"
 
 
 def watchdog_key() -> str:  # hash "tenant\x1fjob_id" -> json {fingerprint, since, idle}; plus :lock

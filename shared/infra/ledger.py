@@ -15,6 +15,7 @@ from datetime import time as dtime
 
 from shared.infra.keys import Keys
 from shared.infra.llm.usage import read_usage
+from shared.infra.redis_conn import to_str
 
 GROUP_BY = ("day", "model", "stage")
 _FOLD_BATCH = 5000
@@ -94,35 +95,38 @@ def next_month_start(ts: float) -> float:
     return datetime(year, month, 1, tzinfo=UTC).timestamp()
 
 
-def _s(v) -> str:
-    return v.decode() if isinstance(v, bytes) else v
+def _cursor_key(tenant: str) -> str:
+    return Keys(tenant).ledger_cursor()
+
+
+def _totals_key(tenant: str) -> str:
+    return Keys(tenant).ledger_tokens()
 
 
 def _fold_once(redis, tenant: str) -> bool:
     """Fold one batch of new usage records into the monthly totals; True when more may remain."""
     import redis as redis_lib
 
-    k = Keys(tenant)
-    cursor_key, totals_key = k.p + "ledger:cursor", k.p + "ledger:tokens"
+    cursor_key, totals_key = _cursor_key(tenant), _totals_key(tenant)
     with redis.pipeline() as pipe:
         try:
             pipe.watch(cursor_key)
             cursor = pipe.get(cursor_key)
-            lo = "(" + _s(cursor) if cursor else "-"
-            entries = pipe.xrange(k.usage_stream(), lo, "+", count=_FOLD_BATCH)
+            lo = "(" + to_str(cursor) if cursor else "-"
+            entries = pipe.xrange(Keys(tenant).usage_stream(), lo, "+", count=_FOLD_BATCH)
             if not entries:
                 return False
             incr: dict[str, int] = {}
             for entry_id, fields in entries:
                 raw = json.loads(fields.get(b"r") or fields.get("r"))
-                ms = int(_s(entry_id).split("-")[0])
+                ms = int(to_str(entry_id).split("-")[0])
                 label = month_label(ms / 1000)
                 incr[label] = incr.get(label, 0) + int(raw.get("prompt_tokens", 0)) + int(
                     raw.get("completion_tokens", 0))
             pipe.multi()
             for label, tokens in incr.items():
                 pipe.hincrby(totals_key, label, tokens)
-            pipe.set(cursor_key, _s(entries[-1][0]))
+            pipe.set(cursor_key, to_str(entries[-1][0]))
             pipe.execute()
             return len(entries) == _FOLD_BATCH
         except redis_lib.WatchError:
@@ -134,4 +138,4 @@ def month_tokens(redis, tenant: str, now: float) -> int:
     for _ in range(100):
         if not _fold_once(redis, tenant):
             break
-    return int(redis.hget(Keys(tenant).p + "ledger:tokens", month_label(now)) or 0)
+    return int(redis.hget(_totals_key(tenant), month_label(now)) or 0)

@@ -30,11 +30,11 @@ from shared.infra.metrics_multiproc import (  # noqa: F401 - re-exported
     multiproc_dir,
     prepare_multiproc_dir,
 )
+from shared.infra.tiers import DEFAULT_TIER
 
 TENANT_ALLOWLIST_ENV = "GRAPHFLEET_METRICS_TENANT_ALLOWLIST"
 OTHER_TENANT = "other"
 OTHER = "other"
-DEFAULT_TIER = "standard"
 
 # The stage label is bounded to these values; query phases outside them are folded (STAGE_ALIASES).
 STAGES = ("extract", "glean", "summarize", "report", "keywords", "map", "reduce", "answer", "embed")

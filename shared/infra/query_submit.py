@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from shared.domain.ids import validate_tenant
 from shared.domain.query.params import QueryParam
-from shared.infra import queueing as q
 from shared.infra.jobs import JobStore
+from shared.infra.messages import RunQuery, send
 
 
 def new_query_id() -> str:
@@ -18,5 +18,5 @@ def submit_query(redis, celery, tenant: str, param: QueryParam) -> str:
     validate_tenant(tenant)
     query_id = new_query_id()
     JobStore(redis, tenant).create(query_id, "query", params=param.model_dump(mode="json", exclude_unset=True))
-    celery.send_task(q.QUERY, args=[tenant, query_id])
+    send(celery, RunQuery(tenant, query_id))
     return query_id

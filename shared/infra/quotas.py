@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.infra.keys import Keys
+from shared.infra.ledger import month_tokens, next_month_start
+from shared.infra.redis_conn import to_str
 
 DEFAULT_REQUESTS_PER_MINUTE = 600
 DEFAULT_MAX_CONCURRENT_JOBS = 20
@@ -63,11 +65,11 @@ class QuotaExceeded(Exception):
 
 
 def _rate_key(tenant: str) -> str:
-    return Keys(tenant).p + "quota:rate"
+    return Keys(tenant).quota_rate()
 
 
 def _active_key(tenant: str) -> str:
-    return Keys(tenant).p + "quota:active"
+    return Keys(tenant).quota_active()
 
 
 _BUCKET = """
@@ -103,14 +105,10 @@ def check_rate(redis, tenant: str, limits: Limits) -> None:
                             math.ceil(float(wait)))
 
 
-def _s(v) -> str:
-    return v.decode() if isinstance(v, bytes) else v
-
-
 def active_jobs(redis, tenant: str) -> int:
     """Queued/running jobs plus live reservations; finished jobs are pruned as a side effect."""
     key, keys = _active_key(tenant), Keys(tenant)
-    members = [(_s(m), s) for m, s in redis.zrange(key, 0, -1, withscores=True)]
+    members = [(to_str(m), s) for m, s in redis.zrange(key, 0, -1, withscores=True)]
     jobs = [m for m, _ in members if m.startswith("job:")]
     pipe = redis.pipeline(transaction=False)
     for m in jobs:
@@ -120,7 +118,7 @@ def active_jobs(redis, tenant: str) -> int:
     for member, score in members:
         if member.startswith("job:"):
             status = statuses.get(member)
-            if status is None or _s(status) in _TERMINAL:
+            if status is None or to_str(status) in _TERMINAL:
                 stale.append(member)
                 continue
         elif now - score > RESERVATION_TTL_S:
@@ -157,8 +155,6 @@ def release_job_slot(redis, tenant: str, reservation: str) -> None:
 def check_token_budget(redis, tenant: str, limits: Limits, now: float | None = None) -> None:
     if limits.monthly_token_budget is None:
         return
-    from shared.infra.ledger import month_tokens, next_month_start
-
     now = time.time() if now is None else now
     used = month_tokens(redis, tenant, now)
     if used >= limits.monthly_token_budget:

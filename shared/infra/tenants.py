@@ -3,7 +3,7 @@
 Redis layout (everything tenant-owned under ``gf:t:{tenant}:``):
 
 - ``gf:tenants``                      set of tenant ids (global registry, ``shared.infra.keys.tenants_key``)
-- ``gf:apikeys``                      hash key_id -> tenant (the only global key index)
+- ``gf:apikeys``                      hash key_id -> tenant (the only global key index, ``api_keys_key``)
 - ``gf:t:{tenant}:tenant``            the tenant record (JSON)
 - ``gf:t:{tenant}:apikey:{key_id}``   hash: id, name, hash (HMAC-SHA256 of the key with the pepper),
                                       created_at, revoked_at
@@ -28,16 +28,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.domain.ids import validate_tenant
 from shared.domain.query.params import PresetName
-from shared.infra.keys import ROOT, Keys, tenants_key
+from shared.infra.keys import Keys, api_keys_key, tenants_key
 from shared.infra.quotas import TenantLimits
+from shared.infra.redis_conn import to_str
+from shared.infra.tiers import DEFAULT_TIER
 
 KEY_PREFIX = "gfk"
 _KEY_RE = re.compile(r"^gfk_([0-9a-f]{16})_([A-Za-z0-9_-]{20,128})$")
 PEPPER_ENV = "GRAPHFLEET_API_KEY_PEPPER"
-
-
-def key_index() -> str:
-    return f"{ROOT}:apikeys"
 
 
 def api_key_pepper(settings=None) -> bytes:
@@ -55,7 +53,7 @@ class Tenant(BaseModel):
 
     id: str
     name: str = ""
-    tier: str = "standard"
+    tier: str = DEFAULT_TIER
     preset: PresetName | None = None
     limits: TenantLimits = Field(default_factory=TenantLimits)
     created_at: float = 0.0
@@ -83,10 +81,6 @@ class TenantExists(Exception):
     pass
 
 
-def _s(v) -> str:
-    return v.decode() if isinstance(v, bytes) else v
-
-
 class TenantStore:
     def __init__(self, redis, pepper: bytes = b""):
         self.redis = redis
@@ -98,7 +92,11 @@ class TenantStore:
 
     @staticmethod
     def _key_key(tenant: str, key_id: str) -> str:
-        return Keys(tenant).p + f"apikey:{key_id}"
+        return Keys(tenant).api_key(key_id)
+
+    @staticmethod
+    def _key_ids_key(tenant: str) -> str:
+        return Keys(tenant).api_key_ids()
 
     # ------------------------------------------------------------ tenants
     def create(self, tenant: Tenant) -> Tenant:
@@ -130,14 +128,14 @@ class TenantStore:
         pipe = self.redis.pipeline()
         pipe.hset(self._key_key(tenant_id, key_id), mapping={
             "id": key_id, "name": name, "hash": hash_key(api_key, self.pepper), "created_at": now})
-        pipe.sadd(Keys(tenant_id).p + "apikeys", key_id)
-        pipe.hset(key_index(), key_id, tenant_id)
+        pipe.sadd(self._key_ids_key(tenant_id), key_id)
+        pipe.hset(api_keys_key(), key_id, tenant_id)
         pipe.execute()
         return IssuedKey(key_id, tenant_id, api_key, name, now)
 
     def revoke_key(self, tenant_id: str, key_id: str) -> bool:
         """Revoke a key of this tenant; False when the tenant has no such key."""
-        if _s(self.redis.hget(key_index(), key_id) or b"") != tenant_id:
+        if to_str(self.redis.hget(api_keys_key(), key_id) or b"") != tenant_id:
             return False
         key = self._key_key(tenant_id, key_id)
         if not self.redis.exists(key):
@@ -146,13 +144,13 @@ class TenantStore:
         return True
 
     def keys(self, tenant_id: str) -> list[KeyInfo]:
-        ids = sorted(_s(x) for x in self.redis.smembers(Keys(tenant_id).p + "apikeys"))
+        ids = sorted(to_str(x) for x in self.redis.smembers(self._key_ids_key(tenant_id)))
         pipe = self.redis.pipeline(transaction=False)
         for key_id in ids:
             pipe.hgetall(self._key_key(tenant_id, key_id))
         out = []
         for raw in pipe.execute() if ids else []:
-            rec = {_s(k): _s(v) for k, v in raw.items()}
+            rec = {to_str(k): to_str(v) for k, v in raw.items()}
             if rec:
                 out.append(KeyInfo(rec["id"], tenant_id, rec.get("name", ""), float(rec["created_at"]),
                                    float(rec["revoked_at"]) if rec.get("revoked_at") else None))
@@ -164,13 +162,13 @@ class TenantStore:
         if not match:
             return None
         key_id = match.group(1)
-        tenant = self.redis.hget(key_index(), key_id)
+        tenant = self.redis.hget(api_keys_key(), key_id)
         if tenant is None:
             return None
-        tenant = _s(tenant)
+        tenant = to_str(tenant)
         stored, revoked = self.redis.hmget(self._key_key(tenant, key_id), ["hash", "revoked_at"])
         if stored is None or revoked is not None:
             return None
-        if not hmac.compare_digest(_s(stored).encode(), hash_key(api_key, self.pepper).encode()):
+        if not hmac.compare_digest(to_str(stored).encode(), hash_key(api_key, self.pepper).encode()):
             return None
         return tenant, key_id

@@ -27,7 +27,7 @@ def run_chunk(store: GraphStore, jobs: JobStore, settings, job_id: str, doc_id: 
     jobs.add_chunks(job_id, chunk_ids)
     pending = []
     for cid in chunk_ids:
-        if store.redis.exists(store.k.extraction(cid)):
+        if store.has_extraction(cid):
             jobs.chunk_finished(job_id, cid)
         else:
             pending.append(cid)

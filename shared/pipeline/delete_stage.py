@@ -18,22 +18,14 @@ def run_delete(store: GraphStore, vectors: VectorStore, doc_id: str) -> dict:
         return {"found": False, "chunks_removed": 0, "entities_touched": 0, "relations_touched": 0}
     removed, names, fields = [], set(), set()
     for chunk_id in doc.chunk_ids:
-        store.redis.srem(store.k.chunk_docs(chunk_id), doc_id)
-        if store.redis.scard(store.k.chunk_docs(chunk_id)):
+        if store.unlink_chunk_document(chunk_id, doc_id):
             continue  # the same text is still part of another document
         n, f = store.remove_chunk_fragments(chunk_id)
         names |= n
         fields |= f
-        pipe = store.redis.pipeline()
-        pipe.delete(store.k.chunk(chunk_id), store.k.chunk_docs(chunk_id))
-        pipe.srem(store.k.chunks(), chunk_id)
-        pipe.srem(store.k.dirty("embed_chunks"), chunk_id)
-        pipe.execute()
+        store.delete_chunk(chunk_id)
         removed.append(chunk_id)
     vectors.delete(store.tenant, "chunks", removed)
-    pipe = store.redis.pipeline()
-    pipe.delete(store.k.doc(doc_id), store.k.doc_text(doc_id))
-    pipe.zrem(store.k.docs(), doc_id)
-    pipe.execute()
+    store.delete_document(doc_id)
     return {"found": True, "chunks_removed": len(removed), "entities_touched": len(names),
             "relations_touched": len(fields)}

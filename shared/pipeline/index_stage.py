@@ -23,7 +23,7 @@ def _entity_batch(store: GraphStore, vectors: VectorStore, embedder: Embedder, c
         vecs = embedder.embed([truncate_text(entity_text(e.name, e.description), 2000) for e in items], ctx)
         vectors.upsert(store.tenant, "entities", [
             VectorItem(e.name, v, {"name": e.name, "type": e.type}) for e, v in zip(items, vecs, strict=True)])
-    store.redis.srem(store.k.dirty("embed_entities"), *group)
+    store.clear_dirty("embed_entities", group)
     return len(items)
 
 
@@ -35,7 +35,7 @@ def _chunk_batch(store: GraphStore, vectors: VectorStore, embedder: Embedder, ct
         vecs = embedder.embed([c.text for c in items], ctx)
         vectors.upsert(store.tenant, "chunks", [
             VectorItem(c.id, v, {"doc_id": c.doc_id}) for c, v in zip(items, vecs, strict=True)])
-    store.redis.srem(store.k.dirty("embed_chunks"), *group)
+    store.clear_dirty("embed_chunks", group)
     return len(items)
 
 

@@ -5,13 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from shared.domain.merge import merge_entity, merge_relation, needs_summary, summarize_description
+from shared.domain.merge import (
+    build_summary_messages,
+    merge_entity,
+    merge_relation,
+    needs_summary,
+    summarize_description,
+)
 from shared.domain.models import Entity, EntityFragment, Relation, RelationFragment
+from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP as DESC_SEP
 from shared.domain.tokens import count_tokens, truncate_text
 from shared.infra.store.redis_graph import GraphStore, split_rel_field
 
 SummarizeFn = Callable[[str, list[str]], str]
-DESC_SEP = "<SEP>"
 
 
 def plan_batches(store: GraphStore, batch_size: int) -> list[dict]:
@@ -63,3 +69,15 @@ def run_merge_batch(
         if pool is not None:
             pool.shutdown(wait=True)
     return {"written": written, "deleted": deleted}
+
+
+def summarizer(chat: Callable[[list[dict], str], str] | None, settings) -> Callable[[str, list[str]], str] | None:
+    """``summarize(name, fragments) -> description`` over an LLM ``chat``, or None without one (long
+    descriptions are then cut, not summarized)."""
+    if chat is None:
+        return None
+
+    def summarize(name: str, fragments: list[str]) -> str:
+        return chat(build_summary_messages(name, fragments, settings.merge.summary_max_tokens), "summarize")
+
+    return summarize

@@ -1,90 +1,115 @@
 """What a stalled job still has to do: the steps whose messages were lost, from the job's stored state.
 
-Pure: :func:`plan_resume` reads a :class:`shared.infra.jobs.JobSnapshot` and returns the tasks to enqueue
-again. Every task is idempotent (keyed writes, fan-in sets, claims), so enqueuing a step whose
-message was in fact only slow costs time, never correctness; the watchdog still only calls this when
-none of the job's messages is queued or in flight (see ``shared.pipeline.watchdog``).
-
-The ingestion pipeline (``workers/ingest_tasks.py``) advances through state that this mirrors:
-
-    docs_done < docs            -> chunk_document / delete_document per missing document
-    chunks_done < chunks        -> extract_chunk per missing chunk
-    no "merge" claim            -> claim it, plan_merge
-    merge_batches unset         -> plan_merge
-    merge batches missing       -> merge_batch per missing batch
-    no "cluster" claim          -> claim it, index + cluster
-    index_done unset            -> index
-    report_levels unset         -> cluster
-    report level i planned, batches missing -> report_batch per missing batch
-    level i done                -> (claim "report{i}_next") plan_reports(i + 1)
-    reports and index done      -> (claim "finalize") finalize
+Pure: :func:`plan_resume` walks the declared flow (``shared.pipeline.flow.INGEST``) over a
+:class:`shared.infra.jobs.JobSnapshot`: a stage whose ``waits_for`` are done contributes the steps it
+is missing (its unfinished documents or chunks, its planner, its missing batches, its one task) and is
+done when nothing is missing. Every task is idempotent (keyed writes, fan-in sets, claims), so
+enqueuing a step whose message was in fact only slow costs time, never correctness; the watchdog still
+only calls this when none of the job's messages is queued or in flight (see ``shared.pipeline.watchdog``).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from shared.infra import queueing as q
 from shared.infra.jobs import TERMINAL, JobSnapshot
+from shared.infra.messages import DeleteDocument, Message, RunQuery
+from shared.pipeline.flow import INGEST, REPORT_WAVES, Stage, batches_field, next_claim, report_stage
 
 
 @dataclass(frozen=True)
 class Step:
-    task: str
-    args: tuple = ()
-    claim: str | None = None  # claim this stage (JobStore.claim_advance) before enqueuing; skip if taken
+    message_type: type[Message]
+    args: tuple = ()  # the message's fields after the job id
+    claim: str | None = None  # claim this (JobStore.claim_advance) before enqueuing; skip if taken
     stage: str = ""  # for logs and the resume metric
 
+    @property
+    def task(self) -> str:
+        return self.message_type.TASK
+
+    def message(self, snap: JobSnapshot) -> Message:
+        return self.message_type(snap.tenant, snap.job_id, *self.args)
+
     def message_args(self, snap: JobSnapshot) -> list:
-        return [snap.tenant, snap.job_id, *self.args]
+        return self.message(snap).args()
 
 
 def plan_resume(snap: JobSnapshot) -> list[Step]:
     if snap.status in TERMINAL:
         return []
     if snap.kind == "query":
-        return [Step(q.QUERY, stage="query")]
-    return _ingest_steps(snap)
-
-
-def _ingest_steps(snap: JobSnapshot) -> list[Step]:
-    f = snap.fields
-    first = q.DELETE_DOCUMENT if snap.kind == "delete" else q.CHUNK
-    if missing_docs := sorted(snap.docs - snap.docs_done):
-        return [Step(first, (d,), stage="chunk") for d in missing_docs]
-    if missing_chunks := sorted(snap.chunks - snap.chunks_done):
-        return [Step(q.EXTRACT, (c,), stage="extract") for c in missing_chunks]
-    if "merge" not in snap.flags:
-        return [Step(q.PLAN_MERGE, claim="merge", stage="merge")]
-    if "merge_batches" not in f:
-        return [Step(q.PLAN_MERGE, stage="merge")]
-    batches = int(f["merge_batches"])
-    if missing := sorted(set(range(batches)) - snap.batches_done.get("merge", set())):
-        return [Step(q.MERGE, (i,), stage="merge") for i in missing]
-    if "cluster" not in snap.flags:
-        # what _after_merge would have done; cluster recomputes even when the graph is unchanged
-        return [Step(q.INDEX, claim="cluster", stage="index"), Step(q.CLUSTER, stage="cluster")]
-    steps = [] if f.get("index_done") else [Step(q.INDEX, stage="index")]
-    if not f.get("reports_done"):
-        steps += _report_steps(snap)
-    elif f.get("index_done"):
-        claim = None if "finalize" in snap.flags else "finalize"
-        steps.append(Step(q.FINALIZE, claim=claim, stage="finalize"))
+        return [Step(RunQuery, stage="query")]
+    steps: list[Step] = []
+    done: dict[str, bool] = {}
+    claimed: set[str] = set()  # a claim shared by stages started together goes with the first one's step
+    for stage in INGEST:
+        if not all(done[w] for w in stage.waits_for):
+            done[stage.name] = False
+            continue
+        if stage.claim and stage.claim not in snap.flags:
+            claim = None if stage.claim in claimed else stage.claim
+            missing = [Step(stage.planner or stage.message, claim=claim, stage=stage.name)]
+            claimed.add(stage.claim)
+        else:
+            missing = _MISSING[stage.fan_out](stage, snap)
+        done[stage.name] = not missing
+        steps += missing
     return steps
 
 
-def _report_steps(snap: JobSnapshot) -> list[Step]:
+def _items(stage: Stage, items: set[str], finished: set[str]) -> list[Step]:
+    return [Step(stage.message, (i,), stage=stage.name) for i in sorted(items - finished)]
+
+
+def _documents(stage: Stage, snap: JobSnapshot) -> list[Step]:
+    steps = _items(stage, snap.docs, snap.docs_done)
+    return [Step(DeleteDocument, s.args, stage=s.stage) for s in steps] if snap.kind == "delete" else steps
+
+
+def _chunks(stage: Stage, snap: JobSnapshot) -> list[Step]:
+    return _items(stage, snap.chunks, snap.chunks_done)
+
+
+def _batches(stage: Stage, snap: JobSnapshot, name: str = "", planner_args: tuple = ()) -> list[Step]:
+    """The planner when the batches were not planned, else the batches not done."""
+    name = name or stage.name
+    total = snap.fields.get(batches_field(name))
+    if total is None:
+        return [Step(stage.planner, planner_args, stage=stage.name)]
+    finished = snap.batches_done.get(name, set())
+    return [Step(stage.message, (*planner_args, b), stage=stage.name)
+            for b in sorted(set(range(int(total))) - finished)]
+
+
+def _once(stage: Stage, snap: JobSnapshot) -> list[Step]:
+    """The stage's one task unless its done field (or the field that skips it) is set; the last stage has
+    no done field: the job is not terminal, so it still has to run."""
     f = snap.fields
-    if "report_levels" not in f:
-        return [Step(q.CLUSTER, stage="cluster")]
-    levels = json.loads(f["report_levels"])
-    planned = [i for i in range(len(levels)) if f"report{i}_batches" in f]
+    if (stage.done_field and f.get(stage.done_field)) or (stage.skipped_by and f.get(stage.skipped_by)):
+        return []
+    return [Step(stage.message, stage=stage.name)]
+
+
+def _waves(stage: Stage, snap: JobSnapshot) -> list[Step]:
+    """Report waves run one after the other: the last planned wave's missing batches, else the next wave."""
+    if snap.fields.get(stage.done_field):
+        return []
+    waves = json.loads(snap.fields.get(REPORT_WAVES) or "[]")
+    planned = [w for w in range(len(waves)) if batches_field(report_stage(w)) in snap.fields]
     if not planned:
-        return [Step(q.PLAN_REPORTS, (0,), stage="report")]
-    i = max(planned)
-    batches = int(f[f"report{i}_batches"])
-    if missing := sorted(set(range(batches)) - snap.batches_done.get(f"report{i}", set())):
-        return [Step(q.REPORT, (i, b), stage="report") for b in missing]
-    claim = f"report{i}_next" if batches and f"report{i}_next" not in snap.flags else None
-    return [Step(q.PLAN_REPORTS, (i + 1,), claim=claim, stage="report")]
+        return [Step(stage.planner, (0,), stage=stage.name)]
+    wave = max(planned)
+    if missing := _batches(stage, snap, report_stage(wave), (wave,)):
+        return missing
+    claim = next_claim(report_stage(wave))
+    batches = int(snap.fields[batches_field(report_stage(wave))])
+    return [Step(stage.planner, (wave + 1,), claim=claim if batches and claim not in snap.flags else None,
+                 stage=stage.name)]
+
+
+_MISSING: dict[str, Callable[[Stage, JobSnapshot], list[Step]]] = {
+    "documents": _documents, "chunks": _chunks, "batches": _batches, "once": _once, "waves": _waves,
+}

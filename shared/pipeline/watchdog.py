@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterable
 
 from shared.infra import queueing as q
 from shared.infra.jobs import TERMINAL, JobStore, parse_active_member
-from shared.infra.keys import active_jobs_key, watchdog_key
+from shared.infra.keys import active_jobs_key, watchdog_key, watchdog_lock_key
+from shared.infra.messages import Message
 from shared.infra.redis_conn import to_str
 from shared.pipeline.resume import Step, plan_resume
 
@@ -41,7 +42,8 @@ def broker_keys(queues: Iterable[str]) -> list[str]:
 
 def jobs_with_messages(redis, job_ids: set[str], queues: Iterable[str]) -> set[str]:
     """Which of ``job_ids`` have a message queued or in flight (delivered, not acked). Messages carry
-    the job id in their ``argsrepr`` header, so a substring test over the raw message is enough."""
+    the job id in their ``kwargsrepr`` header (``argsrepr`` in earlier releases), so a substring test over
+    the raw message is enough."""
     if not job_ids:
         return set()
     found: set[str] = set()
@@ -61,9 +63,9 @@ def jobs_with_messages(redis, job_ids: set[str], queues: Iterable[str]) -> set[s
 
 
 class Watchdog:
-    """One sweep at a time across the fleet; ``send(task_name, args)`` enqueues a task by name."""
+    """One sweep at a time across the fleet; ``send(message)`` enqueues a task message."""
 
-    def __init__(self, redis, settings, send: Callable[[str, list], None], queues: Iterable[str] = q.QUEUES):
+    def __init__(self, redis, settings, send: Callable[[Message], None], queues: Iterable[str] = q.QUEUES):
         self.redis = redis
         self.settings = settings
         self.send = send
@@ -73,7 +75,7 @@ class Watchdog:
         """Resume the stalled jobs; returns ``(tenant, job_id, steps sent)`` per resumed job. Returns []
         without sweeping when another worker holds the sweep lock."""
         w = self.settings.workers
-        lock = self.redis.lock(watchdog_key() + ":lock", timeout=max(10.0, 4 * w.watchdog_interval_s),
+        lock = self.redis.lock(watchdog_lock_key(), timeout=max(10.0, 4 * w.watchdog_interval_s),
                                blocking_timeout=0)
         if not lock.acquire(blocking=False):
             return []
@@ -135,7 +137,7 @@ class Watchdog:
         for step in plan_resume(snap):
             if step.claim and not jobs.claim_advance(snap.job_id, step.claim, f"watchdog:{time.time()}"):
                 break  # another task advanced the job meanwhile: it is not stalled
-            self.send(step.task, step.message_args(snap))
+            self.send(step.message(snap))
             sent.append(step)
         if sent:
             stages = sorted({s.stage for s in sent})

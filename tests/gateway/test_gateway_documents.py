@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import json
 
 import pytest
 
-from api_gateway.routes.documents import DELETE_TASK
 from shared.config import reset_settings_cache
 from shared.infra.jobs import JobStore
-from shared.infra.queueing import ROUTES
+from shared.infra.queueing import DELETE_DOCUMENT, ROUTES
 from tests.gateway.helpers import (
     assert_error,
     enqueued,
@@ -152,11 +152,11 @@ def test_delete_creates_a_delete_job_and_enqueues_the_task(api, alice, gw_redis)
     assert job_id != ingest_job
     jobs = JobStore(gw_redis, "alice")
     assert jobs.get_field(job_id, "kind") == "delete" and jobs.doc_ids(job_id) == ["gone"]
-    queue = ROUTES.get(DELETE_TASK, "default")
+    queue = ROUTES.get(DELETE_DOCUMENT, "default")
     assert queue_lengths(gw_redis)[queue] == before[queue] + 1
     message = json.loads(gw_redis.lindex(queue, 0))
     assert message["headers"]["task"] == "graphfleet.delete_document"
-    assert json.loads(message["headers"]["argsrepr"].replace("'", '"')) == ["alice", job_id, "gone"]
+    assert ast.literal_eval(message["headers"]["kwargsrepr"]) == {"tenant": "alice", "job_id": job_id, "doc_id": "gone"}
     assert_error(api.delete("/v1/documents/never-was", headers=alice["headers"]), 404, "not_found")
 
 

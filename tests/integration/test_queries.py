@@ -66,7 +66,7 @@ def test_global_map_tasks_run_in_parallel_on_the_map_queue(ingested):
     assert out["status"] == "succeeded" and not out["partial"]
     groups = out["details"]["groups"]
     assert groups >= 3
-    times = [json.loads(v) for v in client.redis.hgetall(Keys(tenant).query(out["query_id"]) + ":maptimes").values()]
+    times = [json.loads(v) for v in client.redis.hgetall(Keys(tenant).query_map_times(out["query_id"])).values()]
     assert len(times) == groups
     assert all(host.startswith("map") for _s, _e, host in times)
     starts, ends = sorted(t[0] for t in times), sorted(t[1] for t in times)

@@ -5,24 +5,18 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import time
-from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import numpy as np
-import openai
 import pytest
 
 from llm_simulator.cli import add_arguments, config_from_args
 from llm_simulator.config import SimConfig
-from llm_simulator.faults import RateLimiter
 from llm_simulator.formatting import format_answer
 from llm_simulator.responders import Conversation, classify
-from llm_simulator.server import start_in_thread
 from shared.domain.prompts import (
     assess_answer,
     community_report,
-    extract_entities,
     format_repair,
     glean_continue,
     glean_loop,
@@ -33,70 +27,16 @@ from shared.domain.prompts import (
     rate_community,
     summarize_descriptions,
 )
-from shared.domain.prompts.delimiters import COMPLETE, RECORD, TUPLE, neutralise
+from shared.domain.prompts.delimiters import COMPLETE, neutralise
 from shared.domain.tokens import count_tokens
-
-MODEL = "gpt-4o-mini"
-TEXT = (
-    "Ebenezer Scrooge kept a counting-house in London. Bob Cratchit worked for Ebenezer Scrooge as a clerk. "
-    "On Christmas Eve, Bob Cratchit went home to Camden Town. Jacob Marley had been the partner of "
-    "Ebenezer Scrooge for many years. The ghost of Jacob Marley visited Ebenezer Scrooge in London. "
-    "Fred, the nephew of Ebenezer Scrooge, invited him to dinner. The counting-house was cold and the "
-    "fire was small. The counting-house stood in a narrow court, and the clerk shivered."
+from tests.unit.sim_support import (
+    MODEL,
+    chat,
+    expected_prompt_tokens,
+    extract_prompt,
+    parse_records,
+    stats,
 )
-
-
-@pytest.fixture
-def start():
-    stops = []
-
-    def _start(**kwargs):
-        url, stop = start_in_thread(SimConfig(port=0, **kwargs))
-        stops.append(stop)
-        client = openai.OpenAI(base_url=url, api_key="sk-sim", max_retries=0, timeout=30)
-        return url, client
-
-    yield _start
-    for stop in stops:
-        stop()
-
-
-def stats(url: str) -> dict:
-    return httpx.get(url.removesuffix("/v1") + "/stats").json()
-
-
-def extract_prompt(text: str = TEXT) -> str:
-    return extract_entities.TEMPLATE.format(entity_types="organization, person, geo, event", input_text=text)
-
-
-def chat(client, messages, **kwargs):
-    if isinstance(messages, str):
-        messages = [{"role": "user", "content": messages}]
-    return client.chat.completions.create(model=MODEL, messages=messages, **kwargs)
-
-
-def parse_records(answer: str) -> list[list[str]]:
-    """Strict parse of the record format; raises ValueError on anything malformed."""
-    if not answer.rstrip().endswith(COMPLETE):
-        raise ValueError("no completion marker")
-    body = answer.rstrip()[: -len(COMPLETE)]
-    records = []
-    for raw in body.split(RECORD):
-        raw = raw.strip()
-        if not raw:
-            continue
-        if not (raw.startswith("(") and raw.endswith(")")):
-            raise ValueError(f"bad record {raw!r}")
-        fields = raw[1:-1].split(TUPLE)
-        expected = {'"entity"': 4, '"relationship"': 6}.get(fields[0])
-        if expected != len(fields):
-            raise ValueError(f"wrong field count in {raw!r}")
-        records.append(fields)
-    return records
-
-
-def expected_prompt_tokens(messages: list[dict]) -> int:
-    return sum(count_tokens(m["content"], MODEL) + 4 for m in messages)
 
 
 def test_chat_usage_matches_stats(start):
@@ -237,105 +177,6 @@ def test_embeddings(start):
     s = stats(url)["embeddings"]
     assert s["calls"] == 3 and s["inputs"] == 5
     assert s["tokens"] == tokens + count_tokens(texts[0], "text-embedding-3-small") + count_tokens(texts[0], "m")
-
-
-def test_rate_limit_tokens_429(start):
-    url, client = start(rate_limit_tpm=50)
-    chat(client, "hello there, how are you today?")  # fits in an empty window
-    with pytest.raises(openai.RateLimitError) as info:
-        chat(client, extract_prompt())
-    headers = info.value.response.headers
-    assert 1 <= int(headers["retry-after"]) <= 60
-    assert 0 < int(headers["retry-after-ms"]) <= 60000
-    assert int(headers["retry-after"]) >= int(headers["retry-after-ms"]) / 1000
-    s = stats(url)
-    assert s["errors"]["429"] == 1 and s["chat"]["calls"] == 1
-
-
-def test_rate_limit_requests_429(start):
-    url, client = start(rate_limit_rpm=2)
-    chat(client, "one")
-    chat(client, "two")
-    with pytest.raises(openai.RateLimitError) as info:
-        chat(client, "three")
-    assert 58 <= int(info.value.response.headers["retry-after"]) <= 60
-    assert stats(url)["errors"]["429"] == 1
-
-
-def test_sliding_window_retry_after():
-    now = [0.0]
-    limiter = RateLimiter(tpm=100, rpm=None, clock=lambda: now[0])
-    assert limiter.check("m", 60).allowed
-    now[0] = 10.0
-    assert limiter.check("m", 30).allowed
-    now[0] = 20.0
-    verdict = limiter.check("m", 50)  # needs the first entry (t=0) gone: at t=60
-    assert not verdict.allowed and verdict.retry_after_s == pytest.approx(40.0)
-    assert limiter.check("m", 10).allowed  # still fits
-    now[0] = 60.5
-    assert limiter.check("m", 50).allowed
-    assert limiter.check("other-model", 100).allowed  # windows are per model
-
-
-def test_server_errors(start):
-    url, client = start(error_rate=1.0)
-    with pytest.raises(openai.APIStatusError) as info:
-        chat(client, "hello")
-    assert info.value.status_code in (500, 502, 503)
-    with pytest.raises(openai.APIStatusError):
-        client.embeddings.create(model="text-embedding-3-small", input="hello")
-    s = stats(url)
-    assert s["errors"]["5xx"] == 2 and s["chat"]["calls"] == 0 and s["embeddings"]["calls"] == 0
-
-
-def _outcomes(client, n: int) -> list[str]:
-    out = []
-    for _ in range(n):
-        try:
-            chat(client, "retry me")
-            out.append("ok")
-        except openai.APIStatusError as exc:
-            out.append(str(exc.status_code))
-    return out
-
-
-def test_faults_reproducible_and_retryable(start):
-    url, client = start(error_rate=0.5, seed=3)
-    _, twin = start(error_rate=0.5, seed=3)
-    first = _outcomes(client, 30)
-    assert "ok" in first and any(o != "ok" for o in first)  # a retry of the same body can succeed
-    assert _outcomes(twin, 30) == first  # same seed, same requests: same faults
-    httpx.post(url.removesuffix("/v1") + "/stats/reset")
-    assert _outcomes(client, 30) == first  # reset forgets attempt numbers
-
-
-def test_malformed_outputs(start):
-    url, client = start(malformed_rate=1.0)
-    broken = 0
-    for i in range(6):
-        answer = chat(client, extract_prompt(TEXT + f" Chunk {i}.")).choices[0].message.content
-        with pytest.raises(ValueError):
-            parse_records(answer)
-        broken += 1
-    report = chat(client, community_report.TEMPLATE.format(input_text="Scrooge and Marley")).choices[0].message
-    with pytest.raises(ValueError):
-        json.loads(report.content)
-    s = stats(url)
-    assert s["errors"]["malformed"] == broken + 1
-    assert s["chat"]["calls"] == broken + 1  # malformed answers are still successful calls with usage
-    plain = chat(client, "not an extraction").choices[0].message.content
-    assert plain.startswith("This is a simulated answer")
-
-
-def test_concurrent_requests_do_not_block(start):
-    _, client = start(latency_ms=200)
-    chat(client, "warm up")
-    started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=32) as pool:
-        answers = list(pool.map(lambda i: chat(client, f"question {i}").choices[0].message.content, range(32)))
-    elapsed = time.perf_counter() - started
-    assert len(set(answers)) == 32
-    assert elapsed < 3.0, elapsed
 
 
 def test_json_prompts(start):

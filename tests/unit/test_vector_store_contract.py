@@ -1,202 +1,31 @@
 """One VectorStore contract, every backend: the embedded Redis store always, the Weaviate adapter over an
-in-memory fake of the weaviate-client v4 surface always, and a real Weaviate when WEAVIATE_URL is set
-(skipped otherwise), e.g. ``WEAVIATE_URL=http://localhost:8080 pytest tests/unit/test_vector_store_contract.py``
-after ``docker-compose up -d weaviate``.
+in-memory fake of the weaviate-client v4 surface (``tests.fake_weaviate``) always, and a real Weaviate when
+WEAVIATE_URL is set (skipped otherwise), e.g. ``WEAVIATE_URL=http://localhost:8080 pytest
+tests/unit/test_vector_store_contract.py`` after ``docker-compose up -d weaviate``.
 
-The fake checks every call against the installed client: arguments are bound to the real v4 method
-signatures, objects are real ``DataObject`` / ``Filter`` / ``MetadataQuery`` values and collection configs
-go through the client's own ``_CollectionConfigCreate`` validation. It reproduces the server behaviour the
-adapter relies on: per-tenant shards created on batch import, "tenant not found" on reads of an absent
-tenant, per-shard vector dimension checks, cosine distance, and insert_many raising when every object fails.
+The adapter's own mapping, naming and client-lifecycle tests are in ``test_weaviate_adapter.py``.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 import os
-import re
 import uuid
-from types import SimpleNamespace
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from weaviate.classes.data import DataObject
-from weaviate.classes.query import MetadataQuery
-from weaviate.collections.aggregations.over_all.sync import _OverAll
-from weaviate.collections.classes.config import _CollectionConfigCreate
-from weaviate.collections.collection.sync import Collection
-from weaviate.collections.collections.sync import _Collections
-from weaviate.collections.data.sync import _DataCollection
-from weaviate.collections.queries.hybrid.query.sync import _HybridQuery
-from weaviate.collections.queries.near_vector.query.sync import _NearVectorQuery
-from weaviate.collections.tenants.sync import _Tenants
-from weaviate.exceptions import WeaviateInsertManyAllFailedError
 
 from shared.config import Settings
 from shared.domain.storage import VectorItem
 from shared.infra.keys import Keys
 from shared.infra.store.factory import make_vector_store
 from shared.infra.store.redis_vectors import RedisVectorStore
-from shared.infra.store.weaviate_store import (
-    WeaviateBatchError,
-    WeaviateVectorStore,
-    collection_config,
-    collection_name,
-    graphfleet_tenant,
-    object_id,
-    weaviate_tenant,
-)
+from shared.infra.store.weaviate_store import WeaviateBatchError, WeaviateVectorStore
+from tests.fake_weaviate import FakeWeaviate
 
 WEAVIATE_URL = os.environ.get("WEAVIATE_URL")
 needs_weaviate = pytest.mark.skipif(
     not WEAVIATE_URL, reason="WEAVIATE_URL is not set: no Weaviate server to run the contract against "
     "(e.g. WEAVIATE_URL=http://localhost:8080 after `docker-compose up -d weaviate`)")
-
-
-def _bind(real, *args, **kwargs) -> None:
-    """Fail like the real client would on a wrong call: bind to the v4 method's signature (self = None)."""
-    inspect.signature(real).bind(None, *args, **kwargs)
-
-
-def _cosine_distance(a, b) -> float:
-    na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(x * x for x in b))
-    return 1.0 - sum(x * y for x, y in zip(a, b, strict=True)) / ((na * nb) or 1.0)
-
-
-# ------------------------------------------------------------------ in-memory fake of weaviate-client v4
-class _FakeTenantColl:
-    def __init__(self, coll, tenant):
-        self.name, self._coll, self._t = coll.name, coll, tenant
-        self.data = SimpleNamespace(insert_many=self._insert_many, delete_many=self._delete_many)
-        self.query = SimpleNamespace(near_vector=self._near_vector, hybrid=self._hybrid)
-        self.aggregate = SimpleNamespace(over_all=self._over_all)
-
-    def _rows(self) -> dict:
-        if self._t not in self._coll.shards:
-            raise RuntimeError(f"tenant not found: {self._t!r}")
-        return self._coll.shards[self._t]
-
-    def _insert_many(self, objects):
-        _bind(_DataCollection.insert_many, objects)
-        assert all(isinstance(o, DataObject) for o in objects)
-        shard = self._coll.shards.setdefault(self._t, {})  # auto tenant creation on batch import
-        errors = {}
-        for i, o in enumerate(objects):
-            vec = list(o.vector["default"])
-            dims = {len(v) for _, v in shard.values()}
-            if dims and len(vec) not in dims:
-                errors[i] = SimpleNamespace(message=f"new node has a vector with length {len(vec)}. "
-                                                    f"Existing nodes have vectors with length {dims.pop()}")
-            else:
-                shard[str(o.uuid)] = (dict(o.properties), vec)
-        self._coll.client.calls.append("insert_many")
-        if errors and len(errors) == len(objects):
-            raise WeaviateInsertManyAllFailedError("\n".join(e.message for e in errors.values()))
-        return SimpleNamespace(errors=errors, has_errors=bool(errors))
-
-    def _delete_many(self, where):
-        _bind(_DataCollection.delete_many, where=where)
-        assert where.target == "_id" and where.operator.value == "ContainsAny"
-        rows = self._rows()
-        matches = [u for u in where.value if rows.pop(u, None) is not None]
-        return SimpleNamespace(failed=0, matches=len(matches), successful=len(matches), objects=None)
-
-    def _result(self, scored, limit, return_properties):
-        objs = [SimpleNamespace(properties={k: props[k] for k in return_properties}, metadata=meta)
-                for props, meta in scored[:limit]]
-        return SimpleNamespace(objects=objs)
-
-    def _near_vector(self, near_vector, **kw):
-        _bind(_NearVectorQuery.near_vector, near_vector, **kw)
-        assert kw["target_vector"] == "default" and isinstance(kw["return_metadata"], MetadataQuery)
-        self._coll.client.calls.append("near_vector")
-        scored = []
-        for props, vec in self._rows().values():
-            d = _cosine_distance(near_vector, vec)
-            if kw.get("distance") is None or d <= kw["distance"]:
-                scored.append((props, SimpleNamespace(distance=d)))
-        scored.sort(key=lambda pm: pm[1].distance)
-        return self._result(scored, kw["limit"], kw["return_properties"])
-
-    def _hybrid(self, query, **kw):
-        """Relative-score fusion of a term-overlap keyword score on ``text`` and cosine similarity."""
-        _bind(_HybridQuery.hybrid, query, **kw)
-        assert kw["query_properties"] == ["text"] and kw["target_vector"] == "default"
-        self._coll.client.calls.append("hybrid")
-        alpha, terms, rows = kw["alpha"], set(query.lower().split()), list(self._rows().values())
-        kw_scores = {i: len(terms & set(p["text"].lower().split())) for i, (p, _) in enumerate(rows)}
-        limit = kw.get("max_vector_distance")
-        dists = {i: _cosine_distance(kw["vector"], v) for i, (_, v) in enumerate(rows)} if kw["vector"] else {}
-        vec_scores = {i: 1.0 - d for i, d in dists.items() if limit is None or d <= limit}
-        kw_scores = {i: s for i, s in kw_scores.items() if s > 0} if alpha < 1 else {}
-        vec_scores = vec_scores if alpha > 0 else {}
-        fused: dict[int, float] = {}
-        for weight, scores in ((1 - alpha, kw_scores), (alpha, vec_scores)):
-            if scores:
-                lo, hi = min(scores.values()), max(scores.values())
-                for i, s in scores.items():
-                    fused[i] = fused.get(i, 0.0) + weight * ((s - lo) / (hi - lo) if hi > lo else 1.0)
-        scored = sorted(((rows[i][0], SimpleNamespace(score=s)) for i, s in fused.items()), key=lambda pm: -pm[1].score)
-        return self._result(scored, kw["limit"], kw["return_properties"])
-
-    def _over_all(self, **kw):
-        _bind(_OverAll.over_all, **kw)
-        return SimpleNamespace(total_count=len(self._rows()))
-
-
-class _FakeColl:
-    def __init__(self, client, name):
-        self.client, self.name, self.shards = client, name, {}
-        self.tenants = SimpleNamespace(exists=self._exists, remove=self._remove)
-
-    def _exists(self, tenant):
-        _bind(_Tenants.exists, tenant)
-        return tenant in self.shards
-
-    def _remove(self, tenants):
-        _bind(_Tenants.remove, tenants)
-        for t in tenants:
-            self.shards.pop(t, None)
-
-    def with_tenant(self, tenant):
-        _bind(Collection.with_tenant, tenant)
-        assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", tenant), tenant
-        return _FakeTenantColl(self, tenant)
-
-
-class FakeWeaviate:
-    def __init__(self):
-        self.colls, self.created, self.calls, self.closed = {}, [], [], False
-        self.collections = SimpleNamespace(exists=self._exists, create=self._create, get=self._get,
-                                           list_all=self._list_all)
-
-    def _exists(self, name):
-        _bind(_Collections.exists, name)
-        return name in self.colls
-
-    def _get(self, name):
-        _bind(_Collections.get, name)
-        return self.colls[name]
-
-    def _list_all(self, simple=True):
-        _bind(_Collections.list_all, simple=simple)
-        return {n: object() for n in self.colls}
-
-    def _create(self, **kw):
-        _bind(_Collections.create, **kw)
-        config = _CollectionConfigCreate(**kw)._to_dict()  # the client's own validation and wire format
-        assert config["multiTenancyConfig"] == {"enabled": True, "autoTenantCreation": True,
-                                                "autoTenantActivation": True}
-        vectors = config.get("vectorConfig") or {}
-        assert vectors["default"]["vectorizer"] == {"none": {}}, "vectors are self-provided"
-        assert vectors["default"]["vectorIndexConfig"]["distance"] == "cosine"
-        self.created.append(kw["name"])
-        self.colls[kw["name"]] = _FakeColl(self, kw["name"])
-
-    def close(self):
-        self.closed = True
 
 
 # ------------------------------------------------------------------ backends
@@ -448,74 +277,3 @@ def test_writes_bump_the_version_counters_bm25_caches_use(redis_client, tenant):
     s.delete(tenant, "entities", ["alpha"])
     s.drop_tenant(tenant)
     assert int(redis_client.get(key)) == before + 3
-
-
-# ------------------------------------------------------------------ Weaviate adapter specifics (always run)
-def test_tenant_mapping_identity_for_graphfleet_tenants():
-    for t in ["default", "acme-corp", "t_123", "a", "z" * 64]:
-        assert weaviate_tenant(t) == t and graphfleet_tenant(t) == t
-
-
-def test_tenant_mapping_is_valid_deterministic_and_injective():
-    samples = ["Acme", "acme", "a.b", "a_b", "a-b", "aX2EXb", "a b", "ümlaut", "X", "x", "H" + "0" * 63,
-               "é" * 30, "é" * 31, "ß" * 40, "a" * 64, "a" * 65, "a" * 200, "a" * 201, "日本語", "_", "-", "T.x"]
-    mapped = [weaviate_tenant(s) for s in samples]
-    assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", m) for m in mapped)
-    assert len(set(mapped)) == len(samples)
-    assert weaviate_tenant("a.b") == "aX2EXb" and weaviate_tenant("Acme") == "X41Xcme"
-    assert mapped == [weaviate_tenant(s) for s in samples]
-    assert graphfleet_tenant("aX2EXb") == "a.b" and graphfleet_tenant(weaviate_tenant("a" * 65)) is None
-    # not produced by the encoder ("X61X" would be "a"), or not decodable at all
-    for bad in ("aXb", "X2E", "aX2e", "X61X", "XX", "XzzX", "X" + "F" * 30 + "X"):
-        with pytest.raises(ValueError):
-            graphfleet_tenant(bad)
-    with pytest.raises(ValueError):
-        weaviate_tenant("")
-
-
-@settings(max_examples=300, deadline=None, database=None)
-@given(st.text(min_size=1, max_size=80), st.text(min_size=1, max_size=80))
-def test_tenant_mapping_round_trips_and_never_collides(a, b):
-    wa = weaviate_tenant(a)
-    assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", wa)
-    assert graphfleet_tenant(wa) in (a, None)  # None only for hashed (over-long) encodings
-    if a != b:
-        assert wa != weaviate_tenant(b)
-
-
-def test_ids_and_collection_names():
-    assert collection_name("entities") == "GraphfleetEntities" and collection_name("chunks") == "GraphfleetChunks"
-    assert collection_name("community_reports") == "GraphfleetCommunityReports"
-    with pytest.raises(ValueError):
-        collection_name("Bad Kind")
-    assert object_id("entities", "x") == object_id("entities", "x") != object_id("chunks", "x")
-    assert uuid.UUID(object_id("entities", "x")).version == 5
-
-
-def test_collection_config_is_accepted_by_the_client():
-    cfg = _CollectionConfigCreate(**collection_config("GraphfleetChunks"))._to_dict()
-    assert cfg["class"] == "GraphfleetChunks"
-    props = {p["name"]: p for p in cfg["properties"]}
-    assert set(props) == {"item_id", "name", "doc_id", "text", "payload_json"}
-    assert props["text"]["tokenization"] == "word" and props["item_id"]["tokenization"] == "field"
-
-
-def test_client_is_lazy_and_recreated_after_fork(monkeypatch):
-    made = []
-    s = WeaviateVectorStore(lambda: made.append(FakeWeaviate()) or made[-1])
-    assert made == []
-    s.upsert("t1", "entities", ITEMS[:1])
-    s.count("t1", "entities")
-    assert len(made) == 1 and made[0].created == ["GraphfleetEntities"]
-    monkeypatch.setattr(os, "getpid", lambda: -12345)  # as seen from a forked child
-    assert s.count("t1", "entities") == 0  # the child's own (new) client and caches
-    assert len(made) == 2 and not made[0].closed  # the parent's client is left alone
-    s.close()
-    assert made[1].closed and not made[0].closed
-
-
-def test_from_settings_requires_url():
-    with pytest.raises(RuntimeError, match="WEAVIATE_URL"):
-        WeaviateVectorStore.from_settings(Settings(vector_backend="weaviate"))
-    assert isinstance(WeaviateVectorStore.from_settings(Settings(weaviate_url="http://w:8080")), WeaviateVectorStore)
-    assert isinstance(make_vector_store(Settings(), None), RedisVectorStore)

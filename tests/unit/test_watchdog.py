@@ -61,17 +61,17 @@ def test_after_merge_index_and_cluster_start_under_the_cluster_claim():
     assert tasks(plan_resume(s)) == [(q.INDEX, (), "cluster"), (q.CLUSTER, (), None)]
 
 
-def test_reports_resume_at_the_level_in_progress():
+def test_reports_resume_at_the_wave_in_progress():
     levels = [[2, ["a", "b"]], [1, ["c"]], [0, ["d"]]]
     base = dict(flags=["merge", "cluster"], merge_batches=1)
     # clustered, nothing planned yet; the index already finished
-    s = snap(**base, index_done=1, report_levels=levels, batches_done={"merge": {0}})
+    s = snap(**base, index_done=1, report_waves=levels, batches_done={"merge": {0}})
     assert tasks(plan_resume(s)) == [(q.PLAN_REPORTS, (0,), None)]
     # not clustered yet and the index not done either
     s = snap(**base, batches_done={"merge": {0}})
     assert tasks(plan_resume(s)) == [(q.INDEX, (), None), (q.CLUSTER, (), None)]
     # level 1 planned with 2 batches, batch 1 missing
-    s = snap(**base, index_done=1, report_levels=levels, report0_batches=2, report1_batches=2,
+    s = snap(**base, index_done=1, report_waves=levels, report0_batches=2, report1_batches=2,
              batches_done={"merge": {0}, "report0": {0, 1}, "report1": {0}})
     assert tasks(plan_resume(s)) == [(q.REPORT, (1, 1), None)]
     # level 1 done: claim the advance to level 2 (or resend it when it was claimed and lost)
@@ -80,7 +80,7 @@ def test_reports_resume_at_the_level_in_progress():
     s.flags["report1_next"] = "tok"
     assert tasks(plan_resume(s)) == [(q.PLAN_REPORTS, (2,), None)]
     # an empty level advances without a claim, as plan_reports itself does
-    s = snap(**base, index_done=1, report_levels=levels, report0_batches=0, batches_done={"merge": {0}})
+    s = snap(**base, index_done=1, report_waves=levels, report0_batches=0, batches_done={"merge": {0}})
     assert tasks(plan_resume(s)) == [(q.PLAN_REPORTS, (1,), None)]
 
 
@@ -105,7 +105,7 @@ def watchdog(redis_client):
     redis_client.delete(active_jobs_key(), "gf:watchdog", "extractor", "unacked")
     settings = Settings(redis_url="redis://unused", workers={"watchdog_interval_s": 1, "stall_timeout_s": 10})
     sent: list[tuple[str, list]] = []
-    yield Watchdog(redis_client, settings, lambda name, args: sent.append((name, args))), sent
+    yield Watchdog(redis_client, settings, lambda msg: sent.append((msg.TASK, msg.args()))), sent
     redis_client.delete(active_jobs_key(), "gf:watchdog", "extractor", "unacked")
 
 

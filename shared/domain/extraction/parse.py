@@ -23,9 +23,9 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from shared.domain.merge import GRAPH_FIELD_SEP, UNKNOWN_TYPE, relation_key
+from shared.domain.merge import UNKNOWN_TYPE, relation_key
 from shared.domain.models import EntityFragment, ExtractionResult, RelationFragment
-from shared.domain.prompts.delimiters import COMPLETE, TEXT_CLOSE, TEXT_OPEN, TUPLE, neutralise
+from shared.domain.prompts.delimiters import COMPLETE, GRAPH_FIELD_SEP, TEXT_CLOSE, TEXT_OPEN, TUPLE, neutralise
 
 MAX_NAME_CHARS = 120
 _OPEN = r"\(\s*[\"'“”‘’]?\s*(entity|relationship)\s*[\"'“”‘’]?\s*<\|>"

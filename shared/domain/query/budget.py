@@ -1,16 +1,19 @@
 """Token budgets: model windows, total and per-section budgets per mode, priority allocation, reports.
 
-All counting uses the query model's real encoding (``shared.domain.tokens``). Allocation renders each
-section exactly as it will be sent and re-counts it, so a budget is never exceeded.
+All counting uses the query model's real encoding (``shared.domain.tokens``). The total (context-data)
+budget is resolved once per query (``TotalBudget``, by the engine) and passed to the context builders.
+Allocation fits rows with ``shared.domain.packing``, renders each section exactly as it will be sent and
+re-counts it, so a budget is never exceeded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pydantic import BaseModel
 
+from shared.domain.packing import fit_rows
 from shared.domain.query.params import QueryParam
 from shared.domain.tokens import count_tokens, count_tokens_batch
 
@@ -101,13 +104,24 @@ class BudgetReport(BaseModel):
         return self
 
 
-@dataclass
+@dataclass(frozen=True)
 class TotalBudget:
+    """The context-data budget of one query: resolved once (the engine does it) and passed to the context
+    builders, which only cap or split it."""
+
     model_limit: int
     total: int  # tokens for context data
     system_prompt_tokens: int
     query_tokens: int
+    buffer_tokens: int = 0  # tokens held back (the query's buffer, plus any reserve)
     note: str = ""
+
+    def capped(self, cap: int) -> TotalBudget:
+        return replace(self, total=min(self.total, cap))
+
+    def reserving(self, tokens: int) -> TotalBudget:
+        """This budget with ``tokens`` more held back (reported as buffer), e.g. for map-reduce summaries."""
+        return replace(self, total=max(0, self.total - tokens), buffer_tokens=self.buffer_tokens + tokens)
 
 
 def total_context_budget(
@@ -123,7 +137,7 @@ def total_context_budget(
     ceiling = min(window, param.max_total_tokens)
     total = max(0, ceiling - sys_t - q_t - param.buffer_tokens)
     which = "model window - output reserve" if window < param.max_total_tokens else "max_total_tokens"
-    return TotalBudget(limit, total, sys_t, q_t, f"ceiling {ceiling} from {which}")
+    return TotalBudget(limit, total, sys_t, q_t, param.buffer_tokens, f"ceiling {ceiling} from {which}")
 
 
 def section_caps(param: QueryParam, mode: str, total: int) -> dict[str, int | None]:
@@ -231,24 +245,17 @@ def _row_counts(sec: Section, model: str | None):
         start, size = start + len(batch), size * 2
 
 
-def _fit(sec: Section, allowed: int, model: str | None, min_partial: int) -> tuple[list[int], list[str], bool]:
+def fit_section(sec: Section, allowed: int, model: str | None, min_partial: int
+                ) -> tuple[list[int], list[str], bool]:
     """Rows whose rendered section fits ``allowed``, in order: the longest prefix, or with ``sec.fill``
     also the later rows that still fit after one was skipped; then the first row left out, shortened
     into the room that is left when that room is worth it."""
     if allowed <= 0 or not sec.rows:
         return [], [], False
     overhead = count_tokens(sec.render(["x"]), model)
-    running = overhead
-    texts: dict[int, str] = {}
-    first_out: int | None = None
-    for i, n in _row_counts(sec, model):
-        if running + n + 1 <= allowed:
-            running += n + 1
-            texts[i] = sec.rows[i]
-            continue
-        first_out = i if first_out is None else first_out
-        if not sec.fill or allowed - running - 1 < FILL_FLOOR:
-            break
+    kept, running, first_out = fit_rows(_row_counts(sec, model), allowed, overhead,
+                                        fill_floor=FILL_FLOOR if sec.fill else None)
+    texts = {i: sec.rows[i] for i in kept}
     partial = False
     room = allowed - running - 1
     floor = sec.min_partial if sec.min_partial is not None else min_partial
@@ -283,7 +290,7 @@ def allocate(
     stopped = False
     for sec in sections:
         allowed = 0 if stopped else (remaining if sec.cap is None else min(sec.cap, remaining))
-        idx, rows, partial = _fit(sec, allowed, model, min_partial)
+        idx, rows, partial = fit_section(sec, allowed, model, min_partial)
         text = sec.render(rows)
         used = count_tokens(text, model) if text else 0
         cut_by = None
@@ -324,7 +331,7 @@ def make_report(param: QueryParam, mode: str, tb: TotalBudget, alloc: Allocation
     rep = BudgetReport(
         mode=mode, model=param.model or "gpt-4o-mini", model_limit=tb.model_limit,
         output_reserve=param.output_reserve, system_prompt_tokens=tb.system_prompt_tokens,
-        query_tokens=tb.query_tokens, buffer_tokens=param.buffer_tokens, total_allowed=tb.total,
+        query_tokens=tb.query_tokens, buffer_tokens=tb.buffer_tokens, total_allowed=tb.total,
         notes=[tb.note] if tb.note else [],
     )
     if alloc is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shared.domain.query.budget import BudgetReport, section_caps, total_context_budget
+from shared.domain.query.budget import BudgetReport, TotalBudget, section_caps, total_context_budget
 from shared.domain.query.context_common import Sources, sources_section
 from shared.domain.query.context_local import (
     RELATIONS_PER_ENTITY,
@@ -35,8 +35,11 @@ def build_causal_context(
     direct_chunks: Sequence[tuple[str, float]] = (),
     system_prompt: str = "",
     ranking: Ranking | None = None,
+    *,
+    budget: TotalBudget | None = None,
 ) -> tuple[str, BudgetReport, Sources]:
-    """``entity_hits`` should hold ``extended_node_count(param)`` nodes (the engine asks for that many)."""
+    """``entity_hits`` should hold ``extended_node_count(param)`` nodes (the engine asks for that many).
+    ``budget``: the query's resolved budget (the engine's); without it, resolved here from ``system_prompt``."""
     hits = list(entity_hits)[: extended_node_count(param)]
     names = [n for n, _ in hits]
     entities = graph_entities(reader, names, param, ranking)
@@ -44,11 +47,11 @@ def build_causal_context(
     relations = order_relations(reader.relations_of([e.name for e in entities], limit), limit) if entities else []
     items = source_items(reader, param, entities, relations, direct_chunks, ranking)
 
-    tb = total_context_budget(param, system_prompt)
+    tb = budget if budget is not None else total_context_budget(param, system_prompt)
     caps = section_caps(param, "causal", tb.total)
     network_cap = (min(param.causal_network_tokens, tb.total) if param.budget_split == "evidence"
                    else sum(v or 0 for v in caps.values()))
-    tb.total = min(tb.total, network_cap)
+    tb = tb.capped(network_cap)
     sections = {
         "entities": entity_section(entities, caps["entities"], dict(hits), param.model),
         "relationships": relation_section(relations, caps["relationships"], param.model),

@@ -1,14 +1,14 @@
-"""Pieces shared by the context builders: CSV rows, sources/citations, text-unit selection."""
+"""Pieces shared by the context builders: evidence and sources/citations, row shortening, text-unit
+selection."""
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel
 
 from shared.domain.models import Chunk
+from shared.domain.packing import csv_row
 from shared.domain.query.budget import Section
 from shared.domain.query.params import QueryParam
 from shared.domain.query.truncation import shorten, split_sentences
@@ -49,16 +49,6 @@ class Sources(BaseModel):
 
     def citations(self) -> dict[str, str]:
         return {e.cite: e.key for e in self.evidence}
-
-
-def csv_row(values: Sequence) -> str:
-    """One CSV row. Cells with line breaks are quoted (the writer only quotes characters of its line
-    terminator, so it is given one and the row is returned without it)."""
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow(
-        [v if not isinstance(v, float) else round(v, 3) for v in values]
-    )
-    return buf.getvalue()[:-1]
 
 
 def cut_at_sentence(text: str, max_tokens: int, model: str | None) -> str:

@@ -9,17 +9,17 @@ from collections.abc import Callable, Sequence
 from pydantic import BaseModel
 
 from shared.domain.models import Community, CommunityReport
+from shared.domain.packing import csv_row, prefix_fit
 from shared.domain.prompts import global_map, global_reduce
 from shared.domain.query.budget import (
     BudgetReport,
     Section,
     SectionReport,
-    _fit,
+    fit_section,
     make_report,
     synthesis_budget,
     total_context_budget,
 )
-from shared.domain.query.context_common import csv_row
 from shared.domain.query.context_local import report_text
 from shared.domain.query.params import QueryParam
 from shared.domain.retrieval.bm25 import BM25Index
@@ -130,12 +130,10 @@ def dynamic_selection(
     return [reports[c.id] for c in chosen], stats
 
 
-def _rows(reports: Sequence[CommunityReport], communities: dict[str, Community]) -> list[str]:
-    return [
-        csv_row([r.community_id, report_text(r), r.rating, communities[r.community_id].occurrence
-                 if r.community_id in communities else 0])
-        for r in reports
-    ]
+def _map_row(report: CommunityReport, communities: dict[str, Community], text: str | None = None) -> str:
+    """``id,content,rating,importance``: importance is the community's occurrence (0 when unknown)."""
+    occurrence = communities[report.community_id].occurrence if report.community_id in communities else 0
+    return csv_row([report.community_id, report_text(report) if text is None else text, report.rating, occurrence])
 
 
 def group_reports(
@@ -143,18 +141,17 @@ def group_reports(
 ) -> list[MapGroup]:
     """Consecutive groups whose rendered report table fits ``budget``; an oversized report is cut
     (at a token boundary that decodes cleanly) and sent alone."""
-    rows = _rows(reports, communities)
+    rows = [_map_row(r, communities) for r in reports]
     groups: list[MapGroup] = []
     start = 0
     while start < len(rows):
         sec = Section("reports", rows[start:], "Reports", MAP_HEADER, budget)
-        idx, kept, _ = _fit(sec, budget, model, 1 << 30)
+        idx, kept, _ = fit_section(sec, budget, model, 1 << 30)
         if not kept:
             r = reports[start]
             overhead = count_tokens(sec.render([csv_row([r.community_id, "", r.rating, 0])]), model)
             short = truncate_text(report_text(r), max(0, budget - overhead - 8), model)
-            kept = [csv_row([r.community_id, short, r.rating, communities.get(r.community_id).occurrence
-                             if r.community_id in communities else 0])]
+            kept = [_map_row(r, communities, short)]
             idx = [0]
             if count_tokens(sec.render(kept), model) > budget:
                 start += 1
@@ -230,14 +227,7 @@ def reduce_points(
     useful = [(g, p) for g, p in points if p.score > 0]
     useful.sort(key=lambda gp: -gp[1].score)
     blocks = [f"----Analyst {g}----\nImportance Score: {p.score:g}\n{p.description}\n" for g, p in useful]
-    counts = count_tokens_batch(blocks, model)
-    kept: list[str] = []
-    used = 0
-    for b, n in zip(blocks, counts, strict=True):
-        if used + n + 1 > budget:
-            break
-        kept.append(b)
-        used += n + 1
+    kept = blocks[: prefix_fit(count_tokens_batch(blocks, model), budget)]
     text = "\n".join(kept)
     while kept and count_tokens(text, model) > budget:
         kept.pop()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from shared.domain.models import Relation
-from shared.domain.query.budget import BudgetReport, section_caps, total_context_budget
+from shared.domain.query.budget import BudgetReport, TotalBudget, section_caps, total_context_budget
 from shared.domain.query.context_common import Sources, sources_section
 from shared.domain.query.context_local import (
     RELATIONS_PER_ENTITY,
@@ -39,10 +39,13 @@ def build_hybrid_context(
     direct_chunks: Sequence[tuple[str, float]] = (),
     system_prompt: str = "",
     ranking: Ranking | None = None,
+    *,
+    budget: TotalBudget | None = None,
 ) -> tuple[str, BudgetReport, Sources]:
     """``low_level_hits``: entity names found for the low-level keywords (local side).
     ``high_level_hits``: entity names found for the high-level keywords (global side): their relations
-    are what the themes retrieve. Relations of both sides are merged and deduplicated."""
+    are what the themes retrieve. Relations of both sides are merged and deduplicated.
+    ``budget``: the query's resolved budget (the engine's); without it, resolved here from ``system_prompt``."""
     names = [n for n, _ in merge_entity_hits(low_level_hits, high_level_hits)][: param.top_k]
     entities = graph_entities(reader, names, param, ranking)
     limit = RELATIONS_PER_ENTITY * len(entities)
@@ -50,7 +53,7 @@ def build_hybrid_context(
     relations = order_relations(rels, limit)
     items = source_items(reader, param, entities, relations, direct_chunks, ranking)
 
-    tb = total_context_budget(param, system_prompt)
+    tb = budget if budget is not None else total_context_budget(param, system_prompt)
     caps = section_caps(param, "hybrid", tb.total)
     scores = dict(low_level_hits) | dict(high_level_hits)
     sections = {
@@ -62,6 +65,6 @@ def build_hybrid_context(
     if param.budget_split == "fixed":
         report.notes.append(
             f"chunks got the remainder: {tb.total} - entities - relationships "
-            f"(system {tb.system_prompt_tokens}, query {tb.query_tokens}, buffer {param.buffer_tokens} excluded)"
+            f"(system {tb.system_prompt_tokens}, query {tb.query_tokens}, buffer {tb.buffer_tokens} excluded)"
         )
     return ctx, report, sources

@@ -7,11 +7,13 @@ from collections import Counter
 from collections.abc import Sequence
 
 from shared.domain.models import CommunityReport, Entity, Relation
+from shared.domain.packing import csv_row
 from shared.domain.query.budget import (
     EVIDENCE_PRIORITY,
     PRIORITY,
     BudgetReport,
     Section,
+    TotalBudget,
     allocate,
     make_report,
     section_caps,
@@ -20,7 +22,6 @@ from shared.domain.query.budget import (
 from shared.domain.query.context_common import (
     Evidence,
     Sources,
-    csv_row,
     fuse_chunk_rankings,
     linked_chunk_order,
     order_chunks,
@@ -141,7 +142,7 @@ def linked_chunks(reader, entities: Sequence[Entity], relations: Sequence[Relati
 
 
 def assemble(
-    sections_ev: dict[str, tuple[Section, list[Evidence]]], param: QueryParam, mode: str, total_budget,
+    sections_ev: dict[str, tuple[Section, list[Evidence]]], param: QueryParam, mode: str, total_budget: TotalBudget,
     render_order: Sequence[str] = RENDER_ORDER,
 ) -> tuple[str, BudgetReport, Sources]:
     """Allocate in priority order, render, and collect the kept evidence. ``budget_split="evidence"``:
@@ -203,14 +204,18 @@ def build_local_context(
     direct_chunks: Sequence[tuple[str, float]] = (),
     system_prompt: str = "",
     ranking: Ranking | None = None,
+    *,
+    budget: TotalBudget | None = None,
 ) -> tuple[str, BudgetReport, Sources]:
+    """``budget``: the query's resolved budget (the engine's); without it, resolved here from
+    ``system_prompt``."""
     entities = graph_entities(reader, [n for n, _ in entity_hits], param, ranking)
     limit = RELATIONS_PER_ENTITY * len(entities)
     relations = order_relations(reader.relations_of([e.name for e in entities], limit), limit) if entities else []
     reports = related_reports(reader, [e.name for e in entities], param.level)
     items = source_items(reader, param, entities, relations, direct_chunks, ranking)
 
-    tb = total_context_budget(param, system_prompt)
+    tb = budget if budget is not None else total_context_budget(param, system_prompt)
     caps = section_caps(param, "local", tb.total)
     m = param.model
     sections = {

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from shared.domain.prompts import causal_analysis, causal_summary, naive_answer, rag_answer
-from shared.domain.query.budget import SectionReport
+from shared.domain.query.budget import SectionReport, TotalBudget, total_context_budget
 from shared.domain.query.context_causal import build_causal_context, extended_node_count
 from shared.domain.query.context_graph import build_graph_context
 from shared.domain.query.context_hybrid import build_hybrid_context, merge_entity_hits
@@ -99,11 +99,18 @@ def _system_template(mode: str, instructions: str, ctx: str) -> str:
     return rag_answer.SYSTEM.format(response_type=instructions, context_data=ctx)
 
 
-def build_context(rp: ResolvedParam, reader, retr: Retriever, meter=None, focus: str | None = None):
-    """(context, BudgetReport, Sources, details) for local / naive / hybrid / causal / graph."""
-    q = focus or rp.query
+def context_budget(rp: ResolvedParam) -> TotalBudget:
+    """The context-data budget of a local / naive / hybrid / causal / graph query, resolved once: the
+    window less the answer prompt (without its context), the question and the buffer."""
     bound = response_instructions(rp.response_type, rp.max_answer_words)
-    sys_prompt = _system_template(rp.mode, bound, "")
+    return total_context_budget(rp, _system_template(rp.mode, bound, ""))
+
+
+def build_context(rp: ResolvedParam, reader, retr: Retriever, budget: TotalBudget, meter=None,
+                  focus: str | None = None):
+    """(context, BudgetReport, Sources, details) for local / naive / hybrid / causal / graph, within
+    ``budget`` (see :func:`context_budget`)."""
+    q = focus or rp.query
     details: dict = {}
     pool = candidate_count(rp)
     if rp.mode == "hybrid":
@@ -116,25 +123,25 @@ def build_context(rp: ResolvedParam, reader, retr: Retriever, meter=None, focus:
         high = retr.search("entities", " ".join(hl) or q, v_hl, rp.top_k)
         direct = retr.search("chunks", q, v_q, pool)
         ranking = _ranking(retr, f"{q} {' '.join(ll)}", merge_entity_hits(low, high), direct, details)
-        ctx, rep, src = build_hybrid_context(reader, low, high, rp, direct, sys_prompt, ranking)
+        ctx, rep, src = build_hybrid_context(reader, low, high, rp, direct, ranking=ranking, budget=budget)
         return ctx, rep, src, details
     (vec,) = retr.vectors([q])
     direct = retr.search("chunks", q, vec, pool)
     if rp.mode == "naive":
         details["candidates"] = [c for c, _ in direct]
-        return (*build_naive_context(reader, direct, rp, sys_prompt), details)
+        return (*build_naive_context(reader, direct, rp, budget=budget), details)
     if rp.mode == "causal":
         n = extended_node_count(rp)
         hits = retr.search("entities", q, vec, n)
         details["extended_nodes"] = {"requested": n, "found": len(hits)}
         ranking = _ranking(retr, q, hits, direct, details)
-        return (*build_causal_context(reader, hits, rp, direct, sys_prompt, ranking), details)
+        return (*build_causal_context(reader, hits, rp, direct, ranking=ranking, budget=budget), details)
     hits = retr.search("entities", q, vec, rp.top_k)
     ranking = _ranking(retr, q, hits, direct, details)
     if rp.mode == "graph":
         ranking = ranking or Ranking(list(direct), details={"walk": None})
-        return (*build_graph_context(reader, ranking, rp, sys_prompt), details)
-    return (*build_local_context(reader, hits, rp, direct, sys_prompt, ranking), details)
+        return (*build_graph_context(reader, ranking, rp, budget=budget), details)
+    return (*build_local_context(reader, hits, rp, direct, ranking=ranking, budget=budget), details)
 
 
 def _ranking(retr: Retriever, q: str, entity_hits, direct, details: dict) -> Ranking | None:
@@ -206,59 +213,33 @@ def _quality(sources, reader) -> dict:
     return assess_context_quality(len(sources.entities), len(sources.relations), len(sources.chunks), levels)
 
 
-def answer_query(
-    param: QueryParam,
-    reader,
-    vector_store,
-    embed: Embed | None = None,
-    chat: Callable | None = None,
-    bm25_provider: BM25Provider | None = None,
-    *,
-    tenant_preset: str | dict | None = None,
-    rate: Callable | None = None,
-    prices: dict | None = None,
-    walk_provider: WalkProvider | None = None,
-    lexical_embedder: bool = False,
-) -> QueryResult:
-    rp = param if isinstance(param, ResolvedParam) else resolve(param, tenant_preset)
-    meter = UsageMeter(chat, rp.model, prices) if chat is not None else None
-    if meter is None and rp.source_truncation == "map_reduce":  # no LLM to summarize: degrade to relevance
-        rp = rp.model_copy(update={"source_truncation": "relevance"})
-    if rp.mode == "global":
-        if rate is None and meter is not None and rp.dynamic_community_selection:
-            rate = llm_rater(rp.query, meter)
-        res = run_global_inline(rp, reader, chat, rate, meter)
-        res.details["preset"] = rp.applied_preset
-        return res
-    retr = Retriever(rp, reader, vector_store, embed, bm25_provider, walk_provider, lexical_embedder)
-    state: dict = {}
+def _select_context(rp: ResolvedParam, reader, retr: Retriever, budget: TotalBudget, meter, focus: str):
+    """The context for ``focus``; with map-reduce truncation and sources left out, rebuilt with a share
+    of the budget held back for summaries of the rest (seed 001), which then fill that share."""
+    started = time.perf_counter()
+    ctx, rep, src, det = build_context(rp, reader, retr, budget, meter, focus)
+    det["context_ms"] = round(1000 * (time.perf_counter() - started), 2)
+    if rp.source_truncation == "map_reduce" and meter is not None and src.omitted_chunks:
+        reserve = int(rep.total_allowed * MAP_REDUCE_RESERVE)
+        ctx, rep, src, det = build_context(rp, reader, retr, budget.reserving(reserve), meter, focus)
+        rep.total_allowed += reserve
+        rep.notes.append(f"{reserve} tokens reserved for summaries of omitted sources")
+        ctx = _add_summaries(rp, reader, ctx, rep, src, meter)
+    return ctx, rep, src, det
 
-    def select(focus: str, _docs: Sequence) -> list[tuple[str, str]]:
-        started = time.perf_counter()
-        ctx, rep, src, det = build_context(rp, reader, retr, meter, focus)
-        det["context_ms"] = round(1000 * (time.perf_counter() - started), 2)
-        if rp.source_truncation == "map_reduce" and meter is not None and src.omitted_chunks:
-            # seed 001 map-reduce: rebuild with a share of the budget kept for summaries of the rest
-            reserve = int(rep.total_allowed * MAP_REDUCE_RESERVE)
-            rp2 = rp.model_copy(update={"buffer_tokens": rp.buffer_tokens + reserve})
-            ctx, rep, src, det = build_context(rp2, reader, retr, meter, focus)
-            rep.total_allowed += reserve
-            rep.notes.append(f"{reserve} tokens reserved for summaries of omitted sources")
-            ctx = _add_summaries(rp, reader, ctx, rep, src, meter)
-        state.update(ctx=ctx, report=rep, sources=src, details=det)
-        return [(e.cite, e.text) for e in src.evidence]
 
-    select(rp.query, [])
-    result = QueryResult(mode=rp.mode, details={**state["details"], "preset": rp.applied_preset,
-                                                 "fusion": {"method": rp.fusion, "bm25_weight": retr.weight,
-                                                            "lexical_embedder": lexical_embedder}})
-    _fill(result, rp, reader, state)
-    if rp.only_need_context:
-        return result
-    if meter is None:
-        result.answer = extractive_answer(rp.query, state["sources"])
-        result.answer_kind = "extractive" if result.answer else "none"
-        return result
+def _answer_global(rp: ResolvedParam, reader, chat: Callable | None, rate: Callable | None, meter) -> QueryResult:
+    if rate is None and meter is not None and rp.dynamic_community_selection:
+        rate = llm_rater(rp.query, meter)
+    res = run_global_inline(rp, reader, chat, rate, meter)
+    res.details["preset"] = rp.applied_preset
+    return res
+
+
+def _llm_answer(result: QueryResult, rp: ResolvedParam, reader, state: dict, meter: UsageMeter,
+                select: Callable[[str, Sequence], list[tuple[str, str]]]) -> QueryResult:
+    """Generate (refining when asked), check the format and repair it; the answer's length follows the
+    context's size, quality and the question's complexity."""
 
     def words() -> int:
         q = result.quality.get("score", 0.0)
@@ -280,6 +261,49 @@ def answer_query(
     result.details["target_words"] = words()
     result.usage = meter.usage
     return result
+
+
+def answer_query(
+    param: QueryParam,
+    reader,
+    vector_store,
+    embed: Embed | None = None,
+    chat: Callable | None = None,
+    bm25_provider: BM25Provider | None = None,
+    *,
+    tenant_preset: str | dict | None = None,
+    rate: Callable | None = None,
+    prices: dict | None = None,
+    walk_provider: WalkProvider | None = None,
+    lexical_embedder: bool = False,
+) -> QueryResult:
+    rp = param if isinstance(param, ResolvedParam) else resolve(param, tenant_preset)
+    meter = UsageMeter(chat, rp.model, prices) if chat is not None else None
+    if meter is None and rp.source_truncation == "map_reduce":  # no LLM to summarize: degrade to relevance
+        rp = rp.model_copy(update={"source_truncation": "relevance"})
+    if rp.mode == "global":
+        return _answer_global(rp, reader, chat, rate, meter)
+    retr = Retriever(rp, reader, vector_store, embed, bm25_provider, walk_provider, lexical_embedder)
+    budget = context_budget(rp)
+    state: dict = {}
+
+    def select(focus: str, _docs: Sequence) -> list[tuple[str, str]]:
+        ctx, rep, src, det = _select_context(rp, reader, retr, budget, meter, focus)
+        state.update(ctx=ctx, report=rep, sources=src, details=det)
+        return [(e.cite, e.text) for e in src.evidence]
+
+    select(rp.query, [])
+    result = QueryResult(mode=rp.mode, details={**state["details"], "preset": rp.applied_preset,
+                                                 "fusion": {"method": rp.fusion, "bm25_weight": retr.weight,
+                                                            "lexical_embedder": lexical_embedder}})
+    _fill(result, rp, reader, state)
+    if rp.only_need_context:
+        return result
+    if meter is None:
+        result.answer = extractive_answer(rp.query, state["sources"])
+        result.answer_kind = "extractive" if result.answer else "none"
+        return result
+    return _llm_answer(result, rp, reader, state, meter, select)
 
 
 def _fill(result: QueryResult, rp: ResolvedParam, reader, state: dict) -> None:

@@ -4,6 +4,7 @@ quality, the context quality score, and the post-generation format check + repai
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from shared.domain.prompts import format_repair
 
@@ -91,35 +92,46 @@ def _has_parts(answer: str, *names: str) -> list[str]:
     return [n for n in names if n.lower() not in low]
 
 
+def _expect(ok: bool, problem: str) -> list[str]:
+    return [] if ok else [problem]
+
+
+def _paragraphs(text: str) -> list[str]:
+    return [p for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
+
+
+def _pros_cons_problems(text: str) -> list[str]:
+    missing = [] if re.search(r"advantage|pros\b", text, re.I) else ["advantages"]
+    missing += [] if re.search(r"disadvantage|cons\b", text, re.I) else ["disadvantages"]
+    return [f"missing part '{p}'" for p in missing]
+
+
+# problems of a non-empty answer with its requested layout, per response type (free text: none)
+_LAYOUT_CHECKS: dict[str, Callable[[str], list[str]]] = {
+    "bullet_points": lambda t: _expect(len(_BULLET.findall(t)) >= 2,
+                                       "expected bullet points (lines starting with '- ' or '•')"),
+    "numbered_list": lambda t: _expect(len(_NUMBERED.findall(t)) >= 2, "expected a numbered list ('1.', '2.', ...)"),
+    "detailed_analysis": lambda t: _expect(bool(_HEADING.search(t)), "expected section headings ('## ...')"),
+    "executive_summary": lambda t: _expect(len(_BULLET.findall(t)) >= 2, "expected key findings as bullet points"),
+    "single_paragraph": lambda t: _expect(len(_paragraphs(t)) <= 1 and not _BULLET.findall(t),
+                                          "expected a single paragraph without lists"),
+    "multiple_paragraphs": lambda t: _expect(len(_paragraphs(t)) >= 2,
+                                             "expected several paragraphs separated by blank lines"),
+    "comparison": lambda t: [f"missing part '{p}'" for p in _has_parts(t, "similarit", "difference")],
+    "pros_cons": _pros_cons_problems,
+    "timeline": lambda t: _expect(len(_DATEISH.findall(t)) + len(_NUMBERED.findall(t)) >= 2,
+                                  "expected dated or ordered timeline entries"),
+}
+
+
 def check_response_format(answer: str, response_type: str) -> tuple[bool, list[str]]:
     """Does ``answer`` follow its requested type? Returns (ok, problems). Free text always passes."""
     key = normalize_type(response_type)
-    problems: list[str] = []
     text = answer or ""
-    paragraphs = [p for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
-    bullets = len(_BULLET.findall(text))
     if not text.strip():
         return False, ["empty answer"]
-    if key == "bullet_points" and bullets < 2:
-        problems.append("expected bullet points (lines starting with '- ' or '•')")
-    elif key == "numbered_list" and len(_NUMBERED.findall(text)) < 2:
-        problems.append("expected a numbered list ('1.', '2.', ...)")
-    elif key == "detailed_analysis" and not _HEADING.search(text):
-        problems.append("expected section headings ('## ...')")
-    elif key == "executive_summary" and bullets < 2:
-        problems.append("expected key findings as bullet points")
-    elif key == "single_paragraph" and (len(paragraphs) > 1 or bullets):
-        problems.append("expected a single paragraph without lists")
-    elif key == "multiple_paragraphs" and len(paragraphs) < 2:
-        problems.append("expected several paragraphs separated by blank lines")
-    elif key == "comparison":
-        problems += [f"missing part '{p}'" for p in _has_parts(text, "similarit", "difference")]
-    elif key == "pros_cons":
-        missing = [] if re.search(r"advantage|pros\b", text, re.I) else ["advantages"]
-        missing += [] if re.search(r"disadvantage|cons\b", text, re.I) else ["disadvantages"]
-        problems += [f"missing part '{p}'" for p in missing]
-    elif key == "timeline" and len(_DATEISH.findall(text)) + len(_NUMBERED.findall(text)) < 2:
-        problems.append("expected dated or ordered timeline entries")
+    check = _LAYOUT_CHECKS.get(key)
+    problems = check(text) if check else []
     if key in CITING_TYPES and not _CITE.search(text):
         problems.append("expected source references like [Data: Entities (E1); Sources (chunk-...)]")
     return not problems, problems

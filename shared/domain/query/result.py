@@ -9,9 +9,10 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from shared.domain.pricing import cost_usd
+from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP
 from shared.domain.query.budget import BudgetReport
 from shared.domain.query.context_common import Evidence, Sources
-from shared.domain.query.truncation import lexical_scores
+from shared.domain.query.truncation import SENTENCE_BREAK, lexical_scores
 
 ChatFn = Callable[[list[dict], str], Any]  # (messages, phase) -> ChatResult-like (.text, tokens)
 PHASES = ("keywords", "rate", "map", "reduce", "analysis", "answer", "repair", "refine", "summarize")
@@ -83,7 +84,7 @@ class UsageMeter:
         return getattr(res, "text", "") or ""
 
 
-_SENT = re.compile(r"(?<=[.!?。！？])\s+|\n+|<SEP>")
+_SENT = re.compile(SENTENCE_BREAK + r"|\n+|" + re.escape(GRAPH_FIELD_SEP))
 
 
 def _cite(ev: Evidence) -> str:

@@ -12,11 +12,13 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from shared.domain.packing import group_rows
 from shared.domain.retrieval.bm25 import BM25Index
 from shared.domain.tokens import count_tokens, count_tokens_batch, truncate_text
 
 OMISSION = "[... content omitted ...]"
-_SENT_RE = re.compile(r"(?<=[.!?。！？])\s+")
+SENTENCE_BREAK = r"(?<=[.!?。！？])\s+"  # whitespace after a sentence end (Latin and CJK punctuation)
+_SENT_RE = re.compile(SENTENCE_BREAK)
 
 
 def split_sentences(text: str) -> list[str]:
@@ -100,18 +102,7 @@ def shorten(text: str, query: str, max_tokens: int, strategy: str, model: str | 
 
 def group_by_budget(texts: Sequence[str], budget: int, model: str | None = None) -> list[list[int]]:
     """Consecutive groups of indices whose texts fit ``budget``; an oversized text is its own group."""
-    groups: list[list[int]] = []
-    cur: list[int] = []
-    used = 0
-    for i, n in enumerate(count_tokens_batch(list(texts), model)):
-        if cur and used + n + 1 > budget:
-            groups.append(cur)
-            cur, used = [], 0
-        cur.append(i)
-        used += n + 1
-    if cur:
-        groups.append(cur)
-    return groups
+    return group_rows(count_tokens_batch(list(texts), model), budget)
 
 
 def map_reduce(

@@ -28,7 +28,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field
 
-from shared.infra.keys import ROOT, Keys
+from shared.infra.keys import Keys, ratelimit_cooldown_key, ratelimit_keys, ratelimit_prefix, ratelimit_sum_key
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ class Budget:
     rpm: int
 
     def redis_keys(self) -> list[str]:
-        return [f"{self.prefix}:z", f"{self.prefix}:h", f"{self.prefix}:sum", f"{self.prefix}:bucket"]
+        return ratelimit_keys(self.prefix)
 
 
 @dataclass
@@ -190,11 +190,15 @@ class Reservation:
 
 
 def model_prefix(model: str) -> str:
-    return f"{ROOT}:rl:{model}"
+    return ratelimit_prefix(model)
+
+
+def tenant_prefix(tenant: str, model: str) -> str:
+    return Keys(tenant).ratelimit(model)
 
 
 def cooldown_key(model: str) -> str:
-    return f"{model_prefix(model)}:cooldown"
+    return ratelimit_cooldown_key(model)
 
 
 class RedisRateLimiter:
@@ -219,7 +223,7 @@ class RedisRateLimiter:
             ttpm = self.cfg.tenant_tpm.get(tenant, self.cfg.tenant_tpm.get("*", 0))
             trpm = self.cfg.tenant_rpm.get(tenant, self.cfg.tenant_rpm.get("*", 0))
             if ttpm or trpm:
-                out.append(Budget(f"{Keys(tenant).p}rl:{model}", ttpm, trpm))
+                out.append(Budget(tenant_prefix(tenant, model), ttpm, trpm))
         return tuple(out)
 
     def try_acquire(self, model: str, tokens: int, tenant: str | None = None) -> tuple[Reservation | None, float]:
@@ -262,5 +266,5 @@ class RedisRateLimiter:
 
     def used(self, model: str, tenant: str | None = None) -> int:
         """Tokens reserved or charged in the budget's window as of the last acquire (which sweeps it)."""
-        prefix = f"{Keys(tenant).p}rl:{model}" if tenant else model_prefix(model)
-        return int(self.redis.get(f"{prefix}:sum") or 0)
+        prefix = tenant_prefix(tenant, model) if tenant else model_prefix(model)
+        return int(self.redis.get(ratelimit_sum_key(prefix)) or 0)

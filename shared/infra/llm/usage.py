@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from shared.domain.models import UsageRecord
 from shared.infra.keys import Keys
+from shared.infra.redis_conn import to_str
+from shared.infra.tiers import TIERS, TierCache
 
 UsageListener = Callable[[UsageRecord], None]
 
@@ -22,40 +23,10 @@ class CallContext:
     stage: str
     job_id: str = ""
     queue: str = ""
-    tier: str = ""  # empty: looked up from the tenant record (TierCache)
+    tier: str = ""  # empty: looked up from the tenant record (shared.infra.tiers)
 
     def with_stage(self, stage: str) -> CallContext:
         return CallContext(self.tenant, stage, self.job_id, self.queue, self.tier)
-
-
-DEFAULT_TIER = "standard"
-
-
-class TierCache:
-    """Tenant id -> tier from the tenant record, cached per process for ``ttl_s`` (a metrics label)."""
-
-    def __init__(self, ttl_s: float = 60.0):
-        self.ttl_s = ttl_s
-        self._cache: dict[str, tuple[float, str]] = {}
-        self._lock = threading.Lock()
-
-    def tier(self, redis, tenant: str) -> str:
-        now = time.monotonic()
-        with self._lock:
-            hit = self._cache.get(tenant)
-        if hit and now - hit[0] < self.ttl_s:
-            return hit[1]
-        try:
-            raw = redis.get(Keys(tenant).tenant_record())
-            tier = (json.loads(raw).get("tier") if raw else None) or DEFAULT_TIER
-        except Exception:  # noqa: BLE001 - a label lookup must never fail a call
-            tier = DEFAULT_TIER
-        with self._lock:
-            self._cache[tenant] = (now, str(tier))
-        return str(tier)
-
-
-TIERS = TierCache()
 
 
 class UsageRecorder:
@@ -107,7 +78,7 @@ def job_usage(redis, tenant: str, job_id: str) -> dict:
     raw = redis.hgetall(Keys(tenant).job_usage(job_id))
     usage: dict = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "by_stage": {}}
     for k, v in raw.items():
-        key = k.decode() if isinstance(k, bytes) else k
+        key = to_str(k)
         val = float(v) if key == "cost_usd" else int(float(v))
         if ":" in key:
             metric, stage = key.split(":", 1)

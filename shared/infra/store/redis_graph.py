@@ -3,19 +3,17 @@
 Concurrency model: what a chunk says about an entity or relation is one *field* (chunk id) of a
 per-entity fragment hash, so concurrent writers never overwrite each other and re-running a chunk
 rewrites the same field. The merged record is recomputed from all fragments under a per-key lock.
+
+``GraphStore`` is composed of three parts: documents and chunks (``redis_documents``), communities
+and reports (``redis_communities``) and, here, extraction fragments, merging and the graph itself.
 """
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import Callable, Iterable
 
 from shared.domain.models import (
     Chunk,
-    Community,
-    CommunityReport,
-    Document,
     Entity,
     EntityFragment,
     ExtractionResult,
@@ -24,17 +22,13 @@ from shared.domain.models import (
 )
 from shared.infra.keys import SEP, Keys
 from shared.infra.lru import CACHED_TENANTS, LRU
+from shared.infra.redis_conn import to_str
+from shared.infra.store.redis_communities import CommunityStore
+from shared.infra.store.redis_documents import DocumentStore
 
 # Neighbour lists per tenant, keyed by the graph version. Read cache, never coordination.
 _ADJACENCY: LRU[str, tuple[int, object, tuple[dict[str, list[str]], dict[tuple[str, str], float]]]] = LRU(
     CACHED_TENANTS)
-# Parsed communities + reports per tenant, keyed by the random revision every write of either sets
-# (a counter could repeat after a tenant is deleted and rebuilt). Read cache only.
-_COMMUNITY_ROWS: LRU[str, tuple[str, object, dict[str, Community], dict[str, CommunityReport]]] = LRU(CACHED_TENANTS)
-
-
-def _s(value) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def rel_field(src: str, tgt: str) -> str:
@@ -47,7 +41,7 @@ def split_rel_field(field: str) -> tuple[str, str]:
     return a, b
 
 
-class GraphStore:
+class GraphStore(DocumentStore, CommunityStore):
     """Read/write access to one tenant's data. Implements ``shared.domain.storage.GraphReader``."""
 
     def __init__(self, redis, tenant: str, lock_timeout_s: float = 120.0):
@@ -55,76 +49,6 @@ class GraphStore:
         self.tenant = tenant
         self.k = Keys(tenant)
         self.lock_timeout_s = lock_timeout_s
-
-    # ------------------------------------------------------------ documents
-    def put_document(self, doc: Document, text: str) -> bool:
-        """Store a document and its text; False when a document with this id already exists."""
-        created = self.redis.set(self.k.doc_text(doc.id), text, nx=True)
-        if created:
-            pipe = self.redis.pipeline()
-            pipe.set(self.k.doc(doc.id), doc.model_dump_json())
-            pipe.zadd(self.k.docs(), {doc.id: doc.created_at})
-            pipe.execute()
-        return bool(created)
-
-    def document(self, doc_id: str) -> Document | None:
-        raw = self.redis.get(self.k.doc(doc_id))
-        return Document.model_validate_json(raw) if raw else None
-
-    def save_document(self, doc: Document) -> None:
-        self.redis.set(self.k.doc(doc.id), doc.model_dump_json())
-
-    def document_text(self, doc_id: str) -> str | None:
-        raw = self.redis.get(self.k.doc_text(doc_id))
-        return _s(raw) if raw is not None else None
-
-    def documents(self, ids: Iterable[str]) -> dict[str, Document]:
-        ids = list(ids)
-        raws = self.redis.mget([self.k.doc(i) for i in ids]) if ids else []
-        return {i: Document.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
-
-    def list_document_ids(self, offset: int = 0, limit: int = 100) -> list[str]:
-        return [_s(x) for x in self.redis.zrange(self.k.docs(), offset, offset + limit - 1)]
-
-    def document_count(self) -> int:
-        return self.redis.zcard(self.k.docs())
-
-    # --------------------------------------------------------------- chunks
-    _ADD_NEW = """
-    local added = {}
-    for i, id in ipairs(ARGV) do
-        if redis.call('SADD', KEYS[1], id) == 1 then
-            redis.call('SADD', KEYS[2], id)
-            table.insert(added, id)
-        end
-    end
-    return added
-    """
-
-    def put_chunks(self, chunks: list[Chunk]) -> list[str]:
-        """Store chunks; return the ids new to this tenant (atomically marked for embedding)."""
-        if not chunks:
-            return []
-        pipe = self.redis.pipeline()
-        for chunk in chunks:
-            pipe.set(self.k.chunk(chunk.id), chunk.model_dump_json(), nx=True)
-            pipe.sadd(self.k.chunk_docs(chunk.id), chunk.doc_id)
-        pipe.execute()
-        added = self.redis.eval(self._ADD_NEW, 2, self.k.chunks(), self.k.dirty("embed_chunks"),
-                                *[c.id for c in chunks])
-        return [_s(x) for x in added]
-
-    def chunks(self, ids: Iterable[str]) -> dict[str, Chunk]:
-        ids = list(ids)
-        raws = self.redis.mget([self.k.chunk(i) for i in ids]) if ids else []
-        return {i: Chunk.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
-
-    def chunk(self, chunk_id: str) -> Chunk | None:
-        raw = self.redis.get(self.k.chunk(chunk_id))
-        return Chunk.model_validate_json(raw) if raw else None
-
-    def all_chunk_ids(self) -> list[str]:
-        return sorted(_s(x) for x in self.redis.smembers(self.k.chunks()))
 
     # ----------------------------------------------------------- extraction
     def extraction(self, chunk_id: str) -> ExtractionResult | None:
@@ -136,6 +60,10 @@ class GraphStore:
         chunk, extraction = self.redis.mget([self.k.chunk(chunk_id), self.k.extraction(chunk_id)])
         return (Chunk.model_validate_json(chunk) if chunk else None,
                 ExtractionResult.model_validate_json(extraction) if extraction else None)
+
+    def has_extraction(self, chunk_id: str) -> bool:
+        """Whether the chunk's extraction is stored (it was extracted before, by any job)."""
+        return bool(self.redis.exists(self.k.extraction(chunk_id)))
 
     def save_extraction(self, result: ExtractionResult) -> None:
         """Write the chunk's fragments (idempotent) and mark what they touch dirty."""
@@ -153,7 +81,13 @@ class GraphStore:
 
     # -------------------------------------------------------------- merging
     def dirty_members(self, kind: str) -> list[str]:
-        return sorted(_s(x) for x in self.redis.smembers(self.k.dirty(kind)))
+        return sorted(to_str(x) for x in self.redis.smembers(self.k.dirty(kind)))
+
+    def clear_dirty(self, kind: str, members: Iterable[str]) -> None:
+        """Unmark ``members`` of the ``kind`` dirty set (e.g. once their vectors are stored)."""
+        members = list(members)
+        if members:
+            self.redis.srem(self.k.dirty(kind), *members)
 
     def merge_entity(self, name: str, merge: Callable[[str, list[EntityFragment]], Entity | None]) -> bool:
         """Recompute one entity from all its fragments under a per-entity lock.
@@ -299,25 +233,25 @@ class GraphStore:
         return out
 
     def all_entity_names(self) -> list[str]:
-        return sorted(_s(x) for x in self.redis.hkeys(self.k.entities()))
+        return sorted(to_str(x) for x in self.redis.hkeys(self.k.entities()))
 
     def all_entities(self) -> dict[str, Entity]:
-        degrees = {_s(k): int(v) for k, v in self.redis.hgetall(self.k.degrees()).items()}
+        degrees = {to_str(k): int(v) for k, v in self.redis.hgetall(self.k.degrees()).items()}
         out = {}
         for k, v in self.redis.hscan_iter(self.k.entities(), count=2000):
             ent = Entity.model_validate_json(v)
-            ent.degree = degrees.get(_s(k), 0)
-            out[_s(k)] = ent
+            ent.degree = degrees.get(to_str(k), 0)
+            out[to_str(k)] = ent
         return out
 
     def all_relations(self) -> dict[tuple[str, str], Relation]:
         out = {}
         for k, v in self.redis.hscan_iter(self.k.relations(), count=2000):
-            out[split_rel_field(_s(k))] = Relation.model_validate_json(v)
+            out[split_rel_field(to_str(k))] = Relation.model_validate_json(v)
         return out
 
     def edge_list(self) -> list[tuple[str, str, float]]:
-        return [(*split_rel_field(_s(k)), float(v)) for k, v in self.redis.hscan_iter(self.k.edges(), count=5000)]
+        return [(*split_rel_field(to_str(k)), float(v)) for k, v in self.redis.hscan_iter(self.k.edges(), count=5000)]
 
     def relations(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Relation]:
         fields = list(dict.fromkeys(rel_field(a, b) for a, b in keys))
@@ -368,115 +302,13 @@ class GraphStore:
     def graph_version(self) -> int:
         return int(self.redis.get(self.k.graph_version()) or 0)
 
-    # ---------------------------------------------------------- communities
-    def replace_communities(self, communities: list[Community], levels: dict[int, int], version: int) -> None:
-        node_comm: dict[str, list[str]] = {}
-        for c in communities:
-            for n in c.nodes:
-                node_comm.setdefault(n, []).append(c.id)
-        tmp_c, tmp_n = self.k.communities() + ":tmp", self.k.node_communities() + ":tmp"
-        pipe = self.redis.pipeline()
-        pipe.delete(tmp_c, tmp_n)
-        for i in range(0, len(communities), 500):
-            pipe.hset(tmp_c, mapping={c.id: c.model_dump_json() for c in communities[i : i + 500]})
-        items = list(node_comm.items())
-        for i in range(0, len(items), 2000):
-            pipe.hset(tmp_n, mapping={n: json.dumps(ids) for n, ids in items[i : i + 2000]})
-        pipe.execute()
-        pipe = self.redis.pipeline()
-        if communities:
-            pipe.rename(tmp_c, self.k.communities())
-        else:
-            pipe.delete(self.k.communities())
-        if node_comm:
-            pipe.rename(tmp_n, self.k.node_communities())
-        else:
-            pipe.delete(self.k.node_communities())
-        pipe.hset(self.k.community_meta(), mapping={
-            "levels": json.dumps({str(k): v for k, v in levels.items()}), "graph_version": version})
-        self._touch(pipe)
-        pipe.execute()
+    def clustered_current(self) -> bool:
+        """Whether the stored communities were computed from the graph as it is now (clustering can be skipped)."""
+        return self.graph_version() == self.clustered_version() and bool(self.redis.exists(self.k.communities()))
 
-    def _touch(self, pipe) -> None:
-        """New revision of the communities/reports (invalidates every process's parsed copy)."""
-        pipe.hset(self.k.community_meta(), "rev", uuid.uuid4().hex)
-
-    def _community_rows(self) -> tuple[dict[str, Community], dict[str, CommunityReport]]:
-        """All communities and reports, parsed once per revision per process: a global query reads
-        every report, and parsing thousands of them per query dominated its time."""
-        rev = self.redis.hget(self.k.community_meta(), "rev")
-        cached = _COMMUNITY_ROWS.get(self.k.p)
-        if rev is not None and cached and cached[0] == _s(rev) and cached[1] is self.redis:
-            return cached[2], cached[3]
-        pipe = self.redis.pipeline(transaction=True)  # rows and revision from one snapshot
-        pipe.hgetall(self.k.communities())
-        pipe.hgetall(self.k.reports())
-        pipe.hget(self.k.community_meta(), "rev")
-        raw_c, raw_r, rev = pipe.execute()
-        communities = {_s(k): Community.model_validate_json(v) for k, v in raw_c.items()}
-        reports = {_s(k): CommunityReport.model_validate_json(v) for k, v in raw_r.items()}
-        if rev is not None:
-            _COMMUNITY_ROWS.put(self.k.p, (_s(rev), self.redis, communities, reports))
-        return communities, reports
-
-    def communities(self) -> dict[str, Community]:
-        """Shared parsed rows (read-only by contract); the dict itself is the caller's."""
-        return dict(self._community_rows()[0])
-
-    def communities_by_ids(self, ids: Iterable[str]) -> dict[str, Community]:
-        ids = list(dict.fromkeys(ids))
-        raws = self.redis.hmget(self.k.communities(), ids) if ids else []
-        return {i: Community.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
-
-    def reports_by_ids(self, ids: Iterable[str]) -> dict[str, CommunityReport]:
-        ids = list(dict.fromkeys(ids))
-        raws = self.redis.hmget(self.k.reports(), ids) if ids else []
-        return {i: CommunityReport.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
-
-    def community_levels(self) -> dict[int, int]:
-        raw = self.redis.hget(self.k.community_meta(), "levels")
-        return {int(k): v for k, v in json.loads(raw).items()} if raw else {}
-
-    def clustered_version(self) -> int:
-        return int(self.redis.hget(self.k.community_meta(), "graph_version") or -1)
-
-    def entity_communities(self, name: str) -> list[str]:
-        raw = self.redis.hget(self.k.node_communities(), name)
-        return json.loads(raw) if raw else []
-
-    def entities_communities(self, names: Iterable[str]) -> dict[str, list[str]]:
-        """Community ids of many entities in one round trip."""
-        names = list(dict.fromkeys(names))
-        raws = self.redis.hmget(self.k.node_communities(), names) if names else []
-        return {n: json.loads(r) for n, r in zip(names, raws, strict=True) if r}
-
-    # -------------------------------------------------------------- reports
-    def reports(self) -> dict[str, CommunityReport]:
-        """Shared parsed rows (read-only by contract); the dict itself is the caller's."""
-        return dict(self._community_rows()[1])
-
-    def cached_reports(self, signatures: Iterable[str]) -> dict[str, CommunityReport]:
-        sigs = [x for x in dict.fromkeys(signatures) if x]
-        raws = self.redis.hmget(self.k.report_cache(), sigs) if sigs else []
-        return {sig: CommunityReport.model_validate_json(r) for sig, r in zip(sigs, raws, strict=True) if r}
-
-    def save_reports(self, reports: Iterable[CommunityReport]) -> None:
-        pipe = self.redis.pipeline()
-        for report in reports:
-            payload = report.model_dump_json()
-            pipe.hset(self.k.reports(), report.community_id, payload)
-            if report.signature:
-                pipe.hset(self.k.report_cache(), report.signature, payload)
-        self._touch(pipe)
-        pipe.execute()
-
-    def prune_reports(self, community_ids: set[str]) -> None:
-        stale = [k for k in (_s(x) for x in self.redis.hkeys(self.k.reports())) if k not in community_ids]
-        if stale:
-            pipe = self.redis.pipeline()
-            pipe.hdel(self.k.reports(), *stale)
-            self._touch(pipe)
-            pipe.execute()
+    def exclusive(self, name: str, timeout_s: float):
+        """A tenant-wide lock held while ``name`` runs (one clustering of a tenant at a time), waited for."""
+        return self.redis.lock(self.k.lock(name), timeout=timeout_s, blocking_timeout=None)
 
     # ---------------------------------------------------------------- stats
     def stats(self) -> dict:

@@ -16,10 +16,7 @@ from shared.domain.storage import VECTOR_KINDS as KINDS
 from shared.domain.storage import VectorHit, VectorItem
 from shared.infra.keys import Keys
 from shared.infra.lru import CACHED_TENANTS, LRU
-
-
-def _s(v):
-    return v.decode() if isinstance(v, bytes) else v
+from shared.infra.redis_conn import to_str
 
 
 class RedisVectorStore:
@@ -88,12 +85,12 @@ class RedisVectorStore:
         k = Keys(tenant)
         raw = self.redis.hgetall(k.vectors(kind))
         meta_raw = self.redis.hgetall(k.vector_meta(kind))
-        ids = sorted(_s(i) for i in raw)
+        ids = sorted(to_str(i) for i in raw)
         if ids:
             matrix = np.vstack([np.frombuffer(raw[i.encode()], dtype=np.float32) for i in ids])
         else:
             matrix = np.zeros((0, 0), dtype=np.float32)
-        meta = {_s(i): json.loads(v) for i, v in meta_raw.items()}
+        meta = {to_str(i): json.loads(v) for i, v in meta_raw.items()}
         self.loads += 1
         return version, ids, matrix, meta
 

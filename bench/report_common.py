@@ -1,0 +1,29 @@
+"""What every bench/make_report.py table uses: the results files, the system names, ratios."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+SYSTEMS = ("graphfleet", "nano", "lightrag")
+NAMES = {"graphfleet": "graphfleet", "nano": "nano-graphrag", "lightrag": "LightRAG"}
+SYSTEM_MODES = ("local", "global", "naive", "hybrid", "mix", "causal")
+
+
+def load_results(name: str) -> list[dict]:
+    path = RESULTS / name
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def newest(rows: list[dict], *keys: str) -> list[dict]:
+    """The last row per key (results files are appended to by every run), in first-seen key order."""
+    out: dict[tuple, dict] = {}
+    for r in rows:
+        out[tuple(r.get(k) for k in keys)] = r
+    return list(out.values())
+
+
+def fmt_ratio(ours, theirs) -> str:
+    return f"{ours / theirs:.2f}" if ours is not None and theirs else "-"

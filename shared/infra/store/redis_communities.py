@@ -1,0 +1,134 @@
+"""One tenant's communities and community reports in Redis: the community half of ``GraphStore``."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from shared.domain.models import Community, CommunityReport
+from shared.infra.keys import Keys
+from shared.infra.lru import CACHED_TENANTS, LRU
+from shared.infra.redis_conn import to_str
+
+# Parsed communities + reports per tenant, keyed by the random revision every write of either sets
+# (a counter could repeat after a tenant is deleted and rebuilt). Read cache only.
+_COMMUNITY_ROWS: LRU[str, tuple[str, object, dict[str, Community], dict[str, CommunityReport]]] = LRU(CACHED_TENANTS)
+
+
+class CommunityStore:
+    """Communities, their membership index and reports. A mixin of ``GraphStore``: uses its ``redis`` and ``k``."""
+
+    redis: Any
+    k: Keys
+
+    # ---------------------------------------------------------- communities
+    def replace_communities(self, communities: list[Community], levels: dict[int, int], version: int) -> None:
+        node_comm: dict[str, list[str]] = {}
+        for c in communities:
+            for n in c.nodes:
+                node_comm.setdefault(n, []).append(c.id)
+        tmp_c, tmp_n = self.k.staging(self.k.communities()), self.k.staging(self.k.node_communities())
+        pipe = self.redis.pipeline()
+        pipe.delete(tmp_c, tmp_n)
+        for i in range(0, len(communities), 500):
+            pipe.hset(tmp_c, mapping={c.id: c.model_dump_json() for c in communities[i : i + 500]})
+        items = list(node_comm.items())
+        for i in range(0, len(items), 2000):
+            pipe.hset(tmp_n, mapping={n: json.dumps(ids) for n, ids in items[i : i + 2000]})
+        pipe.execute()
+        pipe = self.redis.pipeline()
+        if communities:
+            pipe.rename(tmp_c, self.k.communities())
+        else:
+            pipe.delete(self.k.communities())
+        if node_comm:
+            pipe.rename(tmp_n, self.k.node_communities())
+        else:
+            pipe.delete(self.k.node_communities())
+        pipe.hset(self.k.community_meta(), mapping={
+            "levels": json.dumps({str(k): v for k, v in levels.items()}), "graph_version": version})
+        self._touch(pipe)
+        pipe.execute()
+
+    def _touch(self, pipe) -> None:
+        """New revision of the communities/reports (invalidates every process's parsed copy)."""
+        pipe.hset(self.k.community_meta(), "rev", uuid.uuid4().hex)
+
+    def _community_rows(self) -> tuple[dict[str, Community], dict[str, CommunityReport]]:
+        """All communities and reports, parsed once per revision per process: a global query reads
+        every report, and parsing thousands of them per query dominated its time."""
+        rev = self.redis.hget(self.k.community_meta(), "rev")
+        cached = _COMMUNITY_ROWS.get(self.k.p)
+        if rev is not None and cached and cached[0] == to_str(rev) and cached[1] is self.redis:
+            return cached[2], cached[3]
+        pipe = self.redis.pipeline(transaction=True)  # rows and revision from one snapshot
+        pipe.hgetall(self.k.communities())
+        pipe.hgetall(self.k.reports())
+        pipe.hget(self.k.community_meta(), "rev")
+        raw_c, raw_r, rev = pipe.execute()
+        communities = {to_str(k): Community.model_validate_json(v) for k, v in raw_c.items()}
+        reports = {to_str(k): CommunityReport.model_validate_json(v) for k, v in raw_r.items()}
+        if rev is not None:
+            _COMMUNITY_ROWS.put(self.k.p, (to_str(rev), self.redis, communities, reports))
+        return communities, reports
+
+    def communities(self) -> dict[str, Community]:
+        """Shared parsed rows (read-only by contract); the dict itself is the caller's."""
+        return dict(self._community_rows()[0])
+
+    def communities_by_ids(self, ids: Iterable[str]) -> dict[str, Community]:
+        ids = list(dict.fromkeys(ids))
+        raws = self.redis.hmget(self.k.communities(), ids) if ids else []
+        return {i: Community.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
+
+    def reports_by_ids(self, ids: Iterable[str]) -> dict[str, CommunityReport]:
+        ids = list(dict.fromkeys(ids))
+        raws = self.redis.hmget(self.k.reports(), ids) if ids else []
+        return {i: CommunityReport.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
+
+    def community_levels(self) -> dict[int, int]:
+        raw = self.redis.hget(self.k.community_meta(), "levels")
+        return {int(k): v for k, v in json.loads(raw).items()} if raw else {}
+
+    def clustered_version(self) -> int:
+        return int(self.redis.hget(self.k.community_meta(), "graph_version") or -1)
+
+    def entity_communities(self, name: str) -> list[str]:
+        raw = self.redis.hget(self.k.node_communities(), name)
+        return json.loads(raw) if raw else []
+
+    def entities_communities(self, names: Iterable[str]) -> dict[str, list[str]]:
+        """Community ids of many entities in one round trip."""
+        names = list(dict.fromkeys(names))
+        raws = self.redis.hmget(self.k.node_communities(), names) if names else []
+        return {n: json.loads(r) for n, r in zip(names, raws, strict=True) if r}
+
+    # -------------------------------------------------------------- reports
+    def reports(self) -> dict[str, CommunityReport]:
+        """Shared parsed rows (read-only by contract); the dict itself is the caller's."""
+        return dict(self._community_rows()[1])
+
+    def cached_reports(self, signatures: Iterable[str]) -> dict[str, CommunityReport]:
+        sigs = [x for x in dict.fromkeys(signatures) if x]
+        raws = self.redis.hmget(self.k.report_cache(), sigs) if sigs else []
+        return {sig: CommunityReport.model_validate_json(r) for sig, r in zip(sigs, raws, strict=True) if r}
+
+    def save_reports(self, reports: Iterable[CommunityReport]) -> None:
+        pipe = self.redis.pipeline()
+        for report in reports:
+            payload = report.model_dump_json()
+            pipe.hset(self.k.reports(), report.community_id, payload)
+            if report.signature:
+                pipe.hset(self.k.report_cache(), report.signature, payload)
+        self._touch(pipe)
+        pipe.execute()
+
+    def prune_reports(self, community_ids: set[str]) -> None:
+        stale = [k for k in (to_str(x) for x in self.redis.hkeys(self.k.reports())) if k not in community_ids]
+        if stale:
+            pipe = self.redis.pipeline()
+            pipe.hdel(self.k.reports(), *stale)
+            self._touch(pipe)
+            pipe.execute()

@@ -1,0 +1,179 @@
+"""The ingestion flow, declared once: its stages in order, what each fans out over, what it waits
+for, the claim that lets exactly one task start it, and the job fields it writes.
+
+    chunk (per document) -> extract (per chunk) -> merge (planned batches) -+-> index ----------+-> finalize
+                                                                            +-> cluster -> report (per wave,
+                                                                                planned batches) -+
+
+Two readers use the declaration and nothing else:
+
+* the workers (``workers/ingest_tasks.py``) advance a job through :class:`Flow`: each task reports
+  what it finished and sends the messages the flow returns;
+* the watchdog's :func:`shared.pipeline.resume.plan_resume` walks :data:`INGEST` over a stored job
+  and returns the steps whose messages were lost.
+
+``tests/unit/test_flow.py`` runs whole jobs through :class:`Flow`, loses every message once, and
+checks that ``plan_resume`` sends it again, so a stage cannot be added to one path only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from shared.infra.messages import (
+    BuildIndex,
+    ChunkDocument,
+    Cluster,
+    ExtractChunk,
+    Finalize,
+    MergeBatch,
+    Message,
+    PlanMerge,
+    PlanReports,
+    ReportBatch,
+)
+
+# job fields
+MERGE_BATCHES = "merge_batches"  # how many merge batches were planned
+REPORT_WAVES = "report_waves"  # json [[wave, [community ids]], ...]: reports bottom-up, a wave after its children's
+REPORTS_DONE = "reports_done"  # every wave reported (or the graph did not change since the last clustering)
+INDEX_DONE = "index_done"
+# claims (``JobStore.claim_advance``): the one task that starts what follows
+CLAIM_MERGE = "merge"
+CLAIM_CLUSTER = "cluster"  # starts index and cluster together
+CLAIM_FINALIZE = "finalize"
+MERGE = "merge"  # the batch stage of merge; each report wave is its own batch stage, ``report_stage(wave)``
+
+
+def report_stage(wave: int) -> str:
+    return f"report{wave}"
+
+
+def batches_field(stage: str) -> str:
+    """The job field counting the batches planned for a batch stage ("merge" -> "merge_batches")."""
+    return f"{stage}_batches"
+
+
+def next_claim(stage: str) -> str:
+    """The claim of the task that starts what follows a batch stage (the next report wave)."""
+    return f"{stage}_next"
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    message: type[Message]  # the task doing one unit of the stage
+    fan_out: str  # "documents" | "chunks" | "batches" | "waves" | "once"
+    waits_for: tuple[str, ...] = ()  # stages that must be done before it starts
+    claim: str | None = None  # taken by the one task that starts the stage (shared by stages started together)
+    planner: type[Message] | None = None  # plans the batches of "batches" / "waves" stages
+    done_field: str | None = None  # the job field written when the stage is done
+    skipped_by: str | None = None  # a job field that, once set, means the stage has nothing left to do
+
+
+INGEST: tuple[Stage, ...] = (
+    Stage("chunk", ChunkDocument, "documents"),  # DeleteDocument for a delete job
+    Stage("extract", ExtractChunk, "chunks", waits_for=("chunk",)),
+    Stage("merge", MergeBatch, "batches", waits_for=("extract",), claim=CLAIM_MERGE, planner=PlanMerge),
+    Stage("index", BuildIndex, "once", waits_for=("merge",), claim=CLAIM_CLUSTER, done_field=INDEX_DONE),
+    Stage("cluster", Cluster, "once", waits_for=("merge",), claim=CLAIM_CLUSTER, done_field=REPORT_WAVES,
+          skipped_by=REPORTS_DONE),  # the graph did not change since the communities were computed
+    Stage("report", ReportBatch, "waves", waits_for=("cluster",), planner=PlanReports, done_field=REPORTS_DONE),
+    Stage("finalize", Finalize, "once", waits_for=("index", "report"), claim=CLAIM_FINALIZE),
+)
+STAGES = {stage.name: stage for stage in INGEST}
+
+
+class FlowState(Protocol):
+    """What the flow reads and writes of a job (``shared.infra.jobs.JobStore``; an in-memory one in tests)."""
+
+    def claim_advance(self, job_id: str, stage: str, token: str) -> bool: ...
+
+    def get_field(self, job_id: str, field: str) -> str | None: ...
+
+    def set(self, job_id: str, **fields) -> None: ...
+
+    def extraction_complete(self, job_id: str) -> bool: ...
+
+    def plan_batches(self, job_id: str, stage: str, payloads: list, total_field: str) -> None: ...
+
+    def batch_done_of(self, job_id: str, stage: str, batch: str, total_field: str) -> tuple[int, int]: ...
+
+
+class Flow:
+    """One job's transitions, for the task holding ``token`` (its task id: a redelivery may claim again).
+    Every method records what finished and returns the messages to send next (often none)."""
+
+    def __init__(self, state: FlowState, tenant: str, job_id: str, token: str):
+        self.state, self.tenant, self.job_id, self.token = state, tenant, job_id, token
+
+    def _claim(self, claim: str) -> bool:
+        return self.state.claim_advance(self.job_id, claim, self.token)
+
+    # chunk -> extract -> merge
+    def extraction_progressed(self, complete: bool | None = None) -> list[Message]:
+        """A document was chunked (or deleted) or a chunk extracted; merge starts once all are."""
+        if complete is None:
+            complete = self.state.extraction_complete(self.job_id)
+        return [PlanMerge(self.tenant, self.job_id)] if complete and self._claim(CLAIM_MERGE) else []
+
+    def merge_planned(self, batches: list, clustered_current: Callable[[], bool]) -> list[Message]:
+        self.state.plan_batches(self.job_id, MERGE, batches, batches_field(MERGE))
+        if not batches:
+            return self.merge_finished(clustered_current)
+        return [MergeBatch(self.tenant, self.job_id, i) for i in range(len(batches))]
+
+    def merge_batch_done(self, batch: int, clustered_current: Callable[[], bool]) -> list[Message]:
+        done, total = self.state.batch_done_of(self.job_id, MERGE, str(batch), batches_field(MERGE))
+        return self.merge_finished(clustered_current) if done >= total else []
+
+    def merge_finished(self, clustered_current: Callable[[], bool]) -> list[Message]:
+        """Index and cluster start together; clustering is skipped when the graph did not change since the
+        communities were computed (``clustered_current``), and then the reports are already done."""
+        if not self._claim(CLAIM_CLUSTER):
+            return []
+        out: list[Message] = [BuildIndex(self.tenant, self.job_id)]
+        if clustered_current():
+            self.state.set(self.job_id, **{REPORTS_DONE: 1})
+            return out + self._maybe_finalize()
+        return out + [Cluster(self.tenant, self.job_id)]
+
+    # cluster -> report waves
+    def clustered(self, waves: dict[int, list[str]]) -> list[Message]:
+        self.state.set(self.job_id, **{REPORT_WAVES: json.dumps([[w, ids] for w, ids in waves.items()])})
+        return [PlanReports(self.tenant, self.job_id, 0)]
+
+    def wave(self, wave: int) -> tuple[int, list[str]] | None:
+        """(wave number, community ids) of the ``wave``-th report wave; None past the last."""
+        waves = json.loads(self.state.get_field(self.job_id, REPORT_WAVES) or "[]")
+        return tuple(waves[wave]) if wave < len(waves) else None
+
+    def reports_planned(self, wave: int, batches: list) -> list[Message]:
+        stage = report_stage(wave)
+        self.state.plan_batches(self.job_id, stage, batches, batches_field(stage))
+        if not batches:
+            return [PlanReports(self.tenant, self.job_id, wave + 1)]
+        return [ReportBatch(self.tenant, self.job_id, wave, i) for i in range(len(batches))]
+
+    def report_batch_done(self, wave: int, batch: int) -> list[Message]:
+        stage = report_stage(wave)
+        done, total = self.state.batch_done_of(self.job_id, stage, str(batch), batches_field(stage))
+        if done >= total and self._claim(next_claim(stage)):
+            return [PlanReports(self.tenant, self.job_id, wave + 1)]
+        return []
+
+    def reports_finished(self) -> list[Message]:
+        self.state.set(self.job_id, **{REPORTS_DONE: 1})
+        return self._maybe_finalize()
+
+    # index, finalize
+    def indexed(self) -> list[Message]:
+        self.state.set(self.job_id, **{INDEX_DONE: 1})
+        return self._maybe_finalize()
+
+    def _maybe_finalize(self) -> list[Message]:
+        ready = all(self.state.get_field(self.job_id, STAGES[s].done_field) for s in STAGES["finalize"].waits_for)
+        return [Finalize(self.tenant, self.job_id)] if ready and self._claim(CLAIM_FINALIZE) else []

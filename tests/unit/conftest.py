@@ -1,0 +1,25 @@
+"""Fixtures of the unit tests."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+from llm_simulator.config import SimConfig
+from llm_simulator.server import start_in_thread
+
+
+@pytest.fixture
+def start():
+    """``start(**SimConfig fields) -> (url, openai client)``: simulators on free ports, stopped after the test."""
+    stops = []
+
+    def _start(**kwargs):
+        url, stop = start_in_thread(SimConfig(port=0, **kwargs))
+        stops.append(stop)
+        client = openai.OpenAI(base_url=url, api_key="sk-sim", max_retries=0, timeout=30)
+        return url, client
+
+    yield _start
+    for stop in stops:
+        stop()

@@ -1,0 +1,214 @@
+"""The declared ingestion flow: the worker path (``Flow``) and the resume path (``plan_resume``) agree.
+
+Whole jobs run through ``shared.pipeline.flow.Flow`` over an in-memory job state, the way the worker
+tasks drive it. Then every message of the run is lost once: the job stalls, ``plan_resume`` must send
+that very message again (or the planner that re-creates it), and the job must still end exactly once.
+A stage added to the declaration but not to one of the two paths fails here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections import deque
+
+import pytest
+
+from shared.infra.jobs import JobSnapshot
+from shared.infra.messages import (
+    MESSAGES,
+    BuildIndex,
+    ChunkDocument,
+    Cluster,
+    DeleteDocument,
+    ExtractChunk,
+    Finalize,
+    MergeBatch,
+    Message,
+    PlanMerge,
+    PlanReports,
+    ReportBatch,
+)
+from shared.infra.queueing import ROUTES
+from shared.pipeline.flow import INGEST, Flow
+from shared.pipeline.resume import plan_resume
+
+
+class MemoryJob:
+    """``FlowState`` in memory, plus the snapshot the watchdog would read."""
+
+    def __init__(self, kind: str, docs: list[str]):
+        self.kind = kind
+        self.fields: dict[str, str] = {"kind": kind, "status": "running"}
+        self.flags: dict[str, str] = {}
+        self.docs, self.docs_done = set(docs), set()
+        self.chunks: set[str] = set()
+        self.chunks_done: set[str] = set()
+        self.batches_done: dict[str, set[int]] = {}
+        self.finalized = 0
+
+    def claim_advance(self, job_id, stage, token):
+        return self.flags.setdefault(stage, token) == token
+
+    def get_field(self, job_id, field):
+        return self.fields.get(field)
+
+    def set(self, job_id, **fields):
+        self.fields.update({k: str(v) for k, v in fields.items()})
+
+    def extraction_complete(self, job_id):
+        return self.docs_done >= self.docs and self.chunks <= self.chunks_done
+
+    def plan_batches(self, job_id, stage, payloads, total_field):
+        self.fields[total_field] = str(len(payloads))
+
+    def batch_done_of(self, job_id, stage, batch, total_field):
+        done = self.batches_done.setdefault(stage, set())
+        done.add(int(batch))
+        return len(done), int(self.fields.get(total_field, 0))
+
+    def snapshot(self) -> JobSnapshot:
+        return JobSnapshot(tenant="acme", job_id="job-1", fields=dict(self.fields), docs=set(self.docs),
+                           docs_done=set(self.docs_done), chunks=set(self.chunks), chunks_done=set(self.chunks_done),
+                           flags=dict(self.flags), batches_done={k: set(v) for k, v in self.batches_done.items()})
+
+
+class Scenario:
+    def __init__(self, kind="ingest", docs=2, chunks_per_doc=2, merge_batches=2, waves=((2, 1), (0,), (1,)),
+                 clustered_current=False):
+        self.kind, self.docs, self.chunks_per_doc = kind, [f"d{i}" for i in range(docs)], chunks_per_doc
+        self.merge_batches, self.waves, self.clustered_current = merge_batches, waves, clustered_current
+
+
+def _chunked(job: MemoryJob, sc: Scenario, flow: Flow, msg: ChunkDocument | DeleteDocument) -> list[Message]:
+    new = [] if isinstance(msg, DeleteDocument) else [f"{msg.doc_id}-c{i}" for i in range(sc.chunks_per_doc)]
+    job.chunks |= set(new)
+    job.docs_done.add(msg.doc_id)
+    return [ExtractChunk(msg.tenant, msg.job_id, c) for c in new] + flow.extraction_progressed()
+
+
+def _extracted(job: MemoryJob, sc: Scenario, flow: Flow, msg: ExtractChunk) -> list[Message]:
+    job.chunks_done.add(msg.chunk_id)
+    return flow.extraction_progressed()
+
+
+def _plan_reports(job: MemoryJob, sc: Scenario, flow: Flow, msg: PlanReports) -> list[Message]:
+    if flow.wave(msg.wave) is None:
+        return flow.reports_finished()
+    return flow.reports_planned(msg.wave, [[i] for i in range(sc.waves[msg.wave][0])])
+
+
+def _finalized(job: MemoryJob, sc: Scenario, flow: Flow, msg: Finalize) -> list[Message]:
+    job.finalized += 1
+    job.fields["status"] = "succeeded"
+    return []
+
+
+WORKERS = {  # what the worker task of each message does, at the level of the flow (stores left out)
+    ChunkDocument: _chunked,
+    DeleteDocument: _chunked,
+    ExtractChunk: _extracted,
+    PlanMerge: lambda job, sc, flow, msg: flow.merge_planned([{"entities": [i]} for i in range(sc.merge_batches)],
+                                                             lambda: sc.clustered_current),
+    MergeBatch: lambda job, sc, flow, msg: flow.merge_batch_done(msg.batch, lambda: sc.clustered_current),
+    Cluster: lambda job, sc, flow, msg: flow.clustered({w: [f"c{w}-{i}" for i in range(len(sizes))]
+                                                        for w, sizes in enumerate(sc.waves)}),
+    PlanReports: _plan_reports,
+    ReportBatch: lambda job, sc, flow, msg: flow.report_batch_done(msg.wave, msg.batch),
+    BuildIndex: lambda job, sc, flow, msg: flow.indexed(),
+    Finalize: _finalized,
+}
+
+
+def work(job: MemoryJob, sc: Scenario, msg: Message, token: str) -> list[Message]:
+    return WORKERS[type(msg)](job, sc, Flow(job, msg.tenant, msg.job_id, token), msg)
+
+
+def first_messages(sc: Scenario) -> list[Message]:
+    cls = DeleteDocument if sc.kind == "delete" else ChunkDocument
+    return [cls("acme", "job-1", d) for d in sc.docs]
+
+
+def run(sc: Scenario, lose: int | None = None) -> tuple[MemoryJob, list[Message], Message | None, list]:
+    """Deliver every message FIFO; the ``lose``-th delivery is dropped. When the queue runs dry before the
+    job ended, resume as the watchdog does (claims first, then send). Returns the job, the deliveries,
+    the lost message and the first resume's messages."""
+    job = MemoryJob(sc.kind, sc.docs)
+    queue: deque[Message] = deque(first_messages(sc))
+    delivered: list[Message] = []
+    lost, resumed, sweeps = None, [], 0
+    while job.fields["status"] == "running":
+        if not queue:
+            sweeps += 1
+            assert sweeps <= 3, f"the job never ends: {job.snapshot()}"
+            for step in plan_resume(job.snapshot()):
+                if step.claim and not job.claim_advance("job-1", step.claim, f"watchdog:{sweeps}"):
+                    break
+                queue.append(step.message(job.snapshot()))
+                if sweeps == 1:
+                    resumed.append(queue[-1])
+            assert queue, f"stalled and nothing to resume: {job.snapshot()}"
+            continue
+        msg = queue.popleft()
+        if lose is not None and len(delivered) == lose and lost is None:
+            lost = msg
+            delivered.append(msg)
+            continue
+        delivered.append(msg)
+        queue.extend(work(job, sc, msg, token=f"task-{len(delivered)}"))
+    return job, delivered, lost, resumed
+
+
+SCENARIOS = {
+    "ingest": Scenario(),
+    "graph-unchanged": Scenario(clustered_current=True),
+    "no-merge-batches": Scenario(merge_batches=0),
+    "empty-wave": Scenario(waves=((1,), (0,), (2, 1))),
+    "delete": Scenario(kind="delete", docs=1),
+    "one-of-each": Scenario(docs=1, chunks_per_doc=1, merge_batches=1, waves=((1,),)),
+}
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_a_job_runs_every_declared_stage_once_and_ends_once(name):
+    sc = SCENARIOS[name]
+    job, delivered, _, resumed = run(sc)
+    assert job.finalized == 1 and resumed == []
+    kinds = {type(m) for m in delivered}
+    expected = {s.message for s in INGEST} | {s.planner for s in INGEST if s.planner}
+    if sc.kind == "delete":
+        expected = (expected - {ChunkDocument, ExtractChunk}) | {DeleteDocument}
+    if sc.clustered_current:
+        expected -= {Cluster, PlanReports, ReportBatch}
+    if sc.merge_batches == 0:
+        expected -= {MergeBatch}
+    assert kinds == expected
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_every_lost_message_is_sent_again_by_the_resume_and_the_job_still_ends_once(name):
+    sc = SCENARIOS[name]
+    _, delivered, _, _ = run(sc)
+    for k in range(len(delivered)):
+        job, _, lost, resumed = run(sc, lose=k)
+        assert lost is not None
+        assert job.finalized == 1, (k, lost)
+        assert lost in resumed, (k, lost, resumed)
+
+
+def test_every_declared_message_has_a_queue_and_a_worker_task():
+    from workers.celery_app import app
+
+    for module in ("workers.ingest_tasks", "workers.query_tasks"):
+        importlib.import_module(module)
+    for name, cls in MESSAGES.items():
+        assert name == cls.TASK and name in ROUTES, name
+        assert name in app.tasks, f"no worker task for {name}"
+    for stage in INGEST:
+        assert stage.message.TASK in MESSAGES and (stage.planner is None or stage.planner.TASK in MESSAGES)
+
+
+def test_messages_round_trip_by_field_name_and_read_positional_lists_of_earlier_releases():
+    msg = ReportBatch("acme", "job-1", 2, 5)
+    assert msg.kwargs() == {"tenant": "acme", "job_id": "job-1", "wave": 2, "batch": 5}
+    assert ReportBatch.from_call((), msg.kwargs()) == msg == ReportBatch.from_call(["acme", "job-1", 2, 5], {})
+    assert msg.item() == "2:5" and Finalize("acme", "job-1").item() == "-"

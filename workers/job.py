@@ -1,0 +1,70 @@
+"""What a task body works with (``workers.shell`` builds it per delivery): the job's stores and flow,
+its LLM call context, and sending the next messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from shared.infra.jobs import JobStore
+from shared.infra.llm.usage import CallContext
+from shared.infra.messages import Message, send
+from shared.infra.queries import QueryStore
+from shared.infra.queueing import ROUTES
+from shared.infra.store.redis_graph import GraphStore
+from shared.pipeline.flow import Flow
+from workers.celery_app import app
+from workers.runtime import Runtime
+
+
+@dataclass
+class Job:
+    """What a task body works with: the job's stores and flow, bound to this delivery."""
+
+    rt: Runtime
+    msg: Message
+    token: str  # the task id: a redelivery of the same message may claim again
+    worker: str = ""
+
+    @property
+    def settings(self):
+        return self.rt.settings
+
+    @cached_property
+    def jobs(self) -> JobStore:
+        return self.rt.jobs(self.msg.tenant)
+
+    @cached_property
+    def store(self) -> GraphStore:
+        return self.rt.store(self.msg.tenant)
+
+    @cached_property
+    def queries(self) -> QueryStore:
+        return self.rt.queries(self.msg.tenant)
+
+    @cached_property
+    def flow(self) -> Flow:
+        return Flow(self.jobs, self.msg.tenant, self.msg.job_id, self.token)
+
+    def context(self, stage: str) -> CallContext:
+        """The LLM call context of this task: usage is booked to the job, the stage and the task's queue."""
+        return CallContext(tenant=self.msg.tenant, stage=stage, job_id=self.msg.job_id,
+                           queue=ROUTES.get(self.msg.TASK, "unknown"))
+
+    def chat(self, stage: str, model: str | None = None, cancellable: bool = False):
+        """``chat(messages, stage) -> text`` for this job, or None without an LLM; ``cancellable`` checks for
+        a cancel (at most twice a second) before every call."""
+        cancel_check = (lambda: self.jobs.canceled_recently(self.msg.job_id)) if cancellable else None
+        return self.rt.chat_fn(self.context(stage), model=model, cancel_check=cancel_check)
+
+    def send(self, *messages: Message, **options) -> None:
+        for msg in messages:
+            send(app, msg, **options)
+
+    def fail(self, cause: str) -> None:
+        self.jobs.finish(self.msg.job_id, "failed", error=cause[:500])
+
+
+def fail_job(job: Job, cause: str) -> None:
+    """The default ``give_up``: the job ends failed with the task's name and the cause."""
+    job.fail(f"{job.msg.TASK.rsplit('.', 1)[-1]}: {cause}")
