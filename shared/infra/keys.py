@@ -201,6 +201,17 @@ class Keys:
         return f"{self.p}query:{query_id}:maptimes"
 
 
+# ---- the broker's keys (kombu's Redis transport names them; listed here so every key has one home)
+BROKER_UNACKED = "unacked"  # hash: messages delivered to a worker and not acked yet (acks_late)
+_PRIORITY_SEP = "\x06\x16"  # kombu's priority sub-queues are "<queue>\x06\x16<n>"
+_PRIORITY_STEPS = (3, 6, 9)  # graphfleet sends no priorities (n=0 is the bare name), kombu may still use these
+
+
+def broker_queue_keys(queue: str) -> list[str]:
+    """The lists holding ``queue``'s waiting messages: the queue itself, then its priority sub-queues."""
+    return [queue, *(f"{queue}{_PRIORITY_SEP}{n}" for n in _PRIORITY_STEPS)]
+
+
 def tenants_key() -> str:
     return f"{ROOT}:tenants"
 

@@ -6,20 +6,16 @@ import logging
 
 from prometheus_client.core import GaugeMetricFamily
 
-log = logging.getLogger(__name__)
+from shared.infra.keys import BROKER_UNACKED, broker_queue_keys
+from shared.infra.queueing import QUEUES
 
-# kombu's Redis transport keeps unacknowledged (reserved, acks_late) messages in this hash.
-UNACKED_KEY = "unacked"
-# kombu's priority sub-queues are "<queue>\x06\x16<n>"; graphfleet sends no priorities, so n=0 (bare name).
-PRIORITY_SEP = "\x06\x16"
+log = logging.getLogger(__name__)
 
 
 class QueueDepthCollector:
     """``graphfleet_queue_depth{queue}`` (LLEN of each Celery queue list) and ``graphfleet_queue_unacked``."""
 
     def __init__(self, redis, queues: list[str] | None = None):
-        from shared.infra.queueing import QUEUES
-
         self.redis = redis
         self.queues = list(queues or QUEUES)
 
@@ -34,17 +30,17 @@ class QueueDepthCollector:
         unacked = GaugeMetricFamily("graphfleet_queue_unacked", "Messages delivered to workers and not acked yet")
         try:
             pipe = self.redis.pipeline(transaction=False)
+            per_queue = len(broker_queue_keys(""))
             for q in self.queues:
-                pipe.llen(q)
-                for n in (3, 6, 9):
-                    pipe.llen(f"{q}{PRIORITY_SEP}{n}")
-            pipe.hlen(UNACKED_KEY)
+                for key in broker_queue_keys(q):
+                    pipe.llen(key)
+            pipe.hlen(BROKER_UNACKED)
             values = pipe.execute()
         except Exception as exc:  # noqa: BLE001 - a scrape must not fail because Redis is away
             log.warning("queue depth collection failed: %s", exc)
             return
         for i, q in enumerate(self.queues):
-            depth.add_metric([q], float(sum(values[i * 4 : i * 4 + 4])))
+            depth.add_metric([q], float(sum(values[i * per_queue : (i + 1) * per_queue])))
         unacked.add_metric([], float(values[-1]))
         yield depth
         yield unacked

@@ -24,20 +24,16 @@ from collections.abc import Callable, Iterable
 
 from shared.infra import queueing as q
 from shared.infra.jobs import TERMINAL, JobStore, parse_active_member
-from shared.infra.keys import active_jobs_key, watchdog_key, watchdog_lock_key
+from shared.infra.keys import BROKER_UNACKED, active_jobs_key, broker_queue_keys, watchdog_key, watchdog_lock_key
 from shared.infra.messages import Message
 from shared.infra.redis_conn import to_str
 from shared.pipeline.resume import Step, plan_resume
 
 log = logging.getLogger(__name__)
 
-KOMBU_UNACKED = "unacked"
-PRIORITY_SEP = "\x06\x16"  # kombu's Redis transport: "<queue>\x06\x16<priority>" for priority queues
-PRIORITY_STEPS = (3, 6, 9)
-
 
 def broker_keys(queues: Iterable[str]) -> list[str]:
-    return [key for name in queues for key in (name, *(f"{name}{PRIORITY_SEP}{p}" for p in PRIORITY_STEPS))]
+    return [key for name in queues for key in broker_queue_keys(name)]
 
 
 def jobs_with_messages(redis, job_ids: set[str], queues: Iterable[str]) -> set[str]:
@@ -57,7 +53,7 @@ def jobs_with_messages(redis, job_ids: set[str], queues: Iterable[str]) -> set[s
     for key in broker_keys(queues):
         for raw in redis.lrange(key, 0, -1):
             scan(raw)
-    for _tag, raw in redis.hscan_iter(KOMBU_UNACKED, count=1000):
+    for _tag, raw in redis.hscan_iter(BROKER_UNACKED, count=1000):
         scan(raw)
     return found
 

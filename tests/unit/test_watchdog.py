@@ -170,3 +170,18 @@ def test_only_one_sweep_runs_at_a_time(redis_client, tenant, watchdog):
         assert not redis_client.exists("gf:watchdog")  # it did not even look
     finally:
         lock.release()
+
+
+def test_a_message_sent_by_field_name_is_found_in_its_queue(redis_server, redis_client, tenant, watchdog):
+    """Messages travel as keyword fields (``shared.infra.messages.send``): the job id is still seen in the
+    broker, in the real message Celery writes."""
+    from shared.infra.messages import ExtractChunk, send
+    from shared.infra.queueing import make_celery
+
+    celery = make_celery(Settings(redis_url=redis_server.url))
+    try:
+        send(celery, ExtractChunk(tenant, "job-kw", "c9"))
+        assert jobs_with_messages(redis_client, {"job-kw", "job-other"}, ["extractor"]) == {"job-kw"}
+    finally:
+        redis_client.delete("extractor")
+        celery.close()
