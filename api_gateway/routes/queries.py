@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Query
@@ -18,8 +16,8 @@ from api_gateway.schemas import QueryAccepted, QueryOut
 from api_gateway.state import Gateway
 from api_gateway.submission import run_submission
 from shared.domain.query.params import QueryParam
+from shared.infra.job_status import AsyncJobStatus
 from shared.infra.jobs import TERMINAL, JobStore
-from shared.infra.keys import Keys
 from shared.infra.query_submit import submit_query
 
 router = APIRouter(prefix="/v1/queries", tags=["queries"])
@@ -53,18 +51,8 @@ def _query_view(gw: Gateway, tenant: str, query_id: str) -> dict:
 
 
 async def wait_until_finished(gw: Gateway, tenant: str, query_id: str, seconds: float) -> bool:
-    """Poll the job's status with the asyncio Redis client (never blocks the event loop)."""
-    key, client = Keys(tenant).job(query_id), gw.aredis()
-    deadline, delay = time.monotonic() + seconds, 0.02
-    while True:
-        status = await client.hget(key, "status")
-        if status is not None and status.decode() in TERMINAL:
-            return True
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        await asyncio.sleep(min(delay, remaining))
-        delay = min(0.25, delay * 1.5)
+    """Wait for the query to end with the asyncio Redis client (never blocks the event loop)."""
+    return await AsyncJobStatus(gw.aredis(), tenant).wait_finished(query_id, seconds)
 
 
 @router.post("", status_code=202, response_model=QueryAccepted, summary="Submit a query",
