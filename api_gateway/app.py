@@ -6,12 +6,18 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from api_gateway.docs_ui import install_docs
 from api_gateway.errors import BodySizeLimit, install_error_handlers
+from api_gateway.http_metrics import HttpMetrics
+from api_gateway.openapi import install_openapi, operation_id
 from api_gateway.routes import admin, documents, graph, health, jobs, metrics, queries, usage
 from api_gateway.state import Gateway
 from shared.config import get_settings
 from shared.infra.job_metrics import JobMetrics
 from shared.infra.jobs import add_job_listener
+from shared.infra.log_setup import configure_logging
+from shared.infra.tracing import flush as flush_traces
+from shared.infra.tracing import instrument_gateway
 
 DESCRIPTION = """GraphRAG over a fleet of Celery workers.
 
@@ -26,12 +32,14 @@ class GatewayApp(FastAPI):
     413 before any of it is read."""
 
     def build_middleware_stack(self):
-        return BodySizeLimit(super().build_middleware_stack(), self.state.gateway.max_body_bytes)
+        # HttpMetrics outermost: refused and failed requests are counted too (api_gateway/http_metrics.py)
+        return HttpMetrics(BodySizeLimit(super().build_middleware_stack(), self.state.gateway.max_body_bytes))
 
 
 def create_app(settings=None, max_body_bytes: int | None = None) -> FastAPI:
     settings = settings or get_settings()
     gateway = Gateway.build(settings, max_body_bytes)
+    settings.check_llm_mode()  # production without an LLM: GRAPHFLEET_LLM_FREE=true or refuse to start
     add_job_listener(JobMetrics())
 
     @asynccontextmanager
@@ -39,11 +47,17 @@ def create_app(settings=None, max_body_bytes: int | None = None) -> FastAPI:
         yield
         await gateway.aclose()
         gateway.redis.close()
+        flush_traces()  # uvicorn re-raises SIGTERM after shutdown: atexit hooks would not run
 
     app = GatewayApp(title="graphfleet gateway", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
-                     max_body_size=gateway.max_body_bytes)
+                     max_body_size=gateway.max_body_bytes, docs_url=None, redoc_url=None,
+                     generate_unique_id_function=operation_id)
     app.state.gateway = gateway
     install_error_handlers(app)
+    install_openapi(app)  # exact error models, headers and stable operation ids (api_gateway/openapi.py)
+    configure_logging(settings)  # GRAPHFLEET_LOG_FORMAT=json (shared/infra/log_setup.py)
+    instrument_gateway(app, settings)  # GRAPHFLEET_OTEL_ENABLED (shared/infra/tracing.py)
+    install_docs(app)  # Swagger UI from local assets, no CDN
     for module in (health, metrics, admin, documents, jobs, queries, usage, graph):
         app.include_router(module.router)
     return app

@@ -8,7 +8,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -25,9 +25,18 @@ _STATUS_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404:
 _FASTAPI_BODY_ERROR = "There was an error parsing the body"
 
 
+class FieldError(BaseModel):
+    loc: list[str]
+    msg: str
+    type: str
+
+
 class ErrorDetail(BaseModel):
-    code: str
+    code: str = Field(description="stable machine-readable code, e.g. `validation_error`, `rate_limited`")
     message: str
+    details: list[FieldError] | None = Field(None, description="400 `malformed_json` / 422 `validation_error` "
+                                                                 "only: the offending fields")
+    index: int | None = Field(None, description="ingestion only: the position of the offending document")
 
 
 class ErrorBody(BaseModel):

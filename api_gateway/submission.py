@@ -5,12 +5,15 @@ Every check happens before anything is enqueued; a rejected request leaves no jo
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from api_gateway.deps import Principal
 from api_gateway.idempotency import Idempotency
 from api_gateway.state import Gateway
 from shared.infra.quotas import check_token_budget, commit_job_slot, release_job_slot, reserve_job_slot
+
+log = logging.getLogger("api_gateway")
 
 
 def run_submission(gw: Gateway, who: Principal, *, scope: str, idempotency_key: str | None, fingerprint: str,
@@ -28,6 +31,8 @@ def run_submission(gw: Gateway, who: Principal, *, scope: str, idempotency_key: 
             return stored
         body = submit()
         commit_job_slot(gw.redis, who.tenant, reservation, body["job_id"])
+        log.info("%s job %s submitted", scope, body["job_id"], extra={"job_id": body["job_id"], "tenant": who.tenant,
+                                                                      "kind": body.get("kind", "query")})
         if idem is not None:
             idem.complete(202, body)
         return 202, body

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from graphfleet_cli.local_client import LocalClient, collect_files, ingest_summary
 from graphfleet_cli.output import emit
+from graphfleet_cli.query_client import demo_queries
 from graphfleet_cli.stack import Stack, resolve_redis_url
 from shared.config import get_settings
 
@@ -55,24 +57,46 @@ def cmd_up(args) -> int:
     except RuntimeError as exc:
         print(f"graphfleet up failed: {exc}", file=sys.stderr)
         return 1
-    print(f"graphfleet stack up: redis {stack.redis_url}", flush=True)
-    if stack.gateway_url:
-        print(f"gateway: {stack.gateway_url} (API reference: docs/api.md)", flush=True)
-        if extra:
-            print(f"gateway admin key (development, generated): {extra['GRAPHFLEET_ADMIN_KEY']}", flush=True)
+    print_stack_urls(stack, extra.get("GRAPHFLEET_ADMIN_KEY"))
     print("Ctrl-C to stop", flush=True)
     try:
-        while True:
-            for name, proc in stack.procs:
-                if proc.poll() is not None:
-                    print(f"{name} exited with {proc.returncode}; stopping", file=sys.stderr)
-                    return 1
+        while stack.failure is None:  # the stack's supervisor restarts exited processes (graphfleet_cli/stack.py)
             time.sleep(1)
+        print(f"{stack.failure}; stopping", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("stopping...", flush=True)
     finally:
         stack.stop()
+    print(f"stopped; data kept in {stack.data_dir}", flush=True)
     return 0
+
+
+def print_stack_urls(stack: Stack, admin_key: str | None = None) -> None:
+    """Where everything of a running stack is: Redis, the gateway, its docs and metrics, the data directory."""
+    lines = ["graphfleet stack up",
+             f"  redis:      {redact_url(stack.redis_url)}"
+             + (f" (embedded; data in {stack.redis.data_dir})" if stack.redis else " (GRAPHFLEET_REDIS_URL)")]
+    if stack.gateway_url:
+        lines += [f"  gateway:    {stack.gateway_url}",
+                  f"  API docs:   {stack.gateway_url}/docs (OpenAPI: {stack.gateway_url}/openapi.json)",
+                  f"  metrics:    {stack.gateway_url}/metrics",
+                  f"  health:     {stack.gateway_url}/healthz, {stack.gateway_url}/readyz"]
+        if admin_key:
+            lines.append(f"  admin key:  {admin_key} (development, generated; set GRAPHFLEET_ADMIN_KEY to choose it)")
+    lines += [f"  data dir:   {stack.data_dir}", f"  logs:       {stack.log_dir}"]
+    print("\n".join(lines), flush=True)
+
+
+def redact_url(url: str | None) -> str:
+    """A URL without its password (``redis://:secret@host`` -> ``redis://:***@host``)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url or "")
+    if not parts.password:
+        return url or ""
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _gateway_port(port: int | None) -> int | None:
@@ -117,23 +141,67 @@ def cmd_query(args) -> int:
     return run_query_command(args, client, tenant)
 
 
+def _say(message: str) -> None:
+    """A progress line of the demo, on stderr (stdout stays the results, one JSON object a line with --json)."""
+    print(f"graphfleet demo: {message}", file=sys.stderr, flush=True)
+
+
 def cmd_demo(args) -> int:
     settings = get_settings()
     data_dir = Path(settings.data_dir) / "demo"
-    print(f"LLM: {settings.llm_base_url or 'none configured (LLM-free extraction, extractive answers)'}",
-          file=sys.stderr)
-    with Stack(data_dir=data_dir) as stack:
+    _say(f"LLM: {settings.llm_base_url or 'none configured (LLM-free extraction, extractive answers)'}")
+    _say(f"data directory: {data_dir} (Redis data and logs; kept after the demo, delete it to start afresh)")
+    _say("starting the stack (Redis and one worker process per queue group)...")
+    stack = Stack(data_dir=data_dir).start()
+    try:
+        _say(f"stack up: redis {redact_url(stack.redis_url)}, logs in {stack.log_dir}")
         client = LocalClient(stack.redis_url)
         started = time.perf_counter()
+        _say(f"ingesting {SAMPLE.name} as tenant {args.tenant!r}...")
         submitted = client.ingest_files(args.tenant, [SAMPLE])
         view = client.wait(args.tenant, submitted["job_id"], progress=sys.stderr.isatty())
         summary = ingest_summary(view, client.stats(args.tenant), time.perf_counter() - started)
-        print("== ingestion ==")
+        _say(f"ingestion {summary['status']} in {summary['seconds']} s")
+        if not args.json:  # --json: stdout is one JSON object a line
+            print("== ingestion ==")
         emit(summary, args.json)
-        try:
-            from graphfleet_cli.query_client import demo_queries
-        except ImportError:
-            return 0 if summary["status"] == "succeeded" else 1
+        _say(f"querying ({', '.join(mode for mode, _ in DEMO_QUERIES)})...")
         demo_queries(client, args.tenant, DEMO_QUERIES, args.json)
+        client.close()
+    finally:
+        _say("stopping the stack...")
+        stack.stop()
+    _say(f"stopped; data kept in {data_dir}")
     return 0 if summary["status"] == "succeeded" else 1
 
+
+
+def _redis_for_admin():
+    from shared.infra.redis_conn import connect
+
+    url = resolve_redis_url()
+    return connect(url), url
+
+
+def cmd_backup(args) -> int:
+    from graphfleet_cli.backup import backup
+
+    redis, url = _redis_for_admin()
+    result = backup(redis, Path(args.out), redact_url(url))
+    if result["active_jobs"]:
+        print(f"graphfleet backup: warning: {result['active_jobs']} job(s) were running; their tenants' keys "
+              "were copied one at a time, not as one snapshot (back up while no job runs)", file=sys.stderr)
+    summary = {k: result[k] for k in ("file", "keys", "payload_bytes", "redis_version", "source", "active_jobs")}
+    if args.out == "-":  # stdout is the backup itself
+        print(json.dumps(summary), file=sys.stderr)
+    else:
+        emit(summary, args.json)
+    return 0
+
+
+def cmd_restore(args) -> int:
+    from graphfleet_cli.backup import restore
+
+    redis, _url = _redis_for_admin()
+    emit(restore(redis, Path(args.file), wipe_first=args.wipe), args.json)
+    return 0

@@ -1,4 +1,4 @@
-"""``graphfleet`` command line: up, ingest, query, stats, export, demo, llm-simulator."""
+"""``graphfleet`` command line: up, ingest, query, stats, export, demo, backup, restore, llm-simulator."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def _add_tenant(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="graphfleet", description=__doc__)
+    parser = argparse.ArgumentParser(prog="graphfleet", description="GraphRAG on a fleet of Celery workers.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     up = sub.add_parser("up", help="start the embedded stack in the foreground")
@@ -58,6 +58,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--tenant", default="demo")
     demo.add_argument("--json", action="store_true")
 
+    backup = sub.add_parser("backup", help="copy every graphfleet key of the configured Redis into a file")
+    backup.add_argument("--out", required=True, metavar="FILE",
+                        help="the backup file to write (gzip stream; - for standard output)")
+    backup.add_argument("--json", action="store_true")
+
+    restore = sub.add_parser("restore", help="restore a backup file into the configured Redis")
+    restore.add_argument("file", metavar="FILE", help="a file written by graphfleet backup (- for standard input)")
+    restore.add_argument("--wipe", action="store_true",
+                         help="first delete every graphfleet key, so Redis holds exactly what the backup holds")
+    restore.add_argument("--json", action="store_true")
+
     sim = sub.add_parser("llm-simulator", help="run the OpenAI-compatible LLM simulator (tests/benchmarks)")
     from llm_simulator.cli import add_arguments
 
@@ -75,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     handler = getattr(commands, "cmd_" + args.command.replace("-", "_"))
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     import httpx
+    from redis.exceptions import RedisError
 
+    from graphfleet_cli.backup import BackupError
     from graphfleet_cli.http_client import GatewayError
 
     try:
@@ -87,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except httpx.HTTPError as exc:
         print(f"graphfleet: cannot reach the gateway: {exc}", file=sys.stderr)
+        return 1
+    except (BackupError, RedisError, OSError) as exc:
+        print(f"graphfleet {args.command}: {exc}", file=sys.stderr)
         return 1
 
 

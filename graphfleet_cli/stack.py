@@ -3,7 +3,13 @@ queue group (and the gateway, when available).
 
 Every process the stack starts writes its Prometheus samples to one per-stack directory
 (``PROMETHEUS_MULTIPROC_DIR`` = ``<data_dir>/metrics``, wiped at start), so the gateway's ``/metrics``
-shows the counters of all of them; files of exited processes are folded (``shared.infra.metrics_multiproc``)."""
+shows the counters of all of them; files of exited processes are folded (``shared.infra.metrics_multiproc``).
+
+Supervision: a daemon thread restarts any worker group or gateway process that exits while the stack is
+up (after 1, 2, 4 ... up to 30 s), so a killed worker costs the others nothing; its unacked messages come
+back to the restarted worker after the visibility timeout (``workers/lease.py``). A process that exits
+``MAX_RESTARTS`` times within ``RESTART_WINDOW_S`` is given up: ``Stack.failure`` says why and
+``graphfleet up`` stops with that message."""
 
 from __future__ import annotations
 
@@ -11,13 +17,82 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from shared.config import get_settings
 from shared.infra.metrics import MULTIPROC_ENV, fold_dead, join_multiproc_dir, prepare_multiproc_dir
 from shared.infra.queueing import WORKER_GROUPS
 from shared.infra.redis_conn import EmbeddedRedis, connect, read_stack_info, stack_file, write_stack_info
+
+MAX_RESTARTS = 5  # exits within RESTART_WINDOW_S after which a process is given up
+RESTART_WINDOW_S = 300.0
+BACKOFF_S = (1.0, 30.0)  # first delay before a restart, and the longest
+
+
+class Supervisor:
+    """Restarts the processes of a stack when they exit; gives a process up after repeated crashes."""
+
+    def __init__(self, stack: Stack, say: Callable[[str], None] | None = None):
+        self.stack = stack
+        self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.exits: dict[str, list[float]] = {}
+        self.due: dict[str, float] = {}
+        self.restarts = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Supervisor:
+        self._thread = threading.Thread(target=self._loop, name="graphfleet-supervisor", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.2) and self.stack.failure is None:
+            try:
+                self.check(time.time())
+            except Exception as exc:  # noqa: BLE001 - a failed restart is retried at the next check
+                self.say(f"graphfleet: supervisor error: {exc!r}")
+
+    def check(self, now: float) -> None:
+        for name, proc in list(self.stack.procs):
+            if proc.poll() is None or self._stop.is_set():
+                continue
+            if name not in self.due:
+                self._exited(name, proc.returncode, now)
+                if self.stack.failure is not None:
+                    return
+            elif now >= self.due[name]:
+                del self.due[name]
+                self._replace(name, proc)
+
+    def _replace(self, name: str, dead) -> None:
+        if not any(p is dead for _n, p in self.stack.procs):
+            return  # taken out of the stack meanwhile (stopped, or replaced by hand)
+        new = self.stack.respawn(name)
+        self.stack.procs = [(n, new if p is dead else p) for n, p in self.stack.procs]
+        self.restarts += 1
+        self.say(f"graphfleet: restarted {name} (pid {new.pid})")
+
+    def _exited(self, name: str, code: int | None, now: float) -> None:
+        recent = [t for t in self.exits.get(name, []) if now - t < RESTART_WINDOW_S] + [now]
+        self.exits[name] = recent
+        if len(recent) >= MAX_RESTARTS:
+            self.stack.failure = (f"{name} exited {len(recent)} times within {RESTART_WINDOW_S:.0f} s (last exit "
+                                  f"code {code}); giving up, see {self.stack.log_dir}")
+            self.say(f"graphfleet: {self.stack.failure}")
+            return
+        delay = min(BACKOFF_S[1], BACKOFF_S[0] * 2 ** (len(recent) - 1))
+        self.due[name] = now + delay
+        self.say(f"graphfleet: {name} exited with {code}; restarting in {delay:.0f} s "
+                 f"(exit {len(recent)} of {MAX_RESTARTS} allowed within {RESTART_WINDOW_S:.0f} s)")
 
 
 class Stack:
@@ -36,6 +111,9 @@ class Stack:
         self.redis: EmbeddedRedis | None = None
         self.redis_url = redis_url or self.settings.redis_url
         self.procs: list[tuple[str, subprocess.Popen]] = []
+        self.specs: dict[str, tuple[list[str], str]] = {}  # worker label -> (queues, pool), for restarts
+        self.failure: str | None = None  # set when the supervisor gave a process up
+        self.supervisor: Supervisor | None = None
         self.gateway_url: str | None = None
         self.metrics_dir = self.data_dir / "metrics"
 
@@ -45,6 +123,7 @@ class Stack:
         env["GRAPHFLEET_DATA_DIR"] = str(self.data_dir)
         env[MULTIPROC_ENV] = str(self.metrics_dir)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        env.setdefault("REMAP_SIGTERM", "SIGQUIT")  # SIGTERM: soft shutdown, then requeue (docs/reliability.md)
         env.update(self.extra_env)
         return env
 
@@ -66,17 +145,29 @@ class Stack:
         for name, queues, pool in self.groups:
             for i in range(self.processes):
                 label = name if self.processes == 1 else f"{name}{i}"
+                self.specs[label] = (queues, pool)
                 self.procs.append((label, self._start_worker(label, queues, pool)))
         if self.gateway_port is not None:
             self._start_gateway()
         write_stack_info(self.data_dir, {"redis_url": self.redis_url, "pid": os.getpid(),
                                          "gateway_url": self.gateway_url, "metrics_dir": str(self.metrics_dir)})
         self.wait_ready()
+        self.supervisor = Supervisor(self).start()
         return self
+
+    def respawn(self, name: str) -> subprocess.Popen:
+        """Start the process ``name`` again (a worker group's, or the gateway)."""
+        if name == "gateway":
+            return self._gateway_proc()
+        queues, pool = self.specs[name]
+        return self._start_worker(name, queues, pool)
 
     def _start_worker(self, name: str, queues: list[str], pool: str) -> subprocess.Popen:
         w = self.settings.workers
-        conc = self.worker_concurrency or (w.llm_concurrency if pool == "threads" else 1)
+        if pool == "threads":
+            conc = self.worker_concurrency or w.llm_concurrency
+        else:  # prefork: a process per slot (time limits are enforced there), at most cpu_concurrency; solo: 1
+            conc = 1 if pool == "solo" else max(1, min(self.worker_concurrency or 1, w.cpu_concurrency))
         cmd = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", ",".join(queues),
                "-P", pool, "-c", str(conc), "-n", f"{name}-{os.getpid()}@%h",
                "-l", os.environ.get("GRAPHFLEET_WORKER_LOG_LEVEL", "WARNING"),
@@ -85,12 +176,14 @@ class Stack:
         return subprocess.Popen(cmd, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def _start_gateway(self) -> None:
+        self.procs.append(("gateway", self._gateway_proc()))
+        self.gateway_url = f"http://127.0.0.1:{self.gateway_port}"
+
+    def _gateway_proc(self) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "uvicorn", "api_gateway.app:create_app", "--factory", "--host", "127.0.0.1",
                "--port", str(self.gateway_port), "--log-level", "warning"]
         log = open(self.log_dir / "gateway.log", "ab")  # noqa: SIM115
-        self.procs.append(("gateway", subprocess.Popen(cmd, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
-                                                       start_new_session=True)))
-        self.gateway_url = f"http://127.0.0.1:{self.gateway_port}"
+        return subprocess.Popen(cmd, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Wait until a consumer is registered on every queue (workers are consuming)."""
@@ -132,13 +225,16 @@ class Stack:
         raise RuntimeError(f"gateway not answering at {self.gateway_url}; see {self.log_dir / 'gateway.log'}")
 
     def stop(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.stop()
+            self.supervisor = None
         for _name, proc in self.procs:
             if proc.poll() is None:
                 try:
                     os.killpg(proc.pid, signal.SIGTERM)
                 except ProcessLookupError:
                     pass
-        deadline = time.time() + 20
+        deadline = time.time() + self.settings.workers.soft_shutdown_timeout_s + 20  # running tasks: requeued
         for _name, proc in self.procs:
             try:
                 proc.wait(timeout=max(0.1, deadline - time.time()))

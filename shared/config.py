@@ -63,7 +63,13 @@ class EmbeddingSettings(BaseModel):
 class WorkerSettings(BaseModel):
     llm_concurrency: int = 24
     cpu_concurrency: int = 2
-    visibility_timeout_s: int = 3600
+    # a killed worker's messages come back this long after its last lease renewal (workers/lease.py renews
+    # the messages a live worker holds every lease_renew_interval_s, so a long task is not redelivered)
+    visibility_timeout_s: int = 120
+    lease_renew_interval_s: float = 15.0
+    # SIGTERM (REMAP_SIGTERM=SIGQUIT): running tasks get this long to finish, then are requeued at once
+    # (Celery's worker_soft_shutdown_timeout); keep below the stop grace period (docs/deployment.md)
+    soft_shutdown_timeout_s: float = 30.0
     task_soft_time_limit_s: int = 900
     task_time_limit_s: int = 1200
     max_redeliveries: int = 5
@@ -72,6 +78,9 @@ class WorkerSettings(BaseModel):
     # pending steps are enqueued again
     watchdog_interval_s: float = 30.0
     stall_timeout_s: float = 120.0
+    # consumer heartbeats (workers/heartbeat.py -> graphfleet_queue_consumers): how often each worker
+    # publishes the queues it consumes
+    heartbeat_interval_s: float = 10.0
 
 
 class QuerySettings(BaseModel):
@@ -88,7 +97,7 @@ class LLMSettings(BaseModel):
     backoff_max_s: float = 30.0
     temperature: float = 0.0
     cache_enabled: bool = True
-    cache_ttl_s: int = 30 * 24 * 3600
+    cache_ttl_s: int = Field(default=7 * 24 * 3600, gt=0)  # LLM answer cache entries expire (bounds Redis memory)
     max_concurrency: int = 32
     # USD per 1M tokens: model -> (input, output)
     prices: dict[str, tuple[float, float]] = {}
@@ -114,6 +123,10 @@ class RateLimitSettings(BaseModel):
     max_wait_s: float = Field(600.0, gt=0)
 
 
+class LLMModeError(RuntimeError):
+    """Outside development with no LLM configured and the LLM-free mode not chosen (``Settings.check_llm_mode``)."""
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GRAPHFLEET_", env_nested_delimiter="__", extra="ignore", case_sensitive=False
@@ -126,6 +139,10 @@ class Settings(BaseSettings):
     summary_model: str | None = None
     embedding_model: str = "text-embedding-3-small"
     redis_url: str | None = None
+    # TLS for rediss:// URLs (shared.infra.redis_conn.tls_options): CA bundle, and whether the certificate
+    # must verify ("required", the default), may ("optional") or is not checked ("none")
+    redis_tls_ca_file: str | None = None
+    redis_tls_cert_reqs: str = Field("required", pattern="^(required|optional|none)$")
     data_dir: Path = Path.home() / ".graphfleet"
     url: str | None = None
     vector_backend: str = Field("redis", pattern="^(redis|weaviate)$")
@@ -137,6 +154,17 @@ class Settings(BaseSettings):
     admin_key: str | None = None
     default_tenant: str = "default"
     metrics_tenant_label: bool = False
+    # logs: "text" (default) or "json" (one object per line; shared/infra/log_setup.py); level of the gateway
+    log_format: str = Field("text", pattern="^(text|json)$")
+    log_level: str = Field("INFO", pattern="^(?i)(debug|info|warning|error|critical)$")
+    # OpenTelemetry traces (shared/infra/tracing.py; needs the `otel` extra and the standard OTEL_* env)
+    otel_enabled: bool = False
+    otel_file: str | None = None  # write spans as JSON lines to this file instead of OTEL_TRACES_EXPORTER
+    # when set, GET /metrics on the gateway requires `Authorization: Bearer <token>`
+    metrics_token: str | None = None
+    # outside development, running without an LLM (fast extractor, hashing embeddings) must be chosen
+    # explicitly with GRAPHFLEET_LLM_FREE=true (check_llm_mode)
+    llm_free: bool = False
 
     chunking: ChunkingSettings = ChunkingSettings()
     extraction: ExtractionSettings = ExtractionSettings()
@@ -152,6 +180,15 @@ class Settings(BaseSettings):
     @property
     def llm_enabled(self) -> bool:
         return bool(self.llm_base_url)
+
+    def check_llm_mode(self) -> None:
+        """Refuse the silent LLM-free fallback outside development: no ``GRAPHFLEET_LLM_BASE_URL`` and no
+        ``GRAPHFLEET_LLM_FREE=true`` raises :class:`LLMModeError` (the worker and the gateway exit on it)."""
+        if self.env != "development" and not self.llm_enabled and not self.llm_free:
+            raise LLMModeError(
+                f"GRAPHFLEET_ENV={self.env} and no LLM configured: set GRAPHFLEET_LLM_BASE_URL (and "
+                "GRAPHFLEET_LLM_API_KEY), or set GRAPHFLEET_LLM_FREE=true to run without an LLM on purpose "
+                "(rule-based extraction and hashing embeddings: much weaker graphs and retrieval)")
 
     @property
     def effective_summary_model(self) -> str:

@@ -5,21 +5,38 @@ from __future__ import annotations
 from celery import Celery
 from celery.signals import worker_init
 
-from shared.config import get_settings
+from shared.config import LLMModeError, get_settings
+from shared.infra import log_setup, tracing
 from shared.infra.queueing import celery_config
-from workers import kombu_fixes, query_warmup, watchdog
+from workers import heartbeat, kombu_fixes, lease, query_warmup, soft_shutdown, watchdog
 from workers.metrics_signals import install as install_celery_signal_handlers
 
 kombu_fixes.install()  # Redis restarts must not stop the consumer (see workers/kombu_fixes.py)
+soft_shutdown.install()  # SIGTERM on a threads pool requeues what still runs (workers/soft_shutdown.py)
 app = Celery("graphfleet", include=["workers.ingest_tasks", "workers.query_tasks"])
 install_celery_signal_handlers(app)  # task/process metrics (workers/metrics_signals.py)
+heartbeat.install(app)  # graphfleet_queue_consumers: which queues have live consumers (workers/heartbeat.py)
+lease.install(app)  # live workers renew their messages' leases: a short visibility timeout (workers/lease.py)
 watchdog.install(app)  # re-enqueues the lost steps of stalled jobs (shared/pipeline/watchdog.py)
 query_warmup.install(app)  # query workers rebuild a tenant's caches on index change (shared/infra/cache_warmup.py)
+log_setup.install_celery(get_settings)  # GRAPHFLEET_LOG_FORMAT=json: JSON lines with job context
+tracing.install_celery(get_settings)  # GRAPHFLEET_OTEL_ENABLED: task spans joined to the gateway's trace
 
 
 @app.on_configure.connect
 def _configure(sender, **_kwargs) -> None:
-    sender.conf.update(celery_config(get_settings()))
+    settings = get_settings()
+    sender.conf.update(celery_config(settings))  # with broker_use_ssl for a rediss:// URL
+
+
+@worker_init.connect
+def _refuse_silent_llm_free_mode(**_kwargs) -> None:
+    """Exit before consuming when production has no LLM and GRAPHFLEET_LLM_FREE is not set (a SystemExit:
+    Celery logs and swallows the other exceptions of signal handlers)."""
+    try:
+        get_settings().check_llm_mode()
+    except LLMModeError as exc:
+        raise SystemExit(f"graphfleet worker refuses to start: {exc}") from exc
 
 
 @worker_init.connect

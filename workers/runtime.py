@@ -92,7 +92,8 @@ def build_runtime() -> Runtime:
     settings = get_settings()
     if not settings.redis_url:
         raise RuntimeError("GRAPHFLEET_REDIS_URL is not set for this worker")
-    redis = connect(settings.redis_url)
+    settings.check_llm_mode()  # no silent LLM-free fallback in production (GRAPHFLEET_LLM_FREE)
+    redis = connect(settings.redis_url, settings)
     recorder = UsageRecorder(redis, listeners=_metric_listeners())
     llm = LLMClient(settings, redis, recorder, limiter=make_limiter(settings, redis)) if settings.llm_enabled else None
     return Runtime(settings, redis, recorder, llm, make_vector_store(settings, redis), make_embedder(settings, llm))

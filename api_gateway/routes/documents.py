@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from api_gateway.deps import GatewayDep, Principal, TenantDep
 from api_gateway.errors import not_found
 from api_gateway.ingest_input import REQUEST_BODY_DOC, BatchDep
-from api_gateway.routes.common import IdempotencyKey, errors
+from api_gateway.routes.common import RETRY_AFTER_S, IdempotencyKey, errors
 from api_gateway.schemas import DocumentOut, DocumentPage, JobAccepted
 from api_gateway.state import Gateway
 from api_gateway.submission import run_submission
@@ -24,7 +24,8 @@ DocId = Annotated[str, Path(min_length=1, max_length=200, examples=["carol-1"])]
 
 
 def accepted(status: int, body: dict) -> JSONResponse:
-    return JSONResponse(body, status_code=status, headers={"Location": body["location"]})
+    retry_after = str(RETRY_AFTER_S.get(body.get("kind", ""), 2))
+    return JSONResponse(body, status_code=status, headers={"Location": body["location"], "Retry-After": retry_after})
 
 
 @router.post("", status_code=202, response_model=JobAccepted, openapi_extra=REQUEST_BODY_DOC,
@@ -90,7 +91,7 @@ def get_document(gw: GatewayDep, who: TenantDep, doc_id: DocId) -> DocumentOut:
     return _out(_document(gw, who, doc_id))
 
 
-@router.delete("/{doc_id}", status_code=202, response_model=JobAccepted, responses=errors(401, 404, 409, 422, 429),
+@router.delete("/{doc_id}", status_code=202, response_model=JobAccepted, responses=errors(400, 401, 404, 409, 422, 429),
                summary="Delete a document and what it contributed to the graph")
 def delete_document(gw: GatewayDep, who: TenantDep, doc_id: DocId,
                     idempotency_key: IdempotencyKey = None) -> JSONResponse:

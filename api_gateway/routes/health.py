@@ -11,6 +11,7 @@ from api_gateway.routes.common import errors
 from api_gateway.schemas import ReadyOut
 
 router = APIRouter(tags=["health"])
+READY_RETRY_AFTER_S = 5  # the readiness probe is cached this long (api_gateway/state.py READY_CACHE_S)
 
 
 @router.get("/healthz", summary="Process is up", responses={200: {"content": {"application/json": {
@@ -26,4 +27,5 @@ async def readyz(gw: GatewayDep) -> JSONResponse:
         return JSONResponse(state)
     missing = sorted(q for q, ok in state["queues"].items() if not ok)
     message = "redis unreachable" if not state["redis"] else f"no worker consuming: {', '.join(missing)}"
-    return JSONResponse({"error": {"code": "not_ready", "message": message}, **state}, status_code=503)
+    return JSONResponse({"error": {"code": "not_ready", "message": message}, **state}, status_code=503,
+                        headers={"Retry-After": str(READY_RETRY_AFTER_S)})

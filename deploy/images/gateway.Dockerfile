@@ -6,7 +6,8 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1 PYTHON
     PROMETHEUS_MULTIPROC_DIR=/run/graphfleet-metrics
 WORKDIR /app
 COPY deploy/images/gateway-requirements.txt /tmp/requirements.txt
-RUN pip install -r /tmp/requirements.txt
+COPY constraints.txt /tmp/constraints.txt
+RUN pip install -r /tmp/requirements.txt -c /tmp/constraints.txt
 COPY shared ./shared
 COPY api_gateway ./api_gateway
 RUN python -c "import importlib.util as u, sys; bad = [m for m in ('igraph', 'leidenalg', 'workers') if u.find_spec(m)]; sys.exit(f'worker-only modules in gateway image: {bad}' if bad else 0)" \

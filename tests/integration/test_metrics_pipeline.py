@@ -137,6 +137,9 @@ def test_gateway_metrics_equal_simulator_counts(stack, simulator, tenant):
     assert total(got, "graphfleet_jobs_total", kind="ingest", status="succeeded", tier="gold") == 1
     assert total(got, "graphfleet_job_duration_seconds_count", kind="ingest", tier="gold") == 1
     assert {lab["queue"] for lab, _v in got["graphfleet_queue_depth"]} == set(QUEUES)
+    # every queue has a live consumer (worker heartbeats), and the gateway counted this scrape's predecessors
+    assert {lab["queue"]: v for lab, v in got["graphfleet_queue_consumers"]} == dict.fromkeys(QUEUES, 1.0)
+    assert total(got, "graphfleet_http_requests_total", route="/healthz", method="GET", status="2xx") >= 1
     assert total(got, "graphfleet_tasks_in_progress") == 0
     # the worker-side exporter reads the same host directory: same counts
     worker = scrape(f"http://127.0.0.1:{stack.extra_env['GRAPHFLEET_METRICS_PORT']}")

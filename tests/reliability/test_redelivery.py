@@ -172,17 +172,25 @@ def test_failed_merge_barrier_ends_the_job_instead_of_hanging(stack, gate, tenan
     assert view["usage"]["by_stage"]["summarize"].get("prompt_tokens", 0) == 0  # every summary was refused
 
 
-def test_visibility_timeout_outlasts_every_hard_time_limit():
+def test_time_limits_and_leases_fit_the_visibility_timeout():
+    """Soft < hard for every task; hard limits are no longer capped by the visibility timeout (a live
+    worker renews its leases, tests/reliability/test_lease.py), and a lease is renewed at least four times
+    per visibility timeout; a SIGTERM's soft shutdown ends well within the visibility timeout."""
     from shared.config import Settings
-    from shared.infra.queueing import celery_config
+    from shared.infra.queueing import celery_config, lease_renew_interval
 
-    for visibility in (15, 600, 3600):
+    for visibility in (15, 120, 3600):
         settings = Settings(workers={"visibility_timeout_s": visibility, "task_time_limit_s": 1200})
         config = celery_config(settings)
         assert config["broker_transport_options"]["visibility_timeout"] == visibility
+        assert config["broker_transport_options"]["unacked_restore_throttle"] == 1
         limits = time_limits(settings)
         assert set(limits) == set(config["task_annotations"])
-        assert all(0 < soft < hard < visibility for soft, hard in limits.values()), limits
+        assert all(0 < soft < hard for soft, hard in limits.values()), limits
+        assert limits[q.EXTRACT] == (900, 1200)
+        assert 0 < lease_renew_interval(settings) <= visibility / 4
         assert config["task_acks_late"] and config["task_reject_on_worker_lost"]
         assert config["worker_prefetch_multiplier"] == 1
-    assert time_limits(Settings())[q.EXTRACT] == (900, 1200)  # the defaults fit the default 3600 s
+    defaults = Settings().workers
+    assert defaults.visibility_timeout_s == 120 and celery_config(Settings())["worker_soft_shutdown_timeout"] == 30
+    assert defaults.soft_shutdown_timeout_s < defaults.visibility_timeout_s

@@ -192,7 +192,7 @@ def test_allowlist_helpers():
     assert tenant_label("zzz", frozenset({"a"})) == OTHER_TENANT
 
 
-def test_metric_names_match_definitions():
+def test_metric_names_match_definitions(redis_client):
     from prometheus_client import CollectorRegistry, generate_latest
 
     from shared.infra import metrics as mod
@@ -204,31 +204,9 @@ def test_metric_names_match_definitions():
         if hasattr(attr, "_name"):
             exported.add(attr._name + ("_total" if attr._type == "counter" else ""))
     reg = CollectorRegistry()
-    reg.register(QueueDepthCollector(_FakeRedis({}), ["q"]))
+    reg.register(QueueDepthCollector(redis_client, ["q"]))
     exported |= {f.name for f in text_string_to_metric_families(generate_latest(reg).decode())}
     assert exported == set(METRIC_NAMES)
-
-
-class _FakePipe:
-    def __init__(self, data):
-        self.data, self.ops = data, []
-
-    def llen(self, key):
-        self.ops.append(len(self.data.get(key, [])))
-
-    def hlen(self, key):
-        self.ops.append(len(self.data.get(key, {})))
-
-    def execute(self):
-        return self.ops
-
-
-class _FakeRedis:
-    def __init__(self, data):
-        self.data = data
-
-    def pipeline(self, transaction=False):
-        return _FakePipe(self.data)
 
 
 def test_queue_depth_collector_reads_llen_at_scrape(redis_client):

@@ -100,6 +100,9 @@ class LLMEmbedder:
 
 
 def make_embedder(settings, llm_client=None) -> Embedder:
+    """The LLM embedder, or the hashing one when there is no LLM; outside development the hashing fallback
+    must be chosen (``GRAPHFLEET_LLM_FREE=true``), else ``shared.config.LLMModeError``."""
     if settings.llm_enabled and llm_client is not None:
         return LLMEmbedder(llm_client, settings.embedding_model, settings.embedding.batch_size)
+    settings.check_llm_mode()
     return HashingEmbedder(settings.embedding.dim)

@@ -1,0 +1,69 @@
+"""Lease renewal: a live worker keeps the messages it holds from being redelivered.
+
+kombu's Redis transport keeps every delivered, unacked message in the ``unacked`` hash and its delivery
+time in the ``unacked_index`` sorted set; any consumer puts a message back on its queue once that time
+is older than the visibility timeout (``QoS.restore_visible``). That is how the deliveries of a killed
+worker come back, so the visibility timeout is the time a SIGKILL costs.
+
+A daemon thread of every worker's main process (where kombu receives and acks messages, whatever the
+pool) sets the score of each delivery tag its channel holds (``QoS._delivered``: running, reserved and
+countdown tasks) to now, every ``workers.lease_renew_interval_s``. A task that runs longer than the
+visibility timeout is therefore not redelivered while its worker lives, and the visibility timeout can
+be short (``workers.visibility_timeout_s``, 120 s): when the worker dies its leases stop and its messages
+come back within the visibility timeout plus kombu's restore interval. ``ZADD XX`` only updates tags
+still in the index, so a tag acked meanwhile is not brought back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from celery.signals import worker_ready, worker_shutdown
+
+from shared.infra.keys import BROKER_UNACKED_INDEX
+from shared.infra.queueing import lease_renew_interval
+from workers.runtime import runtime
+
+log = logging.getLogger(__name__)
+_stop = threading.Event()
+
+
+def held_tags(consumer) -> list[str]:
+    """Delivery tags this worker holds (delivered, not acked) on its task channel."""
+    try:
+        qos = consumer.task_consumer.channel.qos
+        return [str(tag) for tag in list(qos._delivered)]
+    except (AttributeError, RuntimeError):  # no channel yet, or reconnecting
+        return []
+
+
+def renew(redis, tags: list[str], now: float | None = None) -> int:
+    """Move the lease of ``tags`` to ``now``; returns how many were still unacked."""
+    if not tags:
+        return 0
+    stamp = time.time() if now is None else now
+    return int(redis.zadd(BROKER_UNACKED_INDEX, dict.fromkeys(tags, stamp), xx=True, ch=True) or 0)
+
+
+def _loop(consumer) -> None:
+    rt = runtime()
+    interval = lease_renew_interval(rt.settings)
+    while not _stop.wait(interval):
+        try:
+            renew(rt.redis, held_tags(consumer))
+        except Exception:  # noqa: BLE001 - Redis down or restarting: try again at the next interval
+            log.warning("could not renew the leases of this worker's messages; retrying in %.1f s", interval,
+                        exc_info=True)
+
+
+def install(app) -> None:
+    @worker_ready.connect(weak=False)
+    def _start(sender=None, **_kwargs) -> None:
+        _stop.clear()
+        threading.Thread(target=_loop, args=(sender,), name="graphfleet-lease", daemon=True).start()
+
+    @worker_shutdown.connect(weak=False)
+    def _halt(**_kwargs) -> None:
+        _stop.set()
