@@ -10,7 +10,7 @@ while read -r cmd pkg; do
 done < .ci/apt-packages
 [ ${#missing[@]} -eq 0 ] && exit 0
 SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+[ "$(id -u)" -ne 0 ] && SUDO="sudo -n"  # never prompt: fail, and the caller says which tests skip
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "installed: ${missing[*]}"
