@@ -2,7 +2,8 @@
 consumes its queues (one sorted set per queue, member = the worker's node name, score = Redis ``TIME``).
 The gateway's scrape-time collector exports ``graphfleet_queue_consumers{queue}`` from them, so a queue whose
 consumers are gone (container removed, not just failing its scrape) shows 0 and ``GraphfleetQueueHasNoConsumer``
-fires. A clean shutdown removes the worker at once; a killed one ages out after ``CONSUMER_WINDOW_S``."""
+fires. A clean shutdown removes the worker at once; a killed one ages out
+after ``shared.infra.broker.CONSUMER_WINDOW_S``."""
 
 from __future__ import annotations
 
@@ -11,32 +12,11 @@ import threading
 
 from celery.signals import worker_ready, worker_shutdown
 
-from shared.infra.keys import consumers_key
-from shared.infra.metrics_collectors import CONSUMER_RETAIN_S
+from shared.infra.broker import record_consumer, retire_consumer
 from workers.runtime import runtime
 
 log = logging.getLogger(__name__)
 _stop = threading.Event()
-
-
-def beat(redis, node: str, queues: list[str]) -> None:
-    """Record ``node`` as a live consumer of ``queues`` now (Redis clock, so hosts' clocks do not matter)."""
-    seconds, micros = redis.time()
-    now = seconds + micros / 1e6
-    pipe = redis.pipeline(transaction=False)
-    for q in queues:
-        key = consumers_key(q)
-        pipe.zadd(key, {node: now})
-        pipe.zremrangebyscore(key, "-inf", now - CONSUMER_RETAIN_S)  # workers gone long ago
-        pipe.expire(key, int(CONSUMER_RETAIN_S))
-    pipe.execute()
-
-
-def retire(redis, node: str, queues: list[str]) -> None:
-    pipe = redis.pipeline(transaction=False)
-    for q in queues:
-        pipe.zrem(consumers_key(q), node)
-    pipe.execute()
 
 
 def consumed_queues(consumer) -> list[str]:
@@ -48,13 +28,13 @@ def _loop(node: str, queues: list[str]) -> None:
     interval = max(0.1, float(rt.settings.workers.heartbeat_interval_s))
     while True:
         try:
-            beat(rt.redis, node, queues)
+            record_consumer(rt.redis, node, queues)
         except Exception:  # noqa: BLE001 - Redis down or restarting: try again at the next interval
             log.warning("consumer heartbeat failed; retrying in %.1f s", interval, exc_info=True)
         if _stop.wait(interval):
             break
     try:
-        retire(rt.redis, node, queues)
+        retire_consumer(rt.redis, node, queues)
     except Exception:  # noqa: BLE001 - the entries age out after CONSUMER_WINDOW_S anyway
         log.warning("could not remove the consumer heartbeats of %s", node, exc_info=True)
 

@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 from celery.signals import worker_ready, worker_shutdown
 
-from shared.infra.keys import BROKER_UNACKED_INDEX
+from shared.infra.broker import renew_leases
 from shared.infra.queueing import lease_renew_interval
 from workers.runtime import runtime
 
@@ -39,20 +38,12 @@ def held_tags(consumer) -> list[str]:
         return []
 
 
-def renew(redis, tags: list[str], now: float | None = None) -> int:
-    """Move the lease of ``tags`` to ``now``; returns how many were still unacked."""
-    if not tags:
-        return 0
-    stamp = time.time() if now is None else now
-    return int(redis.zadd(BROKER_UNACKED_INDEX, dict.fromkeys(tags, stamp), xx=True, ch=True) or 0)
-
-
 def _loop(consumer) -> None:
     rt = runtime()
     interval = lease_renew_interval(rt.settings)
     while not _stop.wait(interval):
         try:
-            renew(rt.redis, held_tags(consumer))
+            renew_leases(rt.redis, held_tags(consumer))
         except Exception:  # noqa: BLE001 - Redis down or restarting: try again at the next interval
             log.warning("could not renew the leases of this worker's messages; retrying in %.1f s", interval,
                         exc_info=True)

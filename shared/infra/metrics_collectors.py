@@ -6,15 +6,12 @@ import logging
 
 from prometheus_client.core import GaugeMetricFamily
 
+from shared.infra.broker import CONSUMER_WINDOW_S
 from shared.infra.keys import BROKER_UNACKED, broker_queue_keys, consumers_key
 from shared.infra.queueing import QUEUES
 
 log = logging.getLogger(__name__)
 
-# A worker counts as a consumer of a queue while its last heartbeat (workers/heartbeat.py, every
-# ``workers.heartbeat_interval_s`` = 10 s by default) is at most this old; older entries are dropped by the workers.
-CONSUMER_WINDOW_S = 30.0
-CONSUMER_RETAIN_S = 3600.0
 
 
 class QueueDepthCollector:

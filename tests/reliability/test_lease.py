@@ -13,11 +13,11 @@ import pytest
 from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.stack import Stack
 from shared.infra import queueing as q
+from shared.infra.broker import renew_leases as renew
 from shared.infra.keys import BROKER_UNACKED_INDEX, Keys
 from shared.infra.redis_conn import connect
 from tests.conftest import worker_env
 from tests.reliability.test_redelivery import Gate, gate  # noqa: F401 - the module-scoped gate fixture
-from workers.lease import renew
 
 pytestmark = pytest.mark.integration
 

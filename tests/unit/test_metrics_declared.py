@@ -11,10 +11,11 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from shared.infra.broker import record_consumer as beat
+from shared.infra.broker import retire_consumer as retire
 from shared.infra.keys import consumers_key
 from shared.infra.metrics import METRIC_NAMES, PLACEHOLDER, metrics_response
 from shared.infra.queueing import QUEUES
-from workers.heartbeat import beat, retire
 
 ROOT = Path(__file__).resolve().parents[2]
 

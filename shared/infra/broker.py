@@ -1,0 +1,44 @@
+"""What the workers keep in the broker's Redis beside Celery's own messages: the leases of the messages
+they hold (``workers/lease.py``) and their consumer heartbeats (``workers/heartbeat.py``, read by the
+gateway's ``graphfleet_queue_consumers`` gauge, ``shared/infra/metrics_collectors.py``)."""
+
+from __future__ import annotations
+
+import time
+
+from shared.infra.keys import BROKER_UNACKED_INDEX, consumers_key
+
+# A worker counts as a consumer of a queue while its last heartbeat (every ``workers.heartbeat_interval_s``,
+# 10 s by default) is at most CONSUMER_WINDOW_S old; entries older than CONSUMER_RETAIN_S are dropped.
+CONSUMER_WINDOW_S = 30.0
+CONSUMER_RETAIN_S = 3600.0
+
+
+def renew_leases(redis, tags: list[str], now: float | None = None) -> int:
+    """Move the delivery time of ``tags`` in kombu's ``unacked_index`` to ``now`` (``ZADD XX``: a tag acked
+    meanwhile is not brought back); returns how many were still unacked."""
+    if not tags:
+        return 0
+    stamp = time.time() if now is None else now
+    return int(redis.zadd(BROKER_UNACKED_INDEX, dict.fromkeys(tags, stamp), xx=True, ch=True) or 0)
+
+
+def record_consumer(redis, node: str, queues: list[str]) -> None:
+    """Record ``node`` as a live consumer of ``queues`` now (Redis clock, so hosts' clocks do not matter)."""
+    seconds, micros = redis.time()
+    now = seconds + micros / 1e6
+    pipe = redis.pipeline(transaction=False)
+    for q in queues:
+        key = consumers_key(q)
+        pipe.zadd(key, {node: now})
+        pipe.zremrangebyscore(key, "-inf", now - CONSUMER_RETAIN_S)  # workers gone long ago
+        pipe.expire(key, int(CONSUMER_RETAIN_S))
+    pipe.execute()
+
+
+def retire_consumer(redis, node: str, queues: list[str]) -> None:
+    pipe = redis.pipeline(transaction=False)
+    for q in queues:
+        pipe.zrem(consumers_key(q), node)
+    pipe.execute()
+
