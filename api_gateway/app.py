@@ -10,7 +10,8 @@ from api_gateway.docs_ui import install_docs
 from api_gateway.errors import BodySizeLimit, install_error_handlers
 from api_gateway.http_metrics import HttpMetrics
 from api_gateway.openapi import install_openapi, operation_id
-from api_gateway.routes import admin, documents, graph, health, jobs, metrics, queries, usage
+from api_gateway.routes import admin, documents, graph, health, jobs, metrics, queries, query_events, usage
+from api_gateway.routes.ui import install_ui
 from api_gateway.state import Gateway
 from shared.config import get_settings
 from shared.infra.job_metrics import JobMetrics
@@ -58,6 +59,7 @@ def create_app(settings=None, max_body_bytes: int | None = None) -> FastAPI:
     configure_logging(settings)  # GRAPHFLEET_LOG_FORMAT=json (shared/infra/log_setup.py)
     instrument_gateway(app, settings)  # GRAPHFLEET_OTEL_ENABLED (shared/infra/tracing.py)
     install_docs(app)  # Swagger UI from local assets, no CDN
-    for module in (health, metrics, admin, documents, jobs, queries, usage, graph):
+    for module in (health, metrics, admin, documents, jobs, queries, query_events, usage, graph):
         app.include_router(module.router)
+    install_ui(app)  # /ui: the graph explorer, local assets only (api_gateway/routes/ui.py)
     return app

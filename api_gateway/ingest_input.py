@@ -1,11 +1,17 @@
 """Read an ingestion batch from JSON or a multipart upload and validate it synchronously.
 
+A multipart upload may hold text (.txt/.md), PDF, HTML and DOCX files. The type is told from the file's
+first bytes (``shared.domain.parsing.sniff``), never from its name: a text file is stored as the document's
+text, any other file is stored as sent (bounded by ``chunking.max_original_bytes``) and its text is extracted
+by a parse task (``parser`` queue), not here.
+
 The documents are validated here, once (``shared.infra.ingest_submit.validate_documents``): the batch
 carries the proof (``ValidDocuments``), so submitting it does not validate it again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import PurePath
 from typing import Annotated
@@ -19,6 +25,8 @@ from api_gateway.deps import GatewayDep
 from api_gateway.errors import ApiError
 from api_gateway.idempotency import fingerprint
 from api_gateway.schemas import IngestBody
+from shared.domain.parsing import TEXT_TYPES, sniff
+from shared.domain.parsing.detect import DOCX, PDF
 from shared.infra.ingest_submit import (
     DocumentInput,
     InvalidDocument,
@@ -27,7 +35,9 @@ from shared.infra.ingest_submit import (
     validate_documents,
 )
 
-UPLOAD_SUFFIXES = {".txt", ".md", ".markdown", ".text"}
+ACCEPTED = "text (.txt, .md), PDF, HTML and DOCX files"
+TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".text"}
+BINARY_SUFFIXES = {".pdf": PDF, ".docx": DOCX}
 MAX_FILES = 1000
 _STATUS = {"document_too_large": 413}
 
@@ -35,7 +45,8 @@ _STATUS = {"document_too_large": 413}
 class IngestBatch:
     def __init__(self, items: ValidDocuments):
         self.items = items
-        self.fingerprint = fingerprint([[d.text, d.id, d.title, d.metadata] for d in items])
+        self.fingerprint = fingerprint([[d.text or hashlib.sha256(d.data or b"").hexdigest(), d.id, d.title,
+                                         d.metadata] for d in items])
 
 
 def invalid(exc: InvalidDocument) -> ApiError:
@@ -72,16 +83,27 @@ async def _from_form(request: Request) -> list[DocumentInput]:
         raise ApiError(400, "malformed_multipart", f"could not parse the multipart body: {exc}") from exc
     uploads = [v for key in ("files", "file") for v in form.getlist(key) if isinstance(v, UploadFile)]
     if not uploads:
-        raise ApiError(422, "empty_batch", "no files: upload .txt/.md files in the 'files' field")
-    items = []
-    for upload in uploads:
-        name = PurePath(upload.filename or "upload.txt").name
-        if PurePath(name).suffix.lower() not in UPLOAD_SUFFIXES:
-            raise ApiError(415, "unsupported_file_type", f"{name}: only .txt and .md files are accepted")
-        text = decode_bytes(await upload.read(), name)
-        items.append(DocumentInput(text=text, title=name, metadata={"filename": name}))
+        raise ApiError(422, "empty_batch", f"no files: upload {ACCEPTED} in the 'files' field")
+    items = [_document(PurePath(upload.filename or "upload.txt").name, await upload.read()) for upload in uploads]
     await form.close()
     return items
+
+
+def _document(name: str, data: bytes) -> DocumentInput:
+    """What the file is comes from its bytes: a ``.txt`` or ``.html`` that is a PDF is read as a PDF; bytes that
+    are none of the accepted types are refused whatever the name says, and so is a file named as a binary
+    format (.pdf, .docx) whose content is not that format (an executable, or text, renamed)."""
+    media_type = sniff(data)
+    suffix = PurePath(name).suffix.lower()
+    if media_type is None and suffix in TEXT_SUFFIXES:
+        decode_bytes(data, name)  # named text, but not UTF-8: say so (invalid_encoding, with the byte)
+    claimed = BINARY_SUFFIXES.get(suffix)
+    if media_type is None or (claimed and claimed != media_type):
+        what = f"is {media_type}" if media_type else "is none of them"
+        raise ApiError(415, "unsupported_file_type", f"{name}: accepted are {ACCEPTED}; the content {what}")
+    if media_type in TEXT_TYPES:
+        return DocumentInput(text=decode_bytes(data, name), title=name, metadata={"filename": name})
+    return DocumentInput(text="", title=name, metadata={"filename": name}, data=data, media_type=media_type)
 
 
 async def read_batch(request: Request, gw: GatewayDep) -> IngestBatch:
@@ -93,7 +115,9 @@ async def read_batch(request: Request, gw: GatewayDep) -> IngestBatch:
             items = await _from_form(request)
         else:
             raise ApiError(415, "unsupported_media_type", "send application/json or multipart/form-data")
-        return IngestBatch(validate_documents(items, gw.settings.chunking.max_document_bytes))
+        chunking = gw.settings.chunking
+        return IngestBatch(validate_documents(items, chunking.max_document_bytes,
+                                              max_files_bytes=chunking.max_original_bytes))
     except InvalidDocument as exc:
         raise invalid(exc) from None
 
@@ -128,7 +152,8 @@ REQUEST_BODY_DOC = {
             "multipart/form-data": {
                 "schema": {"type": "object", "properties": {
                     "files": {"type": "array", "items": {"type": "string", "format": "binary"}}}},
-                "examples": {"upload": {"summary": "upload .txt/.md files", "value": {"files": ["carol.txt"]}}},
+                "examples": {"upload": {"summary": "upload text, PDF, HTML or DOCX files (the type is read from "
+                                                   "the content)", "value": {"files": ["carol.txt", "report.pdf"]}}},
             },
         },
     }

@@ -23,14 +23,17 @@ from fastapi.routing import APIRoute
 
 OPERATION_IDS = {
     "healthz": "health_live", "readyz": "health_ready", "prometheus_metrics": "metrics_scrape",
-    "create_tenant": "tenants_create", "get_tenant": "tenants_get", "create_key": "tenants_keys_create",
+    "create_tenant": "tenants_create", "list_tenants": "tenants_list", "get_tenant": "tenants_get",
+    "create_key": "tenants_keys_create",
     "revoke_key": "tenants_keys_revoke", "whoami": "tenants_current",
     "ingest_documents": "documents_ingest", "list_documents": "documents_list", "get_document": "documents_get",
     "delete_document": "documents_delete",
-    "get_job": "jobs_get", "cancel_job": "jobs_cancel",
+    "list_jobs": "jobs_list", "get_job": "jobs_get", "cancel_job": "jobs_cancel",
     "create_query": "queries_create", "get_query": "queries_get",
     "get_usage": "usage_get",
     "graph_stats": "graph_stats", "graph_entity": "graph_entity", "graph_export": "graph_export",
+    "graph_entities_search": "graph_entities_search", "graph_communities": "graph_communities",
+    "graph_community": "graph_community",
 }
 
 ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}

@@ -44,6 +44,11 @@ class TenantOut(BaseModel):
     created_at: float
 
 
+class TenantList(BaseModel):
+    items: list[TenantOut]
+    total: int
+
+
 class KeyCreate(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"name": "ci"}]})
 
@@ -152,6 +157,15 @@ class JobOut(BaseModel):
     result: Any = None
 
 
+class JobListOut(BaseModel):
+    model_config = _examples({"items": [_JOB_EXAMPLE], "total": 1, "offset": 0, "limit": 50})
+
+    items: list[JobOut] = Field(description="newest first")
+    total: int = Field(description="jobs that match the filters (all the tenant's jobs on record without filters)")
+    offset: int
+    limit: int
+
+
 class CancelOut(BaseModel):
     model_config = _examples({"job_id": "job-5d0c6f0e9d8a4f7c9a8b7c6d5e4f3a2b", "canceled": True,
                               "status": "canceled", "message": "canceled; finished chunks are kept",
@@ -232,6 +246,63 @@ class EntityOut(BaseModel):
     sources: dict[str, list[str]]
     neighbors: list[dict[str, Any]]
     communities: list[str]
+
+
+class EntityHit(BaseModel):
+    name: str
+    type: str
+    degree: int
+
+
+class EntitySearchOut(BaseModel):
+    model_config = _examples({"q": "scro", "total": 1, "items": [{"name": "SCROOGE", "type": "person", "degree": 42}]})
+
+    q: str
+    total: int = Field(description="matching entities (items holds at most `limit`: prefix matches, then by degree)")
+    items: list[EntityHit]
+
+
+class CommunityReportOut(BaseModel):
+    title: str
+    summary: str
+    rating: float
+    rating_explanation: str
+    findings: list[dict[str, str]]
+    generated_by: str
+
+
+class CommunitySummary(BaseModel):
+    id: str
+    level: int
+    size: int = Field(description="member entities")
+    parent: str | None
+    title: str | None = Field(description="the report's title (null while no report exists)")
+    rating: float | None
+
+
+class CommunityListOut(BaseModel):
+    model_config = _examples({"level": 0, "levels": {"0": 12, "1": 30}, "total": 1, "items": [
+        {"id": "L0-1", "level": 0, "size": 14, "parent": None, "title": "Scrooge and Marley", "rating": 7.5}]})
+
+    level: int
+    levels: dict[str, int] = Field(description="communities per level")
+    total: int
+    items: list[CommunitySummary]
+
+
+class CommunityOut(BaseModel):
+    model_config = _examples({"id": "L0-1", "level": 0, "parent": None, "children": ["L1-3"],
+                              "nodes": ["SCROOGE", "MARLEY"], "report": {
+                                  "title": "Scrooge and Marley", "summary": "...", "rating": 7.5,
+                                  "rating_explanation": "", "findings": [{"summary": "...", "explanation": "..."}],
+                                  "generated_by": "llm"}})
+
+    id: str
+    level: int
+    parent: str | None
+    children: list[str]
+    nodes: list[str]
+    report: CommunityReportOut | None
 
 
 class ReadyOut(BaseModel):

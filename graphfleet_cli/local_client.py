@@ -7,6 +7,7 @@ from pathlib import Path
 
 from graphfleet_cli.progress import ProgressLine
 from shared.config import get_settings
+from shared.domain.parsing import TEXT_TYPES, sniff
 from shared.infra.ingest_submit import DocumentInput, decode_bytes, submit_ingestion
 from shared.infra.jobs import TERMINAL, JobStore
 from shared.infra.query_submit import submit_query
@@ -15,6 +16,7 @@ from shared.infra.redis_conn import connect
 from shared.infra.store.redis_graph import GraphStore
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".text"}
+FILE_SUFFIXES = TEXT_SUFFIXES | {".pdf", ".html", ".htm", ".docx"}  # what a directory is searched for
 
 
 def collect_files(paths: list[str]) -> list[Path]:
@@ -22,14 +24,26 @@ def collect_files(paths: list[str]) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES))
+            files.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in FILE_SUFFIXES))
         elif path.is_file():
             files.append(path)
         else:
             raise SystemExit(f"no such file or directory: {raw}")
     if not files:
-        raise SystemExit("no .txt or .md files found")
+        raise SystemExit("no .txt, .md, .pdf, .html or .docx files found")
     return files
+
+
+def file_document(path: Path) -> DocumentInput:
+    """A file as a document: text as it is; a PDF, HTML or DOCX file (told by its bytes, not its name) is sent
+    as it is and its text extracted by the ``parser`` workers."""
+    data = path.read_bytes()
+    media_type = sniff(data)
+    if media_type is None:
+        raise SystemExit(f"{path}: not a text, PDF, HTML or DOCX file")
+    if media_type in TEXT_TYPES:
+        return DocumentInput(text=decode_bytes(data, str(path)), title=path.name, metadata={"path": str(path)})
+    return DocumentInput(text="", title=path.name, metadata={"path": str(path)}, data=data, media_type=media_type)
 
 
 class LocalClient:
@@ -39,9 +53,7 @@ class LocalClient:
         self.celery = make_celery(self.settings)
 
     def ingest_files(self, tenant: str, files: list[Path]) -> dict:
-        docs = [DocumentInput(text=decode_bytes(f.read_bytes(), str(f)), title=f.name,
-                              metadata={"path": str(f)}) for f in files]
-        return submit_ingestion(self.redis, self.celery, tenant, docs, self.settings)
+        return submit_ingestion(self.redis, self.celery, tenant, [file_document(f) for f in files], self.settings)
 
     def job(self, tenant: str, job_id: str) -> dict | None:
         return JobStore(self.redis, tenant).view(job_id)

@@ -1,13 +1,22 @@
-"""``graphfleet`` command line: up, ingest, query, stats, export, demo, backup, restore, llm-simulator."""
+# PYTHON_ARGCOMPLETE_OK
+"""``graphfleet`` command line: up, ingest, query, stats, export, demo, backup, restore, llm-simulator, and the
+management verbs tenants, keys, jobs, documents, usage (graphfleet_cli/manage_cli.py); completion.
+
+Exit codes (docs/client.md#exit-codes): 0 success; 1 failure (an API or Redis error, the gateway unreachable, a job
+or query that failed); 2 invalid command line; 3 not found (no such tenant, key, job, document, or a tenant with no
+documents for ``query``); 130 interrupted."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 
-from graphfleet_cli import commands
+from graphfleet_cli import commands, manage_cli
+
+EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_INTERRUPTED = 1, 2, 3, 130
 
 
 def _add_tenant(p: argparse.ArgumentParser) -> None:
@@ -73,37 +82,48 @@ def build_parser() -> argparse.ArgumentParser:
     from llm_simulator.cli import add_arguments
 
     add_arguments(sim)
+    manage_cli.add_parsers(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if "_ARGCOMPLETE" in os.environ:  # a shell asking for completions (graphfleet completion)
+        import argcomplete
+
+        argcomplete.autocomplete(parser)
+    args = parser.parse_args(argv)
     if args.command == "llm-simulator":
         from llm_simulator.cli import main as sim_main
 
         return sim_main(args) or 0
-    handler = getattr(commands, "cmd_" + args.command.replace("-", "_"))
+    handler = getattr(args, "handler", None) or getattr(commands, "cmd_" + args.command.replace("-", "_"))
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    return run(handler, args)
+
+
+def run(handler, args) -> int:
+    """Run a verb; errors become one ``graphfleet: ...`` line on stderr and an exit code."""
     import httpx
     from redis.exceptions import RedisError
 
+    from graphfleet.errors import ApiError, NotFoundError, TransportError
     from graphfleet_cli.backup import BackupError
-    from graphfleet_cli.http_client import GatewayError
 
     try:
         return handler(args) or 0
     except KeyboardInterrupt:
-        return 130
-    except GatewayError as exc:
-        print(f"graphfleet: {exc}", file=sys.stderr)
-        return 1
-    except httpx.HTTPError as exc:
+        return EXIT_INTERRUPTED
+    except ApiError as exc:
+        print(f"graphfleet: {exc.code}: {exc.message} (HTTP {exc.status})", file=sys.stderr)
+        return EXIT_NOT_FOUND if isinstance(exc, NotFoundError) else EXIT_FAILURE
+    except (TransportError, httpx.HTTPError) as exc:
         print(f"graphfleet: cannot reach the gateway: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
     except (BackupError, RedisError, OSError) as exc:
         print(f"graphfleet {args.command}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
 
 
 if __name__ == "__main__":

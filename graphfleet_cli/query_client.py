@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from graphfleet_cli.output import print_json
 from shared.domain.query.params import QueryParam
 
+NOT_FOUND = 3  # graphfleet_cli/main.py EXIT_NOT_FOUND
 _FLAG_FIELDS = ("max_total_tokens", "max_entity_tokens", "max_relation_tokens", "top_k", "chunk_top_k", "preset",
                 "level")
 
@@ -31,10 +32,11 @@ def param_from_args(args) -> QueryParam:
     return QueryParam.model_validate(fields)
 
 
-def run_query(client, tenant: str, param: QueryParam, timeout: float = 300.0) -> dict:
-    """Submit through ``client`` (local queues or the gateway) and shape the result for printing/--json."""
+def run_query(client, tenant: str, param: QueryParam, timeout: float = 300.0, on_token=None) -> dict:
+    """Submit through ``client`` (local queues or the gateway) and shape the result for printing/--json;
+    ``on_token(text)`` sees the answer's tokens as they arrive (gateways that stream query events)."""
     started = time.perf_counter()
-    done = client.query(tenant, param, timeout)
+    done = client.query(tenant, param, timeout, **({"on_token": on_token} if on_token else {}))
     result = done["result"] or {}
     return {
         "query_id": done["query_id"], "status": done["status"], "mode": param.mode, "error": done["error"],
@@ -54,12 +56,27 @@ def run_query_command(args, client, tenant: str) -> int:
     except ValidationError as exc:
         print(f"invalid query parameters: {exc}", file=sys.stderr)
         return 2
-    out = run_query(client, tenant, param, args.timeout)
+    if not client.stats(tenant).get("documents"):
+        print(f"graphfleet query: no documents ingested for tenant {tenant!r} (graphfleet ingest PATH... first)",
+              file=sys.stderr)
+        return NOT_FOUND
+    streamed: list[str] = []
+    stream = not args.json and sys.stdout.isatty() and getattr(client, "streams", False)
+    out = run_query(client, tenant, param, args.timeout, on_token=_printer(streamed) if stream else None)
     if args.json:
         print_json(out)
     else:
-        print_human(out)
+        print_human(out, answer_shown=bool(streamed))
     return 0 if out["status"] == "succeeded" else 1
+
+
+def _printer(streamed: list[str]):
+    def on_token(text: str) -> None:
+        streamed.append(text)
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    return on_token
 
 
 def budget_lines(budget: dict | None) -> list[str]:
@@ -74,11 +91,15 @@ def budget_lines(budget: dict | None) -> list[str]:
     return lines
 
 
-def print_human(out: dict) -> None:
+def print_human(out: dict, answer_shown: bool = False) -> None:
+    """``answer_shown``: the answer's tokens were already printed as they arrived."""
     label = {"llm": "answer", "extractive": "extractive answer (no LLM configured: top-ranked facts with sources)",
-             "none": "no answer"}[out["answer_kind"]]
-    print(f"[{out['mode']}] {label}:")
-    print(out["answer"] or "(empty)")
+             "none": "no answer"}.get(out["answer_kind"], "answer")
+    if answer_shown:
+        print()
+    else:
+        print(f"[{out['mode']}] {label}:")
+        print(out["answer"] or "(empty)")
     if out.get("partial"):
         print(f"PARTIAL: {out['partial_reason']}")
     print("budget:")

@@ -20,6 +20,7 @@ class ChunkingSettings(BaseModel):
     by_separators: bool = False
     separators: list[str] = ["\n\n", "\n", ". ", " "]
     max_document_bytes: int = 20_000_000
+    max_original_bytes: int = Field(50_000_000, ge=1)  # an uploaded PDF / HTML / DOCX file, kept with its document
 
 
 class ExtractionSettings(BaseModel):

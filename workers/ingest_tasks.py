@@ -17,11 +17,18 @@ from shared.pipeline.finalize_stage import run_finalize
 from shared.pipeline.flow import MERGE, report_stage
 from shared.pipeline.index_stage import run_index
 from shared.pipeline.merge_stage import plan_batches, run_merge_batch, summarizer
+from shared.pipeline.parse_stage import run_parse
 from shared.pipeline.report_stage import plan_report_batches, run_report_batch
 from workers.job import Job
 from workers.shell import INFRA_ERRORS, job_task
 
 log = logging.getLogger(__name__)
+
+
+@job_task(m.ParseDocument, mark="parse",  # a file that keeps killing its worker: a failed document, the job goes on
+          give_up=lambda job, cause: job.send(*job.flow.document_parsed(job.msg.doc_id, f"parse_failed: {cause}")))
+def parse_document(job: Job, msg: m.ParseDocument) -> None:
+    job.send(*job.flow.document_parsed(msg.doc_id, run_parse(job.store, job.settings, msg.doc_id)))
 
 
 @job_task(m.ChunkDocument, mark="chunk")

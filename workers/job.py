@@ -57,6 +57,10 @@ class Job:
         cancel_check = (lambda: self.jobs.canceled_recently(self.msg.job_id)) if cancellable else None
         return self.rt.chat_fn(self.context(stage), model=model, cancel_check=cancel_check)
 
+    def stream(self, event: str, data: dict) -> None:
+        """A stream event of this query for its followers (``GET /v1/queries/{id}/events``); best effort."""
+        self.queries.publish(self.msg.job_id, event, data)
+
     def send(self, *messages: Message, **options) -> None:
         for msg in messages:
             send(app, msg, **options)

@@ -18,15 +18,18 @@ from workers.job import Job
 from workers.shell import job_task
 
 log = logging.getLogger(__name__)
+STREAMED = ("answer", "reduce")  # phases whose tokens are published as the LLM produces them
 
 
 def _chat(job: Job):
-    """``chat(messages, phase) -> ChatResult`` for this query (usage booked per phase), or None without an LLM."""
+    """``chat(messages, phase) -> ChatResult`` for this query (usage booked per phase), or None without an LLM;
+    the answer (and the global reduce) is streamed: each token becomes a ``token`` event of the query."""
     llm = job.rt.llm
     if llm is None:
         return None
-    ctx = job.context("answer")
-    return lambda messages, phase: llm.chat(messages, ctx.with_stage(phase))
+    ctx, tokens = job.context("answer"), job.queries.token_sink(job.msg.job_id)
+    return lambda messages, phase: llm.chat(messages, ctx.with_stage(phase),
+                                            on_token=tokens if phase in STREAMED else None)
 
 
 def _param(job: Job):
@@ -64,6 +67,7 @@ def _start_global(job: Job, param, llm: bool) -> None:
         return
     job.queries.save_plan(job.msg.job_id, plan, result)
     job.jobs.set(job.msg.job_id, stage="map", map_groups=len(plan.groups))
+    job.stream("map", {"done": 0, "total": len(plan.groups)})
     job.send(*(GlobalMap(job.msg.tenant, job.msg.job_id, group.index) for group in plan.groups))
     job.send(QueryDeadline(job.msg.tenant, job.msg.job_id), countdown=param.deadline_s)
 
@@ -80,6 +84,7 @@ def global_map(job: Job, msg: GlobalMap) -> None:
         log.warning("map group %s of %s failed: %s", msg.group, msg.job_id, exc)
         text = ""
     answered = job.queries.record_map(msg.job_id, msg.group, text, began, time.time(), job.worker)
+    job.stream("map", {"done": answered, "total": len(plan.groups)})
     if answered >= len(plan.groups) and job.jobs.claim_advance(msg.job_id, "reduce", job.token):
         job.send(GlobalReduce(msg.tenant, msg.job_id))
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path
 from api_gateway.deps import AdminDep, GatewayDep, TenantDep
 from api_gateway.errors import ApiError, not_found
 from api_gateway.routes.common import errors
-from api_gateway.schemas import KeyCreate, KeyOut, KeyRevoked, TenantCreate, TenantOut
+from api_gateway.schemas import KeyCreate, KeyOut, KeyRevoked, TenantCreate, TenantList, TenantOut
 from shared.infra.tenants import Tenant, TenantExists
 
 router = APIRouter(prefix="/v1", tags=["tenants"])
@@ -29,6 +29,14 @@ def create_tenant(gw: GatewayDep, body: TenantCreate) -> TenantOut:
         return _tenant_out(gw.tenants.create(record))
     except TenantExists:
         raise ApiError(409, "tenant_exists", f"tenant {record.id!r} already exists") from None
+
+
+@router.get("/tenants", response_model=TenantList, dependencies=[AdminDep], responses=errors(401),
+            summary="Every tenant (admin)")
+def list_tenants(gw: GatewayDep) -> TenantList:
+    """All tenant records, ordered by id (the registry holds ids only; each record is read once)."""
+    items = [_tenant_out(t) for t in gw.tenants.all()]
+    return TenantList(items=items, total=len(items))
 
 
 @router.get("/tenants/{tenant_id}", response_model=TenantOut, dependencies=[AdminDep],

@@ -1,4 +1,4 @@
-"""``/v1/queries``: submit (optionally wait up to 60 s), fetch the result."""
+"""``/v1/queries``: submit (optionally wait up to 60 s, or stream its events), fetch the result."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Query
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from pydantic import Field
 
 from api_gateway.deps import GatewayDep, TenantDep
 from api_gateway.errors import ApiError, not_found
@@ -34,6 +35,13 @@ QUERY_EXAMPLES = {
 }
 
 
+class QueryRequest(QueryParam):
+    """A query's parameters, and how to answer the submission."""
+
+    stream: bool = Field(False, description="answer `200 text/event-stream`: `accepted` then the events of "
+                                            "`GET /v1/queries/{query_id}/events` (tokens as they are produced)")
+
+
 def query_out(view: dict) -> dict:
     out = {"query_id": view["id"], "status": view["status"], "error": view.get("error")}
     if view["status"] in TERMINAL:
@@ -43,7 +51,7 @@ def query_out(view: dict) -> dict:
     return out
 
 
-def _query_view(gw: Gateway, tenant: str, query_id: str) -> dict:
+def query_view(gw: Gateway, tenant: str, query_id: str) -> dict:
     view = JobStore(gw.redis, tenant).view(query_id)
     if view is None or view.get("kind") != "query":
         raise not_found("query")
@@ -56,17 +64,20 @@ async def wait_until_finished(gw: Gateway, tenant: str, query_id: str, seconds: 
 
 
 @router.post("", status_code=202, response_model=QueryAccepted, summary="Submit a query",
-             responses={200: {"model": QueryOut, "description": "finished within ?wait"},
+             responses={200: {"model": QueryOut, "description": "finished within `?wait`; with `\"stream\": true`, the "
+                          "events: `accepted` `{query_id, location}`, then those of `GET .../events`",
+                     "content": {"text/event-stream": {"schema": {"type": "string"}}}},
                         **errors(400, 401, 413, 422, 429)})
 async def create_query(
     gw: GatewayDep, who: TenantDep,
-    param: Annotated[QueryParam, Body(openapi_examples=QUERY_EXAMPLES)],
+    request: Annotated[QueryRequest, Body(openapi_examples=QUERY_EXAMPLES)],
     wait: Annotated[float, Query(ge=0, description="hold up to this many seconds (capped at 60)")] = 0,
     idempotency_key: IdempotencyKey = None,
-) -> JSONResponse:
-    if not param.query.strip():
+) -> Response:
+    if not request.query.strip():
         raise ApiError(422, "empty_query", "query text is empty")
-    fields = param.model_dump(mode="json", exclude_unset=True)  # the tenant's preset applies in the worker
+    fields = request.model_dump(mode="json", exclude_unset=True, exclude={"stream"})  # preset: in the worker
+    param = QueryParam.model_validate(fields)
 
     def submit() -> dict:
         query_id = submit_query(gw.redis, gw.celery, who.tenant, param)
@@ -75,8 +86,13 @@ async def create_query(
     status, body = await run_in_threadpool(run_submission, gw, who, scope="queries", idempotency_key=idempotency_key,
                                            fingerprint=fingerprint(fields), submit=submit)
     body = {k: v for k, v in body.items() if k != "job_id"}
+    if request.stream:
+        from api_gateway.routes.query_events import sse, stream_response  # it builds on this module
+
+        accepted = sse("accepted", {"query_id": body["query_id"], "location": body["location"]})
+        return stream_response(gw, who.tenant, body["query_id"], accepted, {"Location": body["location"]})
     if wait > 0 and await wait_until_finished(gw, who.tenant, body["query_id"], min(wait, MAX_WAIT_S)):
-        view = await run_in_threadpool(_query_view, gw, who.tenant, body["query_id"])
+        view = await run_in_threadpool(query_view, gw, who.tenant, body["query_id"])
         return JSONResponse(query_out(view), status_code=200, headers={"Location": body["location"]})
     return JSONResponse(body, status_code=status, headers={"Location": body["location"],
                                                             "Retry-After": str(RETRY_AFTER_S["query"])})
@@ -86,6 +102,6 @@ async def create_query(
 def get_query(gw: GatewayDep, who: TenantDep, query_id: QueryId) -> JSONResponse:
     """The result (answer, answer_kind, budget, usage, sources, partial, ...) once finished; otherwise the
     status with ``Retry-After``."""
-    view = _query_view(gw, who.tenant, query_id)
+    view = query_view(gw, who.tenant, query_id)
     headers = {} if view["status"] in TERMINAL else {"Retry-After": str(RETRY_AFTER_S["query"])}
     return JSONResponse(query_out(view), headers=headers)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from shared.domain.models import ChunkFailure
+from shared.infra.job_documents import DocumentProgress
 from shared.infra.keys import SEP, Keys, active_jobs_key
 from shared.infra.llm.usage import job_usage
 from shared.infra.redis_conn import to_str
@@ -29,6 +30,8 @@ class JobSnapshot:
     fields: dict[str, str]
     docs: set[str] = field(default_factory=set)
     docs_done: set[str] = field(default_factory=set)
+    docs_files: set[str] = field(default_factory=set)  # uploaded as files (PDF, HTML, DOCX): to be parsed
+    docs_parsed: set[str] = field(default_factory=set)  # text extracted from the uploaded file (or failed to be)
     chunks: set[str] = field(default_factory=set)
     chunks_done: set[str] = field(default_factory=set)
     flags: dict[str, str] = field(default_factory=dict)  # stage -> token of the task that claimed it
@@ -92,13 +95,14 @@ def parse_active_member(member) -> tuple[str, str]:
     return tenant, job_id
 
 
-class JobStore:
+class JobStore(DocumentProgress):
     def __init__(self, redis, tenant: str):
         self.redis = redis
         self.tenant = tenant
         self.k = Keys(tenant)
 
-    def create(self, job_id: str, kind: str, doc_ids: list[str] | None = None, params: dict | None = None) -> None:
+    def create(self, job_id: str, kind: str, doc_ids: list[str] | None = None, params: dict | None = None,
+               files: list[str] | None = None) -> None:  # files: documents whose file is to be parsed first
         now = time.time()
         pipe = self.redis.pipeline()
         pipe.hset(self.k.job(job_id), mapping={
@@ -108,6 +112,8 @@ class JobStore:
         })
         if doc_ids:
             pipe.sadd(self.k.job_docs(job_id), *doc_ids)
+        if files:
+            pipe.sadd(self.k.job_docs_files(job_id), *files)
         pipe.zadd(self.k.jobs(), {job_id: now})
         pipe.zadd(active_jobs_key(), {active_member(self.tenant, job_id): now})
         pipe.execute()
@@ -326,7 +332,8 @@ class JobStore:
         pipe.smembers(self.k.job_chunks(job_id))
         pipe.smembers(self.k.job_chunks_done(job_id))
         pipe.hgetall(self.k.job_flags(job_id))
-        raw, docs, docs_done, chunks, chunks_done, flags = pipe.execute()
+        self.read_parse_sets(pipe, job_id)
+        raw, docs, docs_done, chunks, chunks_done, flags, files, parsed = pipe.execute()
         if not raw:
             return None
         fields = {to_str(k): to_str(v) for k, v in raw.items()}
@@ -339,6 +346,7 @@ class JobStore:
         return JobSnapshot(
             tenant=self.tenant, job_id=job_id, fields=fields,
             docs={to_str(x) for x in docs}, docs_done={to_str(x) for x in docs_done},
+            docs_files={to_str(x) for x in files}, docs_parsed={to_str(x) for x in parsed},
             chunks={to_str(x) for x in chunks}, chunks_done={to_str(x) for x in chunks_done},
             flags={to_str(k): to_str(v) for k, v in flags.items()}, batches_done=batches_done,
         )
@@ -385,7 +393,8 @@ class JobStore:
             "chunks_total": total, "chunks_done": finished - failed, "chunks_failed": failed,
             "stage": job.get("stage"),
         }
-        job["failures"] = [f.model_dump() for f in self.failures(job_id)]
+        job["failures"] = [f.model_dump() for f in self.failures(job_id)] + [
+            {"doc_id": d, "stage": "parse", "cause": c} for d, c in sorted(self.document_failures(job_id).items())]
         job["usage"] = job_usage(self.redis, self.tenant, job_id)
         job["stage_times"] = self.stage_times(job_id)
         return job

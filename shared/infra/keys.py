@@ -90,6 +90,15 @@ class Keys:
     def job_docs_done(self, job_id: str) -> str:
         return f"{self.p}job:{job_id}:docs_done"
 
+    def job_docs_files(self, job_id: str) -> str:  # set of doc ids uploaded as files: their text is to be parsed
+        return f"{self.p}job:{job_id}:docs_files"
+
+    def job_docs_parsed(self, job_id: str) -> str:  # set of doc ids whose text is extracted (or failed to be)
+        return f"{self.p}job:{job_id}:docs_parsed"
+
+    def job_doc_failures(self, job_id: str) -> str:  # hash doc_id -> why its file could not be parsed
+        return f"{self.p}job:{job_id}:doc_failures"
+
     def job_touched(self, job_id: str, kind: str) -> str:  # set of entity names / relation keys
         return f"{self.p}job:{job_id}:touched:{kind}"
 
@@ -107,6 +116,9 @@ class Keys:
 
     def doc_text(self, doc_id: str) -> str:
         return f"{self.p}doctext:{doc_id}"
+
+    def doc_original(self, doc_id: str) -> str:  # the uploaded file (PDF, HTML, DOCX) as sent
+        return f"{self.p}docfile:{doc_id}"
 
     def chunk_docs(self, chunk_id: str) -> str:  # set of doc ids containing the chunk
         return f"{self.p}chunkdocs:{chunk_id}"
@@ -201,6 +213,12 @@ class Keys:
 
     def query_map_times(self, query_id: str) -> str:  # hash group index -> json [start, end, worker]
         return f"{self.p}query:{query_id}:maptimes"
+
+    def query_events(self, query_id: str) -> str:  # pub/sub: a query's stream events "seq json" (token, map)
+        return f"{self.p}query:{query_id}:events"
+
+    def query_event_log(self, query_id: str) -> str:  # list of those events (json), replayed to late followers
+        return f"{self.p}query:{query_id}:eventlog"
 
 
 # ---- the broker's keys (kombu's Redis transport names them; listed here so every key has one home)

@@ -52,6 +52,11 @@ def message(task: str):
 
 
 # ---- ingestion (shared/pipeline/flow.py declares how they follow each other)
+@message(q.PARSE)
+class ParseDocument(Message):
+    doc_id: str
+
+
 @message(q.CHUNK)
 class ChunkDocument(Message):
     doc_id: str

@@ -12,6 +12,7 @@ from kombu import Queue
 from shared.infra.keys import Keys
 from shared.infra.redis_conn import is_tls, tls_options
 
+PARSE = "graphfleet.parse_document"
 CHUNK = "graphfleet.chunk_document"
 EXTRACT = "graphfleet.extract_chunk"
 PLAN_MERGE = "graphfleet.plan_merge"
@@ -28,6 +29,7 @@ GLOBAL_REDUCE = "graphfleet.global_reduce"
 QUERY_DEADLINE = "graphfleet.query_deadline"
 
 ROUTES: dict[str, str] = {
+    PARSE: "parser",
     CHUNK: "chunker",
     EXTRACT: "extractor",
     PLAN_MERGE: "merger",
@@ -52,7 +54,7 @@ LLM_QUEUES = {"extractor", "merger", "reporter", "query", "map_analyst", "reduce
 # killed); the LLM-bound groups run on ``threads``, where a task is bounded by the LLM client's timeout and
 # retries (docs/reliability.md). docker-compose.yml uses the same pools.
 WORKER_GROUPS: list[tuple[str, list[str], str]] = [
-    ("ingest", ["chunker", "extractor", "reporter", "indexer"], "threads"),
+    ("ingest", ["parser", "chunker", "extractor", "reporter", "indexer"], "threads"),
     ("merge", ["merger"], "prefork"),
     ("cluster", ["clusterer"], "prefork"),
     ("query", ["query", "reducer"], "threads"),

@@ -115,6 +115,12 @@ class TenantStore:
         raw = self.redis.get(self._record_key(tenant_id))
         return Tenant.model_validate_json(raw) if raw else None
 
+    def all(self) -> list[Tenant]:
+        """Every tenant record, ordered by id (ids in the registry whose record is gone are left out)."""
+        ids = sorted(to_str(x) for x in self.redis.smembers(tenants_key()))
+        raws = self.redis.mget([self._record_key(i) for i in ids]) if ids else []
+        return [Tenant.model_validate_json(raw) for raw in raws if raw]
+
     @staticmethod
     def new_id() -> str:
         return "t" + uuid.uuid4().hex[:12]

@@ -1,6 +1,7 @@
 """The ingestion flow, declared once: its stages in order, what each fans out over, what it waits
 for, the claim that lets exactly one task start it, and the job fields it writes.
 
+    parse (per uploaded file) -> chunk ...
     chunk (per document) -> extract (per chunk) -> merge (planned batches) -+-> index ----------+-> finalize
                                                                             +-> cluster -> report (per wave,
                                                                                 planned batches) -+
@@ -31,6 +32,7 @@ from shared.infra.messages import (
     Finalize,
     MergeBatch,
     Message,
+    ParseDocument,
     PlanMerge,
     PlanReports,
     ReportBatch,
@@ -66,7 +68,7 @@ def next_claim(stage: str) -> str:
 class Stage:
     name: str
     message: type[Message]  # the task doing one unit of the stage
-    fan_out: str  # "documents" | "chunks" | "batches" | "waves" | "once"
+    fan_out: str  # "files" | "documents" | "chunks" | "batches" | "waves" | "once"
     waits_for: tuple[str, ...] = ()  # stages that must be done before it starts
     claim: str | None = None  # taken by the one task that starts the stage (shared by stages started together)
     planner: type[Message] | None = None  # plans the batches of "batches" / "waves" stages
@@ -75,7 +77,8 @@ class Stage:
 
 
 INGEST: tuple[Stage, ...] = (
-    Stage("chunk", ChunkDocument, "documents"),  # DeleteDocument for a delete job
+    Stage("parse", ParseDocument, "files"),  # documents uploaded as files; texts are parsed at submission
+    Stage("chunk", ChunkDocument, "documents", waits_for=("parse",)),  # DeleteDocument for a delete job
     Stage("extract", ExtractChunk, "chunks", waits_for=("chunk",)),
     Stage("merge", MergeBatch, "batches", waits_for=("extract",), claim=CLAIM_MERGE, planner=PlanMerge),
     Stage("index", BuildIndex, "once", waits_for=("merge",), claim=CLAIM_CLUSTER, done_field=INDEX_DONE),
@@ -98,6 +101,8 @@ class FlowState(Protocol):
 
     def extraction_complete(self, job_id: str) -> bool: ...
 
+    def doc_parsed(self, job_id: str, doc_id: str, error: str | None = None) -> None: ...
+
     def plan_batches(self, job_id: str, stage: str, payloads: list, total_field: str) -> None: ...
 
     def batch_done_of(self, job_id: str, stage: str, batch: str, total_field: str) -> tuple[int, int]: ...
@@ -112,6 +117,15 @@ class Flow:
 
     def _claim(self, claim: str) -> bool:
         return self.state.claim_advance(self.job_id, claim, self.token)
+
+    # parse -> chunk
+    def document_parsed(self, doc_id: str, error: str | None = None) -> list[Message]:
+        """The document's text was extracted from its file (chunk it), or could not be (``error``): the
+        document is recorded as failed and counts as chunked, so the job goes on without it."""
+        self.state.doc_parsed(self.job_id, doc_id, error)
+        if error is not None:
+            return self.extraction_progressed()
+        return [ChunkDocument(self.tenant, self.job_id, doc_id)]
 
     # chunk -> extract -> merge
     def extraction_progressed(self, complete: bool | None = None) -> list[Message]:

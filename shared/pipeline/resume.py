@@ -69,6 +69,11 @@ def _documents(stage: Stage, snap: JobSnapshot) -> list[Step]:
     return [Step(DeleteDocument, s.args, stage=s.stage) for s in steps] if snap.kind == "delete" else steps
 
 
+def _files(stage: Stage, snap: JobSnapshot) -> list[Step]:
+    """Documents uploaded as files whose text is not extracted yet (a text document, or a delete job, has none)."""
+    return _items(stage, snap.docs_files, snap.docs_parsed)
+
+
 def _chunks(stage: Stage, snap: JobSnapshot) -> list[Step]:
     return _items(stage, snap.chunks, snap.chunks_done)
 
@@ -111,5 +116,5 @@ def _waves(stage: Stage, snap: JobSnapshot) -> list[Step]:
 
 
 _MISSING: dict[str, Callable[[Stage, JobSnapshot], list[Step]]] = {
-    "documents": _documents, "chunks": _chunks, "batches": _batches, "once": _once, "waves": _waves,
+    "files": _files, "documents": _documents, "chunks": _chunks, "batches": _batches, "once": _once, "waves": _waves,
 }

@@ -26,7 +26,7 @@ from tests.conftest import ROOT, SAMPLE, worker_env
 pytestmark = pytest.mark.integration
 
 GROUPS = [  # the default groups, with ingestion on a prefork pool (forked children write their own files)
-    ("ingest", ["chunker", "extractor", "merger", "reporter", "indexer"], "prefork"),
+    ("ingest", ["parser", "chunker", "extractor", "merger", "reporter", "indexer"], "prefork"),
     ("cluster", ["clusterer"], "solo"),
     ("query", ["query", "reducer"], "threads"),
     ("map", ["map_analyst"], "threads"),
@@ -138,7 +138,9 @@ def test_gateway_metrics_equal_simulator_counts(stack, simulator, tenant):
     assert total(got, "graphfleet_job_duration_seconds_count", kind="ingest", tier="gold") == 1
     assert {lab["queue"] for lab, _v in got["graphfleet_queue_depth"]} == set(QUEUES)
     # every queue has a live consumer (worker heartbeats), and the gateway counted this scrape's predecessors
-    assert {lab["queue"]: v for lab, v in got["graphfleet_queue_consumers"]} == dict.fromkeys(QUEUES, 1.0)
+    # (at least one: the session's Redis is shared, so another test's stack stopped within the window still counts)
+    consumers = {lab["queue"]: v for lab, v in got["graphfleet_queue_consumers"]}
+    assert set(consumers) == set(QUEUES) and min(consumers.values()) >= 1, consumers
     assert total(got, "graphfleet_http_requests_total", route="/healthz", method="GET", status="2xx") >= 1
     assert total(got, "graphfleet_tasks_in_progress") == 0
     # the worker-side exporter reads the same host directory: same counts

@@ -15,6 +15,7 @@ from shared.infra.jobs import TERMINAL, JobStore
 from shared.infra.keys import Keys
 from shared.infra.llm.client import LLMClient
 from shared.infra.llm.usage import CallContext, UsageRecorder, read_usage
+from shared.infra.queueing import QUEUES
 from shared.infra.redis_conn import free_port
 from shared.infra.store.redis_graph import GraphStore
 from shared.infra.store.redis_vectors import RedisVectorStore
@@ -33,9 +34,9 @@ GLOBAL_KEYS = {
     "unacked_index": "kombu",
     "unacked_mutex": "kombu",
 }
-GLOBAL_PREFIXES = ("_kombu.", "gf:rl:")  # kombu bindings; the model-wide LLM rate budget
-QUEUE_NAMES = {"chunker", "extractor", "merger", "clusterer", "reporter", "indexer", "query", "map_analyst",
-               "reducer", "default"}
+# kombu bindings; the model-wide LLM rate budget; consumer heartbeats (queue -> worker node names and times)
+GLOBAL_PREFIXES = ("_kombu.", "gf:rl:", "gf:consumers:")
+QUEUE_NAMES = {*QUEUES, "default"}
 
 
 def _s(v) -> str:

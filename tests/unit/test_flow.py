@@ -24,6 +24,7 @@ from shared.infra.messages import (
     Finalize,
     MergeBatch,
     Message,
+    ParseDocument,
     PlanMerge,
     PlanReports,
     ReportBatch,
@@ -36,8 +37,9 @@ from shared.pipeline.resume import plan_resume
 class MemoryJob:
     """``FlowState`` in memory, plus the snapshot the watchdog would read."""
 
-    def __init__(self, kind: str, docs: list[str]):
+    def __init__(self, kind: str, docs: list[str], files: list[str]):
         self.kind = kind
+        self.docs_files, self.docs_parsed = set(files), set()  # uploaded as files: parsed first
         self.fields: dict[str, str] = {"kind": kind, "status": "running"}
         self.flags: dict[str, str] = {}
         self.docs, self.docs_done = set(docs), set()
@@ -55,6 +57,11 @@ class MemoryJob:
     def set(self, job_id, **fields):
         self.fields.update({k: str(v) for k, v in fields.items()})
 
+    def doc_parsed(self, job_id, doc_id, error=None):
+        self.docs_parsed.add(doc_id)
+        if error is not None:
+            self.docs_done.add(doc_id)
+
     def extraction_complete(self, job_id):
         return self.docs_done >= self.docs and self.chunks <= self.chunks_done
 
@@ -68,14 +75,18 @@ class MemoryJob:
 
     def snapshot(self) -> JobSnapshot:
         return JobSnapshot(tenant="acme", job_id="job-1", fields=dict(self.fields), docs=set(self.docs),
-                           docs_done=set(self.docs_done), chunks=set(self.chunks), chunks_done=set(self.chunks_done),
+                           docs_done=set(self.docs_done), docs_files=set(self.docs_files),
+                           docs_parsed=set(self.docs_parsed),
+                           chunks=set(self.chunks), chunks_done=set(self.chunks_done),
                            flags=dict(self.flags), batches_done={k: set(v) for k, v in self.batches_done.items()})
 
 
 class Scenario:
     def __init__(self, kind="ingest", docs=2, chunks_per_doc=2, merge_batches=2, waves=((2, 1), (0,), (1,)),
-                 clustered_current=False):
+                 clustered_current=False, files=0, bad_files=0):
         self.kind, self.docs, self.chunks_per_doc = kind, [f"d{i}" for i in range(docs)], chunks_per_doc
+        self.files = self.docs[:files]  # uploaded as files (PDF, HTML, DOCX): parsed first
+        self.bad_files = set(self.files[:bad_files])  # files that yield no text (encrypted, scanned, a zip bomb)
         self.merge_batches, self.waves, self.clustered_current = merge_batches, waves, clustered_current
 
 
@@ -84,6 +95,10 @@ def _chunked(job: MemoryJob, sc: Scenario, flow: Flow, msg: ChunkDocument | Dele
     job.chunks |= set(new)
     job.docs_done.add(msg.doc_id)
     return [ExtractChunk(msg.tenant, msg.job_id, c) for c in new] + flow.extraction_progressed()
+
+
+def _parsed(job: MemoryJob, sc: Scenario, flow: Flow, msg: ParseDocument) -> list[Message]:
+    return flow.document_parsed(msg.doc_id, "encrypted_pdf: ..." if msg.doc_id in sc.bad_files else None)
 
 
 def _extracted(job: MemoryJob, sc: Scenario, flow: Flow, msg: ExtractChunk) -> list[Message]:
@@ -104,6 +119,7 @@ def _finalized(job: MemoryJob, sc: Scenario, flow: Flow, msg: Finalize) -> list[
 
 
 WORKERS = {  # what the worker task of each message does, at the level of the flow (stores left out)
+    ParseDocument: _parsed,
     ChunkDocument: _chunked,
     DeleteDocument: _chunked,
     ExtractChunk: _extracted,
@@ -124,15 +140,16 @@ def work(job: MemoryJob, sc: Scenario, msg: Message, token: str) -> list[Message
 
 
 def first_messages(sc: Scenario) -> list[Message]:
-    cls = DeleteDocument if sc.kind == "delete" else ChunkDocument
-    return [cls("acme", "job-1", d) for d in sc.docs]
+    if sc.kind == "delete":
+        return [DeleteDocument("acme", "job-1", d) for d in sc.docs]
+    return [(ParseDocument if d in sc.files else ChunkDocument)("acme", "job-1", d) for d in sc.docs]
 
 
 def run(sc: Scenario, lose: int | None = None) -> tuple[MemoryJob, list[Message], Message | None, list]:
     """Deliver every message FIFO; the ``lose``-th delivery is dropped. When the queue runs dry before the
     job ended, resume as the watchdog does (claims first, then send). Returns the job, the deliveries,
     the lost message and the first resume's messages."""
-    job = MemoryJob(sc.kind, sc.docs)
+    job = MemoryJob(sc.kind, sc.docs, files=sc.files)
     queue: deque[Message] = deque(first_messages(sc))
     delivered: list[Message] = []
     lost, resumed, sweeps = None, [], 0
@@ -165,6 +182,9 @@ SCENARIOS = {
     "empty-wave": Scenario(waves=((1,), (0,), (2, 1))),
     "delete": Scenario(kind="delete", docs=1),
     "one-of-each": Scenario(docs=1, chunks_per_doc=1, merge_batches=1, waves=((1,),)),
+    "files-and-texts": Scenario(docs=3, files=2),
+    "a-bad-file-among-good-ones": Scenario(docs=3, files=2, bad_files=1),
+    "every-file-bad": Scenario(docs=2, files=2, bad_files=2),
 }
 
 
@@ -175,8 +195,12 @@ def test_a_job_runs_every_declared_stage_once_and_ends_once(name):
     assert job.finalized == 1 and resumed == []
     kinds = {type(m) for m in delivered}
     expected = {s.message for s in INGEST} | {s.planner for s in INGEST if s.planner}
+    if not sc.files:
+        expected -= {ParseDocument}
     if sc.kind == "delete":
         expected = (expected - {ChunkDocument, ExtractChunk}) | {DeleteDocument}
+    if sc.files and sc.bad_files == set(sc.docs):
+        expected -= {ChunkDocument, ExtractChunk}
     if sc.clustered_current:
         expected -= {Cluster, PlanReports, ReportBatch}
     if sc.merge_batches == 0:

@@ -13,6 +13,7 @@ import json
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -147,7 +148,11 @@ class LLMClient:
         max_tokens: int | None = None,
         json_mode: bool = False,
         use_cache: bool = True,
+        on_token: Callable[[str], None] | None = None,
     ) -> ChatResult:
+        """One chat completion. With ``on_token`` the completion is streamed and each piece of text is passed
+        to it as it arrives (a cache hit passes the whole text once); usage, cost, latency, the cache and the
+        retries are the same as without (the usage comes from the stream's last chunk)."""
         model = model or self.settings.llm_model
         params: dict[str, Any] = {"temperature": self.settings.llm.temperature}
         if max_tokens:
@@ -166,10 +171,12 @@ class LLMClient:
                         cache_hit=True, queue=ctx.queue, tier=ctx.tier, kind="chat",
                     )
                 )
+                if on_token is not None and data["text"]:
+                    on_token(data["text"])
                 return ChatResult(data["text"], 0, 0, True, 0.0, model)
         if self.cancel_check and self.cancel_check():
             raise CanceledError("job canceled")
-        result = self._call_with_retries(messages, ctx, model, params)
+        result = self._call_with_retries(messages, ctx, model, params, on_token)
         if key:
             self.redis.set(
                 key,
@@ -178,20 +185,38 @@ class LLMClient:
             )
         return result
 
-    def _call_with_retries(self, messages, ctx: CallContext, model: str, params: dict) -> ChatResult:
+    def _complete(self, messages, model: str, params: dict, on_token, streamed: list[str]) -> tuple[str, Any]:
+        """(text, usage) of one attempt; streamed: every piece goes to ``on_token`` and to ``streamed``."""
+        if on_token is None:
+            resp = self._client.chat.completions.create(model=model, messages=messages, **params)
+            return (resp.choices[0].message.content or "" if resp.choices else ""), resp.usage
+        usage = None
+        stream = self._client.chat.completions.create(model=model, messages=messages, stream=True,
+                                                      stream_options={"include_usage": True}, **params)
+        for chunk in stream:
+            usage = chunk.usage or usage
+            for piece in (c.delta.content for c in chunk.choices if c.delta is not None):
+                if piece:
+                    streamed.append(piece)
+                    on_token(piece)
+        return "".join(streamed), usage
+
+    def _call_with_retries(self, messages, ctx: CallContext, model: str, params: dict,
+                           on_token: Callable[[str], None] | None = None) -> ChatResult:
         cfg = self.settings.llm
         estimate = sum(count_tokens(m.get("content") or "", model) + 4 for m in messages)
         reserve = estimate + self.completions.reserve(model, ctx.stage, estimate, params.get("max_tokens"))
         attempt = 0
         while True:
             reservation = self._acquire(model, reserve, ctx.tenant)
-            started = time.perf_counter()
+            started, streamed = time.perf_counter(), []
             try:
-                resp = self._client.chat.completions.create(model=model, messages=messages, **params)
+                text, usage = self._complete(messages, model, params, on_token, streamed)
             except Exception as exc:  # noqa: BLE001 - classified below
                 latency = time.perf_counter() - started
                 self.limiter.reconcile(reservation, 0)
                 cause, retryable = _classify(exc)
+                retryable = retryable and not streamed  # a retry would repeat the pieces already passed on
                 wait = self._after_refusal(model, cause, exc, attempt)
                 self.recorder.record(
                     UsageRecord(
@@ -205,8 +230,6 @@ class LLMClient:
                 time.sleep(min(wait, cfg.backoff_max_s))
                 continue
             latency = time.perf_counter() - started
-            text = resp.choices[0].message.content or "" if resp.choices else ""
-            usage = resp.usage
             p_tok = usage.prompt_tokens if usage else estimate
             c_tok = usage.completion_tokens if usage else count_tokens(text, model)
             self.limiter.reconcile(reservation, p_tok + c_tok)

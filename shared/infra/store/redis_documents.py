@@ -27,6 +27,26 @@ class DocumentStore:
             pipe.execute()
         return bool(created)
 
+    def put_original(self, doc: Document, data: bytes) -> bool:
+        """Store a document whose text is still to be extracted from ``data`` (a PDF, HTML, DOCX file, kept as
+        sent); False when a document with this id already exists."""
+        if self.redis.exists(self.k.doc(doc.id)) or not self.redis.set(self.k.doc_original(doc.id), data, nx=True):
+            return False
+        pipe = self.redis.pipeline()
+        pipe.set(self.k.doc(doc.id), doc.model_dump_json())
+        pipe.zadd(self.k.docs(), {doc.id: doc.created_at})
+        pipe.execute()
+        return True
+
+    def original(self, doc_id: str) -> bytes | None:
+        """The uploaded file of ``doc_id``; None for a document sent as text."""
+        raw = self.redis.get(self.k.doc_original(doc_id))
+        return raw if raw is None or isinstance(raw, bytes) else raw.encode("utf-8", "surrogateescape")
+
+    def set_document_text(self, doc_id: str, text: str) -> None:
+        """The text extracted from the document's file (what the chunker reads)."""
+        self.redis.set(self.k.doc_text(doc_id), text)
+
     def document(self, doc_id: str) -> Document | None:
         raw = self.redis.get(self.k.doc(doc_id))
         return Document.model_validate_json(raw) if raw else None
@@ -52,7 +72,7 @@ class DocumentStore:
     def delete_document(self, doc_id: str) -> None:
         """Remove the document record, its text and its listing entry (its chunks are removed separately)."""
         pipe = self.redis.pipeline()
-        pipe.delete(self.k.doc(doc_id), self.k.doc_text(doc_id))
+        pipe.delete(self.k.doc(doc_id), self.k.doc_text(doc_id), self.k.doc_original(doc_id))
         pipe.zrem(self.k.docs(), doc_id)
         pipe.execute()
 

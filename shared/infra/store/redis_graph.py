@@ -235,6 +235,11 @@ class GraphStore(DocumentStore, CommunityStore):
     def all_entity_names(self) -> list[str]:
         return sorted(to_str(x) for x in self.redis.hkeys(self.k.entities()))
 
+    def entity_degrees(self, names: Iterable[str]) -> dict[str, int]:
+        names = list(dict.fromkeys(names))
+        raws = self.redis.hmget(self.k.degrees(), names) if names else []
+        return {n: int(d or 0) for n, d in zip(names, raws, strict=True)}
+
     def all_entities(self) -> dict[str, Entity]:
         degrees = {to_str(k): int(v) for k, v in self.redis.hgetall(self.k.degrees()).items()}
         out = {}
