@@ -4,26 +4,27 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Path, Query
+from fastapi import APIRouter, Body, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from pydantic import Field
 
 from api_gateway.deps import GatewayDep, TenantDep
-from api_gateway.errors import ApiError, not_found
+from api_gateway.errors import ApiError
 from api_gateway.idempotency import fingerprint
+from api_gateway.query_view import QueryId, query_out, query_view
 from api_gateway.routes.common import RETRY_AFTER_S, IdempotencyKey, errors
+from api_gateway.routes.query_events import sse, stream_response
 from api_gateway.schemas import QueryAccepted, QueryOut
 from api_gateway.state import Gateway
 from api_gateway.submission import run_submission
 from shared.domain.query.params import QueryParam
 from shared.infra.job_status import AsyncJobStatus
-from shared.infra.jobs import TERMINAL, JobStore
+from shared.infra.jobs import TERMINAL
 from shared.infra.query_submit import submit_query
 
 router = APIRouter(prefix="/v1/queries", tags=["queries"])
 MAX_WAIT_S = 60.0
-QueryId = Annotated[str, Path(min_length=1, max_length=200, examples=["qry-0f1e2d3c4b5a69788796a5b4c3d2e1f0"])]
 QUERY_EXAMPLES = {
     "local": {"summary": "local search with a token budget",
               "value": {"mode": "local", "query": "How does Scrooge change after the ghosts visit?",
@@ -40,22 +41,6 @@ class QueryRequest(QueryParam):
 
     stream: bool = Field(False, description="answer `200 text/event-stream`: `accepted` then the events of "
                                             "`GET /v1/queries/{query_id}/events` (tokens as they are produced)")
-
-
-def query_out(view: dict) -> dict:
-    out = {"query_id": view["id"], "status": view["status"], "error": view.get("error")}
-    if view["status"] in TERMINAL:
-        out.update(view.get("result") or {})
-        out.setdefault("total_usage", {k: view["usage"].get(k) for k in ("calls", "prompt_tokens",
-                                                                          "completion_tokens", "cost_usd")})
-    return out
-
-
-def query_view(gw: Gateway, tenant: str, query_id: str) -> dict:
-    view = JobStore(gw.redis, tenant).view(query_id)
-    if view is None or view.get("kind") != "query":
-        raise not_found("query")
-    return view
 
 
 async def wait_until_finished(gw: Gateway, tenant: str, query_id: str, seconds: float) -> bool:
@@ -87,7 +72,6 @@ async def create_query(
                                            fingerprint=fingerprint(fields), submit=submit)
     body = {k: v for k, v in body.items() if k != "job_id"}
     if request.stream:
-        from api_gateway.routes.query_events import sse, stream_response  # it builds on this module
 
         accepted = sse("accepted", {"query_id": body["query_id"], "location": body["location"]})
         return stream_response(gw, who.tenant, body["query_id"], accepted, {"Location": body["location"]})

@@ -22,8 +22,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
 from api_gateway.deps import GatewayDep, TenantDep
+from api_gateway.query_view import QueryId, query_out, query_view
 from api_gateway.routes.common import errors
-from api_gateway.routes.queries import QueryId, query_out, query_view
 from api_gateway.state import Gateway
 from shared.infra.jobs import TERMINAL
 from shared.infra.messages import RunQuery

@@ -23,6 +23,7 @@ class Chunk(BaseModel):
     index: int
     text: str
     tokens: int
+    pages: list[int] = []  # the pages of a paged document (PDF) the chunk quotes; [] otherwise
 
 
 class EntityFragment(BaseModel):

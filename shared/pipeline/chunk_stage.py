@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from shared.domain.chunking import chunk_document
+from shared.domain.parsing.markers import PAGE_RE, pages_of
 from shared.infra.jobs import JobStore
 from shared.infra.store.redis_graph import GraphStore
 
@@ -18,6 +19,8 @@ def run_chunk(store: GraphStore, jobs: JobStore, settings, job_id: str, doc_id: 
     if doc is None or text is None:
         raise DocumentMissing(f"document {doc_id} not found for tenant {store.tenant}")
     chunks = chunk_document(text, doc_id, settings.chunking, settings.llm_model)
+    if PAGE_RE.search(text):  # a paged document (PDF): each chunk keeps the pages it quotes, for citations
+        chunks = [c.model_copy(update={"pages": pages_of(text, c.text)}) for c in chunks]
     store.put_chunks(chunks)  # new chunks are marked for embedding in the same atomic step
     chunk_ids = list(dict.fromkeys(c.id for c in chunks))
     if doc.chunk_ids != chunk_ids or doc.status == "pending":

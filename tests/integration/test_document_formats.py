@@ -80,6 +80,10 @@ def test_a_query_finds_the_pdf_text_and_its_page(batch):
     cited = [c for c in store.chunks(result["sources"]["chunks"]).values() if c.doc_id == pdf_id]
     assert cited and any("lighthouse lens" in c.text and 2 in pages_of(pdf_text, c.text) for c in cited)
     assert "[page 2]" in "".join(c.text for c in cited)  # the citation's page travels in the chunk text
+    # and as a field: the result's sources name each cited PDF chunk's pages ("harbour.pdf, page 2")
+    pages = result["sources"]["pages"]
+    assert all(pages[c.id] == pages_of(pdf_text, c.text) == c.pages for c in cited)
+    assert any(2 in pages[c.id] for c in cited if "lighthouse lens" in c.text)
 
 
 def test_graphfleet_ingest_of_a_directory_takes_its_pdf_html_and_docx_files(live, tmp_path):

@@ -25,6 +25,7 @@ class Evidence(BaseModel):
     text: str
     doc_ids: list[str] = []
     chunk_ids: list[str] = []
+    pages: list[int] = []  # a chunk of a paged document: the pages it quotes
     score: float = 0.0
 
 
@@ -36,6 +37,7 @@ class Sources(BaseModel):
     documents: list[str] = []
     evidence: list[Evidence] = []
     omitted_chunks: list[str] = []  # candidate chunks the budget left out (map-reduce input)
+    pages: dict[str, list[int]] = {}  # chunk id -> the pages it quotes, for chunks of paged documents (PDF)
 
     def add(self, ev: Evidence) -> None:
         self.evidence.append(ev)
@@ -43,6 +45,8 @@ class Sources(BaseModel):
                   "chunk": self.chunks}.get(ev.kind)
         if target is not None and ev.key not in target:
             target.append(ev.key)
+        if ev.kind == "chunk" and ev.pages:
+            self.pages[ev.key] = list(ev.pages)
         for d in ev.doc_ids:
             if d and d not in self.documents:
                 self.documents.append(d)
@@ -139,7 +143,8 @@ def sources_section(
     cites = [f"S{i}" for i in range(1, len(items) + 1)]
     rows = [csv_row([cite, c.text]) for cite, (c, _) in zip(cites, items, strict=True)]
     evidence = [
-        Evidence(kind="chunk", cite=cite, key=c.id, text=c.text, doc_ids=[c.doc_id], chunk_ids=[c.id], score=s)
+        Evidence(kind="chunk", cite=cite, key=c.id, text=c.text, doc_ids=[c.doc_id], chunk_ids=[c.id],
+                 pages=c.pages, score=s)
         for cite, (c, s) in zip(cites, items, strict=True)
     ]
 
