@@ -97,12 +97,11 @@ class HttpClient:
         ``{"query_id", "status", "error", "result"}``."""
         body = param.model_dump(mode="json", exclude_unset=True)
         text, mode = body.pop("query"), body.pop("mode", "local")
-        wait = 0 if on_token else min(timeout, MAX_WAIT_S)
-        out = self.api.submit_query(text, mode=mode, wait=wait, **body)
-        if on_token and not isinstance(out, QueryResult):
-            streamed = self._follow(out.query_id, timeout, on_token)
+        if on_token:  # POST with "stream": true replays every token, even of a query that ends at once
+            streamed = self._stream(text, mode, body, timeout, on_token)
             if streamed is not None:
                 return query_done(streamed)
+        out = self.api.submit_query(text, mode=mode, wait=min(timeout, MAX_WAIT_S), **body)
         deadline = time.time() + timeout
         while not isinstance(out, QueryResult) or out.status not in TERMINAL:
             if time.time() > deadline:
@@ -112,22 +111,20 @@ class HttpClient:
             out = self.api.get_query(out.query_id)
         return query_done(out.model_dump(mode="json", exclude_unset=True))
 
-    def _follow(self, query_id: str, timeout: float, on_token) -> dict | None:
-        """The query's events (``GET /v1/queries/{id}/events``): tokens to ``on_token``, then the ``result`` body;
-        None when the gateway does not stream (the caller polls)."""
-        from graphfleet.errors import ApiError, GraphfleetError
+    def _stream(self, text: str, mode: str, body: dict, timeout: float, on_token) -> dict | None:
+        """Submit with ``"stream": true``: tokens to ``on_token``, then the ``result`` body; None when the gateway
+        refuses to stream before accepting the query (the caller submits and polls)."""
+        from graphfleet.errors import ApiError
 
         try:
-            for event in self.api.query_events(query_id, timeout=timeout):
+            for event in self.api.query_stream(text, mode=mode, timeout=timeout, **body):
                 if event.event == "token":
                     on_token(str(event.data.get("text", "")))
                 elif event.event == "result":
                     return event.data
         except ApiError as exc:
-            if exc.status not in (404, 405, 406):
+            if exc.status not in (404, 405, 406, 415, 422):
                 raise
-        except GraphfleetError:
-            pass
         return None
 
 
