@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from graphfleet._base import collect_files as _collect
 from graphfleet_cli.progress import ProgressLine
 from shared.config import get_settings
 from shared.domain.parsing import TEXT_TYPES, sniff
@@ -15,20 +16,13 @@ from shared.infra.queueing import make_celery
 from shared.infra.redis_conn import connect
 from shared.infra.store.redis_graph import GraphStore
 
-TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".text"}
-FILE_SUFFIXES = TEXT_SUFFIXES | {".pdf", ".html", ".htm", ".docx"}  # what a directory is searched for
-
 
 def collect_files(paths: list[str]) -> list[Path]:
-    files: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            files.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in FILE_SUFFIXES))
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise SystemExit(f"no such file or directory: {raw}")
+    """The client's collection (``graphfleet._base.collect_files``), with the CLI's exits."""
+    try:
+        files = _collect(paths)
+    except FileNotFoundError as exc:
+        raise SystemExit(str(exc)) from None
     if not files:
         raise SystemExit("no .txt, .md, .pdf, .html or .docx files found")
     return files
