@@ -45,6 +45,7 @@ def create_app(settings=None, max_body_bytes: int | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
+        await gateway.warm()  # the first query must not pay for the Celery producer and Redis connections
         yield
         await gateway.aclose()
         gateway.redis.close()

@@ -20,10 +20,14 @@ SAMPLE = ROOT / "graphfleet_cli" / "sample" / "christmas_carol.txt"
 
 
 @contextlib.contextmanager
-def simulator(latency_ms: float = 0.0, seed: int = 7, **flags):
+def simulator(latency_ms: float = 0.0, seed: int = 7, ms_per_completion_token: float = 0.0, **flags):
+    """The LLM simulator in a subprocess: ``latency_ms`` per request, plus ``ms_per_completion_token`` per token
+    of a chat answer (12.5: a model generating 80 tokens/s); other ``flags`` become its ``--flags``."""
     port = free_port()
     cmd = [sys.executable, "-m", "llm_simulator", "--port", str(port), "--latency-ms", str(latency_ms),
            "--seed", str(seed)]
+    if ms_per_completion_token:
+        cmd += ["--ms-per-completion-token", str(ms_per_completion_token)]
     for key, value in flags.items():
         cmd += [f"--{key.replace('_', '-')}", str(value)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

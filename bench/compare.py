@@ -73,7 +73,7 @@ def graphfleet_run(llm: str, corpus: Path, latency: float, run: int, concurrency
                     **delta(before, sim_stats(llm)), "ledger_llm_calls": view["usage"]["calls"],
                     "chunks": stats["chunks"], "entities": stats["entities"], "relations": stats["relations"],
                     "communities": sum(levels.values()), "communities_by_level": levels,
-                    "reports": stats["reports"]})
+                    "reports": stats["reports"], "stage_times": view.get("stage_times")})
         for mode in MODES["graphfleet"]:
             for only in (True, False):
                 param = QueryParam(query=question(mode, run, only), mode=mode, only_need_context=only, model=MODEL)
@@ -162,6 +162,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16, help="LLM calls in flight per system")
     ap.add_argument("--processes", type=int, default=1, help="graphfleet worker processes per queue group")
     ap.add_argument("--peers-python", default=str(PEERS_VENV / "bin" / "python"))
+    ap.add_argument("--ms-per-completion-token", type=float, default=0.0,
+                    help="simulated generation time per completion token, for every system (12.5: ~80 tokens/s)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     peers = [s for s in args.systems if s != "graphfleet"]
@@ -172,7 +174,7 @@ def main() -> None:
           "command": "python -m bench.compare " + " ".join(sys.argv[1:])}, args.out)
     rows: list[dict] = []
     for latency in args.latency:
-        with simulator(latency_ms=latency) as llm:
+        with simulator(latency_ms=latency, ms_per_completion_token=args.ms_per_completion_token) as llm:
             for run in range(args.repeat):
                 for system in args.systems:
                     if system == "graphfleet":

@@ -4,8 +4,8 @@
 # on the Christmas Carol against the project's LLM simulator at 0 and 200 ms, the retrieval-quality
 # evaluation (HotpotQA, 4,000-token budget) for all three (and graphfleet without an LLM), graphfleet's
 # scaling bench (1/2/4 processes, the Carol and a 20x corpus), hierarchical
-# Leiden vs graspologic (10k/100k/500k-edge power-law graphs), and renders
-# bench/results/*.jsonl into docs/benchmarks.md.
+# Leiden vs graspologic (10k/100k/500k-edge power-law graphs), issue 21's cost and latency table
+# (bench.cost_table: every row in one run), and renders bench/results/*.jsonl into docs/benchmarks.md.
 #   bash bench/compare.sh                 # everything (about two hours on 2 cores)
 #   REPEAT=1 bash bench/compare.sh        # one run per figure instead of 3
 set -euo pipefail
@@ -23,4 +23,7 @@ R=bench/results
 .venv/bin/python -m bench.walk_bench --out $R/walk.jsonl
 .venv/bin/python -m bench.scaling_bench --repeat "$REPEAT" --out $R/scaling.jsonl
 .venv/bin/python bench/clustering_bench.py --repeat "$REPEAT" --graspologic-python "$PEERS_PY" --out $R/clustering.jsonl
+# issue 21's table in one run: ingestion at 0 / 200 ms and 12.5 ms per completion token (1 and 2 processes),
+# answers, the gateway's p50 / p95 and first query, global tokens and coverage, the context build
+.venv/bin/python -m bench.cost_table --repeat "$REPEAT" --peers-python "$PEERS_PY" --out-dir $R
 .venv/bin/python -m bench.make_report

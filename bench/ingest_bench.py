@@ -1,8 +1,12 @@
 """Ingest the Christmas Carol through a running stack with the simulator at 0 ms and 200 ms.
 
-    .venv/bin/python -m bench.ingest_bench [--latency 0 200] [--repeat 3] [--out bench/results/ingest.jsonl]
+    .venv/bin/python -m bench.ingest_bench [--latency 0 200] [--repeat 3] [--ms-per-completion-token 12.5]
+        [--processes 1|N|auto] [--concurrency 16] [--out bench/results/ingest.jsonl]
 
-Prints wall seconds, LLM calls by stage and prompt/completion tokens per run, then medians.
+Prints wall seconds, LLM calls by stage, prompt/completion tokens and when each stage first started per run,
+then medians. ``--ms-per-completion-token`` adds generation time per answer token (12.5: ~80 tokens/s);
+``--processes auto`` sizes the worker groups as ``graphfleet up`` does (``--concurrency 0``: the configured
+threads per LLM-bound worker).
 """
 
 from __future__ import annotations
@@ -14,26 +18,65 @@ from pathlib import Path
 
 from bench.common import SAMPLE, emit, machine, redis_server, sim_stats, simulator, stack
 from graphfleet_cli.local_client import LocalClient
+from graphfleet_cli.stack import parse_processes
 
 
-def run_once(latency: float, concurrency: int, run: int, processes: int = 1) -> dict:
-    with (simulator(latency_ms=latency) as llm, redis_server() as redis_url,
-          stack(redis_url, llm, concurrency, processes)):
+def cpu_seconds(stack_obj, *urls: str) -> dict[str, float]:
+    """CPU seconds used so far by the stack's worker groups (each with its pool children) and by the processes
+    serving ``urls`` (the simulator, Redis): on a 2-core machine their sum bounds the wall time from below."""
+    try:
+        import psutil
+    except ImportError:
+        return {}
+
+    def used(procs) -> float:
+        total = 0.0
+        for proc in procs:
+            try:
+                times = proc.cpu_times()
+                total += times.user + times.system
+            except psutil.Error:
+                pass
+        return total
+
+    out: dict[str, float] = {}
+    for name, popen in stack_obj.procs:
+        try:
+            parent = psutil.Process(popen.pid)
+            group = name.rstrip("0123456789")
+            out[group] = out.get(group, 0.0) + used([parent, *parent.children(recursive=True)])
+        except psutil.Error:
+            pass
+    for label, url in zip(("simulator", "redis"), urls, strict=False):
+        port = url.rsplit(":", 1)[-1].split("/")[0]
+        out[label] = used(p for p in psutil.process_iter(["cmdline"])
+                          if any(part == port or part.endswith(f":{port}") for part in p.info["cmdline"] or ()))
+    return out
+
+
+def run_once(latency: float, concurrency: int, run: int, processes: int | str = 1, ms_per_token: float = 0.0) -> dict:
+    with (simulator(latency_ms=latency, ms_per_completion_token=ms_per_token) as llm, redis_server() as redis_url,
+          stack(redis_url, llm, concurrency or None, processes) as st):
         client = LocalClient(redis_url)
         tenant = f"bench{run}"
+        cpu_before = cpu_seconds(st, llm, redis_url)
         started = time.perf_counter()
         job = client.ingest_files(tenant, [SAMPLE])
         view = client.wait(tenant, job["job_id"], timeout=1800)
         seconds = time.perf_counter() - started
+        cpu = {k: round(v - cpu_before.get(k, 0.0), 2) for k, v in cpu_seconds(st, llm, redis_url).items()}
         stats = client.stats(tenant)
         sim = sim_stats(llm)
         usage = view["usage"]
         return {
-            "bench": "ingest", "latency_ms": latency, "concurrency": concurrency, "processes": processes, "run": run,
+            "bench": "ingest", "latency_ms": latency, "ms_per_completion_token": ms_per_token,
+            "concurrency": concurrency, "processes": processes, "run": run,
             "status": view["status"], "seconds": round(seconds, 3),
             "llm_calls": usage["calls"], "calls_by_stage": {s: v.get("calls", 0) for s, v in usage["by_stage"].items()},
             "prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
-            "stage_times": view.get("stage_times"), "sim_chat_calls": sim["chat"]["calls"],
+            "stage_times": view.get("stage_times"),
+            "cpu_seconds": cpu, "cpu_seconds_total": round(sum(cpu.values()), 2),
+            "sim_chat_calls": sim["chat"]["calls"],
             "sim_embedding_calls": sim["embeddings"]["calls"],
             **{k: stats[k] for k in ("chunks", "entities", "relations", "communities_by_level", "reports")},
         }
@@ -44,16 +87,21 @@ def main() -> None:
     ap.add_argument("--latency", type=float, nargs="+", default=[0.0, 200.0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--concurrency", type=int, default=16)
-    ap.add_argument("--processes", type=int, default=1, help="worker processes per queue group")
+    ap.add_argument("--processes", type=parse_processes, default=1, help="worker processes per queue group, or auto")
+    ap.add_argument("--ms-per-completion-token", type=float, default=0.0,
+                    help="simulated generation time per completion token (default 0)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     emit({"bench": "machine", **machine()}, args.out)
     for latency in args.latency:
-        runs = [run_once(latency, args.concurrency, i, args.processes) for i in range(args.repeat)]
+        runs = [run_once(latency, args.concurrency, i, args.processes, args.ms_per_completion_token)
+                for i in range(args.repeat)]
         for r in runs:
             emit(r, args.out)
-        emit({"bench": "ingest_median", "latency_ms": latency, "processes": args.processes, "runs": len(runs),
+        emit({"bench": "ingest_median", "latency_ms": latency, "ms_per_completion_token": args.ms_per_completion_token,
+              "processes": args.processes, "runs": len(runs),
               "seconds_median": statistics.median(r["seconds"] for r in runs),
+              "cpu_seconds_median": statistics.median(r["cpu_seconds_total"] for r in runs),
               "llm_calls": runs[0]["llm_calls"], "prompt_tokens": runs[0]["prompt_tokens"],
               "completion_tokens": runs[0]["completion_tokens"]}, args.out)
 

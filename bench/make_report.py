@@ -12,6 +12,7 @@ import platform
 
 from bench.report_common import RESULTS, ROOT, fmt_ratio, load_results, newest
 from bench.report_compare import by_stage, compare_tables
+from bench.report_cost import cost_section
 from bench.report_retrieval import retrieval_runs, retrieval_table
 from bench.retrieval_records import sets_tables
 from bench.walk_bench import walk_table
@@ -124,6 +125,7 @@ def main() -> None:
         "`.venv/bin/python -m bench.compare --repeat 3 --out bench/results/compare.jsonl`", "",
         *compare_tables(load_results("compare.jsonl")),
         *_notes("compare_notes.md"),
+        *cost_section(load_results("cost_table.jsonl")),
         "## Retrieval quality under a token budget", "",
         "`.venv/bin/python -m bench.retrieval_eval --llm both --out bench/results/retrieval.jsonl` on every "
         "public multi-hop dev set of `../shared/data` (HotpotQA `hotpotqa_hipporag100`: 100 questions, 994 pooled "

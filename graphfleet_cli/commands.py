@@ -12,7 +12,7 @@ from pathlib import Path
 from graphfleet_cli.local_client import LocalClient, collect_files, ingest_summary
 from graphfleet_cli.output import emit
 from graphfleet_cli.query_client import demo_queries
-from graphfleet_cli.stack import Stack, resolve_redis_url
+from graphfleet_cli.stack import Stack, parse_processes, resolve_redis_url
 from shared.config import get_settings
 
 SAMPLE = Path(__file__).parent / "sample" / "christmas_carol.txt"
@@ -51,7 +51,13 @@ def cmd_up(args) -> int:
     gateway_port = _gateway_port(args.port)
     if gateway_port is not None and not settings.admin_key and settings.env == "development":
         extra["GRAPHFLEET_ADMIN_KEY"] = "adm-" + secrets.token_urlsafe(24)
-    stack = Stack(worker_concurrency=args.concurrency, gateway_port=gateway_port, extra_env=extra)
+    try:
+        processes = parse_processes(getattr(args, "processes", None) or settings.workers.processes)
+    except ValueError as exc:
+        print(f"graphfleet up: {exc}", file=sys.stderr)
+        return 2
+    stack = Stack(worker_concurrency=args.concurrency, gateway_port=gateway_port, extra_env=extra,
+                  processes=processes)
     try:
         stack.start()
     except RuntimeError as exc:
@@ -84,7 +90,9 @@ def print_stack_urls(stack: Stack, admin_key: str | None = None) -> None:
                   f"  health:     {stack.gateway_url}/healthz, {stack.gateway_url}/readyz"]
         if admin_key:
             lines.append(f"  admin key:  {admin_key} (development, generated; set GRAPHFLEET_ADMIN_KEY to choose it)")
-    lines += [f"  data dir:   {stack.data_dir}", f"  logs:       {stack.log_dir}"]
+    workers = ", ".join(f"{name} {p.processes}x{p.concurrency}" for name, p in stack.plan.items())
+    lines += [f"  workers:    {workers} (processes x slots; --processes auto|N)",
+              f"  data dir:   {stack.data_dir}", f"  logs:       {stack.log_dir}"]
     print("\n".join(lines), flush=True)
 
 

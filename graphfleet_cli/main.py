@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="start the embedded stack in the foreground")
     up.add_argument("--port", type=int, default=8080, help="gateway port")
     up.add_argument("--concurrency", type=int, default=None, help="threads per LLM-bound worker")
+    up.add_argument("--processes", default=None, metavar="auto|N",
+                    help="worker processes per queue group: auto (from the machine's cores, the default; "
+                         "GRAPHFLEET_WORKERS__PROCESSES) or N of every group")
 
     ingest = sub.add_parser("ingest", help="ingest .txt/.md files or directories")
     ingest.add_argument("paths", nargs="+")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from shared.domain.tokens import count_tokens, truncate_text
@@ -89,12 +89,18 @@ def _chunk(rid: str, created: int, model: str, delta: dict, finish: str | None, 
     return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
 
-async def stream_events(result: ChatResult, rid: str, include_usage: bool) -> AsyncIterator[str]:
-    """SSE: a role chunk, content chunks of a few words, a finish chunk, the usage chunk, ``[DONE]``."""
+async def stream_events(result: ChatResult, rid: str, include_usage: bool, generation_s: float = 0.0,
+                        sleep: Callable[[float], Awaitable[None]] | None = None) -> AsyncIterator[str]:
+    """SSE: a role chunk, content chunks of a few words, a finish chunk, the usage chunk, ``[DONE]``.
+    ``generation_s`` is spread evenly over the content chunks (each waits its share before it is sent)."""
     created = int(time.time())
     yield _chunk(rid, created, result.model, {"role": "assistant", "content": ""}, None, include_usage)
     pieces = _PIECE.findall(result.text)
-    for i in range(0, len(pieces), 4):
+    starts = range(0, len(pieces), 4)
+    share = generation_s / len(starts) if starts and generation_s > 0 and sleep is not None else 0.0
+    for i in starts:
+        if share:
+            await sleep(share)
         yield _chunk(rid, created, result.model, {"content": "".join(pieces[i : i + 4])}, None, include_usage)
     yield _chunk(rid, created, result.model, {}, result.finish_reason, include_usage)
     if include_usage:

@@ -12,6 +12,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=d.port, help=f"port to listen on (default {d.port})")
     parser.add_argument("--host", default=d.host, help=f"address to bind (default {d.host})")
     parser.add_argument("--latency-ms", type=float, default=d.latency_ms, help="added latency per request")
+    parser.add_argument("--ms-per-completion-token", type=float, default=d.ms_per_completion_token,
+                        help="added latency per completion token of a chat answer, on top of --latency-ms "
+                             "(12.5: a model generating 80 tokens/s; default 0)")
     parser.add_argument("--error-rate", type=float, default=d.error_rate, help="share of requests answered 5xx")
     parser.add_argument("--rate-limit-tpm", type=int, default=None, help="tokens per minute per model (0/none: off)")
     parser.add_argument("--rate-limit-rpm", type=int, default=None, help="requests per minute per model")
@@ -29,6 +32,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         port=getattr(args, "port", d.port),
         host=getattr(args, "host", d.host),
         latency_ms=getattr(args, "latency_ms", d.latency_ms),
+        ms_per_completion_token=getattr(args, "ms_per_completion_token", d.ms_per_completion_token),
         error_rate=getattr(args, "error_rate", d.error_rate),
         rate_limit_tpm=getattr(args, "rate_limit_tpm", None),
         rate_limit_rpm=getattr(args, "rate_limit_rpm", None),

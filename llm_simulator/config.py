@@ -11,11 +11,16 @@ class SimConfig:
 
     Rate limits are kept per model (as OpenAI does) over a sliding 60 s window; tokens counted are
     prompt + completion for chat, input tokens for embeddings.
+
+    Latency: every request waits ``latency_ms``; a chat completion waits ``ms_per_completion_token`` per
+    token of its answer on top (a model generating at 1000 / that many tokens per second; a streamed
+    answer spreads that wait over its chunks). Embeddings wait ``latency_ms`` only.
     """
 
     port: int = 8765
     host: str = "127.0.0.1"
     latency_ms: float = 0.0
+    ms_per_completion_token: float = 0.0
     error_rate: float = 0.0
     rate_limit_tpm: int | None = None
     rate_limit_rpm: int | None = None
@@ -30,11 +35,18 @@ class SimConfig:
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
             setattr(self, name, value)
-        if self.latency_ms < 0:
-            raise ValueError("latency_ms must be >= 0")
+        for name in ("latency_ms", "ms_per_completion_token"):
+            value = float(getattr(self, name))
+            if not value >= 0:  # also refuses NaN
+                raise ValueError(f"{name} must be >= 0, got {value}")
+            setattr(self, name, value)
         if self.embedding_dim < 1:
             raise ValueError("embedding_dim must be >= 1")
         for name in ("rate_limit_tpm", "rate_limit_rpm"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ValueError(f"{name} must be >= 0")
+
+    def completion_delay_s(self, completion_tokens: int) -> float:
+        """The generation time of an answer of ``completion_tokens`` tokens (on top of ``latency_ms``)."""
+        return max(0, completion_tokens) * self.ms_per_completion_token / 1000.0

@@ -8,7 +8,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import uvicorn
 from starlette.applications import Starlette
@@ -34,9 +34,13 @@ def error_response(status: int, message: str, etype: str, code: str | None = Non
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+Sleep = Callable[[float], Awaitable[None]]
+
+
 class Simulator:
-    def __init__(self, config: SimConfig):
+    def __init__(self, config: SimConfig, sleep: Sleep = asyncio.sleep):
         self.config = config
+        self.sleep = sleep  # every simulated wait goes through it (tests record the waits instead of waiting)
         self.stats = Stats()
         self.faults = FaultPlan(config.seed, config.error_rate, config.malformed_rate)
         self.limiter = RateLimiter(config.rate_limit_tpm, config.rate_limit_rpm)
@@ -55,7 +59,7 @@ class Simulator:
         digest = body_digest(body)
         attempt = self.faults.attempt(digest)
         if self.config.latency_ms > 0:
-            await asyncio.sleep(self.config.latency_ms / 1000.0)
+            await self.sleep(self.config.latency_ms / 1000.0)
         status = self.faults.server_error(digest, attempt)
         if status is None:
             return digest, attempt, None
@@ -102,9 +106,13 @@ class Simulator:
             return limited
         self.stats.chat(result.kind, result.prompt_tokens, result.completion_tokens, result.malformed)
         rid = f"chatcmpl-{digest[:20]}{attempt:04d}"
-        if body.get("stream"):
+        generation_s = self.config.completion_delay_s(result.completion_tokens)
+        if body.get("stream"):  # the generation time is spread over the content chunks
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return StreamingResponse(stream_events(result, rid, include_usage), media_type="text/event-stream")
+            events = stream_events(result, rid, include_usage, generation_s, self.sleep)
+            return StreamingResponse(events, media_type="text/event-stream")
+        if generation_s > 0:
+            await self.sleep(generation_s)
         return JSONResponse(result.completion(rid), headers={"x-simulator-type": result.kind})
 
     async def embeddings(self, request: Request) -> Response:
@@ -166,8 +174,8 @@ def _embedding_inputs(raw, model: str) -> tuple[list[str] | None, list[int] | No
     return [enc.decode(a) for a in arrays], [len(a) for a in arrays]
 
 
-def create_app(config: SimConfig) -> Starlette:
-    sim = Simulator(config)
+def create_app(config: SimConfig, sleep: Sleep = asyncio.sleep) -> Starlette:
+    sim = Simulator(config, sleep)
     routes = [
         Route("/v1/chat/completions", sim.chat_completions, methods=["POST"]),
         Route("/v1/embeddings", sim.embeddings, methods=["POST"]),
@@ -189,10 +197,11 @@ def run(config: SimConfig) -> None:
                 access_log=False, lifespan="off")
 
 
-def start_in_thread(config: SimConfig, timeout_s: float = 10.0) -> tuple[str, Callable[[], None]]:
+def start_in_thread(config: SimConfig, timeout_s: float = 10.0, sleep: Sleep = asyncio.sleep
+                    ) -> tuple[str, Callable[[], None]]:
     """Serve in a background thread; returns (base URL ending in ``/v1``, stop function).
 
-    ``config.port == 0`` picks a free port.
+    ``config.port == 0`` picks a free port; ``sleep`` replaces ``asyncio.sleep`` for the simulated waits.
     """
     get_encoding(None)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -201,7 +210,7 @@ def start_in_thread(config: SimConfig, timeout_s: float = 10.0) -> tuple[str, Ca
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((config.host, config.port))
     port = sock.getsockname()[1]
-    uv_config = uvicorn.Config(create_app(config), log_level=config.log_level, access_log=False, lifespan="off")
+    uv_config = uvicorn.Config(create_app(config, sleep), log_level=config.log_level, access_log=False, lifespan="off")
     server = uvicorn.Server(uv_config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"llm-simulator-{port}",
                               daemon=True)

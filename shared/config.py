@@ -37,8 +37,9 @@ class MergeSettings(BaseModel):
     summary_max_tokens: int = 1200
     summary_context_size: int = 12000
     summary_trigger_tokens: int = 1200
-    entities_per_task: int = 50
-    summary_concurrency: int = 8  # summaries of one merge batch in flight at once
+    # few, large batches: the batches holding LLM summaries run side by side, not queued behind each other
+    entities_per_task: int = 1000
+    summary_concurrency: int = 16  # summaries of one merge batch in flight at once
 
 
 class ClusterSettings(BaseModel):
@@ -62,8 +63,11 @@ class EmbeddingSettings(BaseModel):
 
 
 class WorkerSettings(BaseModel):
-    llm_concurrency: int = 24
+    llm_concurrency: int = 64  # threads per LLM-bound worker process: its tasks mostly wait on the LLM
     cpu_concurrency: int = 2
+    # worker processes per queue group that ``graphfleet up`` starts: "auto" (from the cores; see
+    # graphfleet_cli.stack.plan_workers) or a count per group; ``graphfleet up --processes`` overrides it
+    processes: str = "auto"
     # a killed worker's messages come back this long after its last lease renewal (workers/lease.py renews
     # the messages a live worker holds every lease_renew_interval_s, so a long task is not redelivered)
     visibility_timeout_s: int = 120

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from shared.domain.query.context_global import build_map_messages
-from shared.domain.query.engine import answer_query
+from shared.domain.query.engine import answer_query, global_entity_hits
 from shared.domain.query.global_run import finish_global, start_global
 from shared.domain.query.result import extractive_answer
 from shared.infra.messages import GlobalMap, GlobalReduce, QueryDeadline, RunQuery
@@ -18,18 +19,29 @@ from workers.job import Job
 from workers.shell import job_task
 
 log = logging.getLogger(__name__)
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gf-entity-search")
 STREAMED = ("answer", "reduce")  # phases whose tokens are published as the LLM produces them
 
 
 def _chat(job: Job):
     """``chat(messages, phase) -> ChatResult`` for this query (usage booked per phase), or None without an LLM;
-    the answer (and the global reduce) is streamed: each token becomes a ``token`` event of the query."""
+    the answer (and the global reduce) is streamed: each token becomes a ``token`` event of the query, all of
+    them written before the call returns (so before the query is finished)."""
     llm = job.rt.llm
     if llm is None:
         return None
-    ctx, tokens = job.context("answer"), job.queries.token_sink(job.msg.job_id)
-    return lambda messages, phase: llm.chat(messages, ctx.with_stage(phase),
-                                            on_token=tokens if phase in STREAMED else None)
+    ctx = job.context("answer")
+
+    def chat(messages, phase):
+        if phase not in STREAMED:
+            return llm.chat(messages, ctx.with_stage(phase))
+        tokens = job.queries.token_sink(job.msg.job_id)
+        try:
+            return llm.chat(messages, ctx.with_stage(phase), on_token=tokens)
+        finally:
+            tokens.flush()
+
+    return chat
 
 
 def _param(job: Job):
@@ -57,13 +69,30 @@ def run_query(job: Job, msg: RunQuery) -> None:
     save_result(job.jobs, msg.job_id, result)
 
 
+def _entity_hits(job: Job, param):
+    """The question's entity search, started now and read by ``start_global`` once it loaded the reports."""
+    ctx, indexes = job.context("embed"), job.rt.indexes()
+    return _POOL.submit(global_entity_hits, param, job.store, job.rt.vectors,
+                        lambda texts: job.rt.embedder.embed(texts, ctx), indexes, job.rt.lexical_embedder(ctx)).result
+
+
 def _start_global(job: Job, param, llm: bool) -> None:
-    plan, result = start_global(param, job.store)
+    plan, result = start_global(param, job.store, entity_hits=_entity_hits(job, param))
     if param.only_need_context or not llm or not plan.groups:
         if not param.only_need_context:
             result.answer = extractive_answer(param.query, result.sources)
             result.answer_kind = "extractive" if result.answer else "none"
         save_result(job.jobs, job.msg.job_id, result)
+        return
+    if len(plan.groups) == 1:  # one map call: here, without the hops to a map worker and to the reduce
+        chat = _chat(job)
+        try:
+            text = chat(build_map_messages(plan.groups[0], param.query), "map").text
+        except Exception as exc:  # noqa: BLE001 - a failed group makes the answer partial, not hung
+            log.warning("map of %s failed: %s", job.msg.job_id, exc)
+            text = None
+        save_result(job.jobs, job.msg.job_id,
+                    finish_global(param, plan, result, {0: text}, lambda m, phase: chat(m, phase).text))
         return
     job.queries.save_plan(job.msg.job_id, plan, result)
     job.jobs.set(job.msg.job_id, stage="map", map_groups=len(plan.groups))

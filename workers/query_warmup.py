@@ -2,16 +2,25 @@
 that consumes the ``query`` queue. Query workers run a thread pool (``-P threads``, as in
 ``graphfleet up`` and docker-compose), so the queries share this process's caches; under a prefork
 pool the children would keep their own caches and this warmer would not reach them. Other workers
-only announce index updates."""
+only announce index updates.
+
+Before such a worker consumes (``worker_init``), it readies what every query uses whatever its tenant (a Redis
+connection, the OpenAI SDK's lazily built models, the embedder probe when another process already measured it)
+and the tenants whose index changed most recently, as far as the cache has room and for at most
+``START_WARM_S`` (``shared.infra.cache_warmup``): a worker that reports ready answers its first query warm."""
 
 from __future__ import annotations
 
+import importlib
+import json
 import logging
 import threading
+import time
 
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_init, worker_ready, worker_shutdown
 
-from shared.infra.cache_warmup import CacheWarmer
+from shared.infra.cache_warmup import CacheWarmer, recent_tenants
+from shared.infra.lru import CACHED_TENANTS
 from shared.infra.metrics import observe_cache_warmup
 from shared.infra.queueing import QUERY, ROUTES
 from workers.runtime import runtime
@@ -20,17 +29,90 @@ log = logging.getLogger(__name__)
 _stop = threading.Event()
 
 
+START_WARM_S = 5.0  # before consuming, recent tenants are warmed for at most this long (the rest: in the background)
+
+
+def _warmed(tenant: str, seconds: float) -> None:
+    observe_cache_warmup(seconds)
+    log.info("query caches of tenant %s warmed in %.3f s", tenant, seconds)
+
+
+def _warmer(rt, warm_recent: int = 0) -> CacheWarmer:
+    return CacheWarmer(rt.redis, lambda: runtime().indexes(), on_warm=_warmed, vectors=rt.vectors,
+                       model=rt.settings.llm_model, warm_recent=warm_recent)
+
+
+def _prepare() -> None:
+    """Before the worker consumes (``worker_init``): the clients, the SDK and the most recent tenants, so that
+    a worker reported ready answers its first query warm. Best effort: a failure only leaves it cold."""
+    started = time.monotonic()
+    try:
+        rt = runtime()
+        rt.warm_clients()
+        if rt.llm is not None:
+            warm_openai_sdk()
+        warmer = _warmer(rt)
+        for tenant in recent_tenants(rt.redis, CACHED_TENANTS):
+            if time.monotonic() - started > START_WARM_S:
+                break
+            warmer.handle(tenant)
+    except Exception:  # noqa: BLE001 - Redis not up yet: the background warmer and the first query catch up
+        log.warning("query worker warm-up before consuming failed", exc_info=True)
+
+
 def _loop() -> None:
-    rt = runtime()
+    """The background warmer: index updates, and once the recent tenants (those already warm cost cache hits)."""
+    _warmer(runtime(), warm_recent=CACHED_TENANTS).run(_stop)
 
-    def warmed(tenant: str, seconds: float) -> None:
-        observe_cache_warmup(seconds)
-        log.info("query caches of tenant %s warmed in %.3f s", tenant, seconds)
 
-    CacheWarmer(rt.redis, lambda: runtime().indexes(), on_warm=warmed, vectors=rt.vectors).run(_stop)
+_COMPLETION = {"id": "warm", "object": "chat.completion", "created": 0, "model": "warm",
+               "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}],
+               "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+_CHUNKS = [{"id": "warm", "object": "chat.completion.chunk", "created": 0, "model": "warm",
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": "ok"}, "finish_reason": None}]},
+           {"id": "warm", "object": "chat.completion.chunk", "created": 0, "model": "warm", "choices": [],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}]
+_EMBEDDING = {"object": "list", "model": "warm", "data": [{"object": "embedding", "index": 0, "embedding": [0.0]}],
+              "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+
+
+def warm_openai_sdk() -> None:
+    """One chat completion (plain and streamed) and one embedding through the SDK against an in-memory
+    transport: the SDK builds its request transforms and response models on first use (tens of ms of CPU at
+    a process's first query); these caches are the SDK's, shared by every client of the process. No request
+    leaves the process, nothing is booked. Best effort."""
+    try:
+        import openai
+
+        http = importlib.import_module(openai.DefaultHttpxClient.__bases__[0].__module__.split(".")[0])
+
+        def answer(request):
+            body = json.loads(request.content or b"{}")
+            if request.url.path.endswith("/embeddings"):
+                return http.Response(200, json=_EMBEDDING)
+            if body.get("stream"):
+                events = "".join(f"data: {json.dumps(c)}\n\n" for c in _CHUNKS) + "data: [DONE]\n\n"
+                return http.Response(200, content=events.encode(), headers={"content-type": "text/event-stream"})
+            return http.Response(200, json=_COMPLETION)
+
+        client = openai.OpenAI(base_url="http://warm.invalid/v1", api_key="warm", max_retries=0,
+                               http_client=openai.DefaultHttpxClient(transport=http.MockTransport(answer)))
+        messages = [{"role": "user", "content": "warm"}]
+        client.chat.completions.create(model="warm", messages=messages, temperature=0.0)
+        for _chunk in client.chat.completions.create(model="warm", messages=messages, temperature=0.0, stream=True,
+                                                     stream_options={"include_usage": True}):
+            pass
+        client.embeddings.create(model="warm", input=["warm"])
+    except Exception:  # noqa: BLE001 - the first query builds them instead
+        log.warning("OpenAI SDK warm-up failed", exc_info=True)
 
 
 def install(app) -> None:
+    @worker_init.connect(weak=False)
+    def _before_consuming(**_kwargs) -> None:
+        if ROUTES[QUERY] in set(app.amqp.queues.consume_from or ()):
+            _prepare()
+
     @worker_ready.connect(weak=False)
     def _start(**_kwargs) -> None:
         if ROUTES[QUERY] not in set(app.amqp.queues.consume_from or ()):

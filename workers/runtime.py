@@ -11,6 +11,7 @@ from celery.signals import worker_process_init
 from shared.config import get_settings
 from shared.infra.cache_warmup import announce_index_update
 from shared.infra.jobs import JobStore
+from shared.infra.keys import embedder_lexical_key
 from shared.infra.llm.client import LLMClient
 from shared.infra.llm.embedding import make_embedder
 from shared.infra.llm.usage import CallContext, UsageRecorder
@@ -35,16 +36,30 @@ class Runtime:
     _indexes: BM25Cache | None = None
 
     def lexical_embedder(self, ctx: CallContext) -> bool:
-        """Whether the embedder only sees words (measured once per process; see ``shared.infra.llm.embedding``).
-        A failed probe counts as a model that knows meaning and is tried again by the next query."""
+        """Whether the embedder only sees words (see ``shared.infra.llm.embedding``): measured once per
+        deployment and embedding model (kept in Redis for the other processes). A failed probe counts as a
+        model that knows meaning and is tried again by the next query."""
         if self._lexical is None:
             from shared.infra.llm.embedding import is_lexical
 
-            try:
-                self._lexical = is_lexical(self.embedder, ctx)
-            except Exception:  # noqa: BLE001 - the embedder is down: the query's own embed call will say so
-                return False
+            self._lexical = self._known_lexical()
+            if self._lexical is None:
+                try:
+                    self._lexical = is_lexical(self.embedder, ctx)
+                except Exception:  # noqa: BLE001 - the embedder is down: the query's own embed call will say so
+                    return False
+                self.redis.set(embedder_lexical_key(getattr(self.embedder, "name", "")), int(self._lexical))
         return self._lexical
+
+    def _known_lexical(self) -> bool | None:
+        declared = getattr(self.embedder, "lexical", None)
+        known = self.redis.get(embedder_lexical_key(getattr(self.embedder, "name", "")))
+        return bool(declared) if declared is not None else None if known is None else known in (b"1", "1")
+
+    def warm_clients(self) -> None:
+        """Before the first query: a Redis connection and the embedder probe's answer when already known."""
+        self.redis.ping()
+        self._lexical = self._known_lexical() if self._lexical is None else self._lexical
 
     def store(self, tenant: str) -> GraphStore:
         return GraphStore(self.redis, tenant, lock_timeout_s=self.settings.workers.task_soft_time_limit_s)

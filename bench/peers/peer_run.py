@@ -8,7 +8,9 @@ imports nothing from graphfleet. ``bench/compare.py`` and ``bench/retrieval_eval
 The spec (JSON): ``system`` (nano | lightrag), ``base_url`` (simulator ``.../v1``), ``workdir``,
 ``docs`` (list of texts), ``queries`` (list of ``{id, mode, query, only_need_context}``), ``model``,
 ``embedding_dim``, ``budget`` (context tokens, or null for the peer's defaults), ``llm_concurrency``,
-``out`` (a JSON-lines file to append to; stdout when absent).
+``out`` (a JSON-lines file to append to; stdout when absent). A query with ``repeat`` N (``bench/context_build.py``)
+is asked N times in this process (warm after the first) and its line carries every run's seconds
+(``seconds_all``) and the median; ``budget`` may then differ per query (``budget`` in the query).
 Each phase line carries wall seconds and the simulator's counters for that phase (``GET /stats``
 before and after), so LLM calls, tokens and embedding calls are counted by the server that answered.
 """
@@ -165,6 +167,24 @@ def lightrag_param(mode: str, only_context: bool, budget: int | None):
     return param
 
 
+async def timed_repeats(rag, q: dict, param) -> dict:
+    """The same query ``q["repeat"]`` times in this process: seconds of each run, the median, and the last
+    output's length in characters."""
+    seconds, out, error = [], "", None
+    for _ in range(q["repeat"]):
+        started = time.perf_counter()
+        try:
+            out = await rag.aquery(q["query"], param=param)
+        except Exception as exc:  # reported, not raised
+            error = f"{type(exc).__name__}: {exc}"
+        seconds.append(round(time.perf_counter() - started, 5))
+    text = out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, default=str)
+    ordered = sorted(seconds)
+    return {"phase": "repeat", "id": q.get("id"), "mode": q["mode"], "only_need_context": q["only_need_context"],
+            "budget": q.get("budget"), "runs": len(seconds), "seconds_all": seconds,
+            "seconds_median": ordered[len(ordered) // 2], "error": error, "output": text}
+
+
 # ---- driver ----------------------------------------------------------------------------------------
 
 async def main(spec: dict) -> None:
@@ -187,6 +207,11 @@ async def main(spec: dict) -> None:
             record.update({"communities": 0, "communities_by_level": {}})
         emit(record, out_path)
     for q in spec.get("queries", []):
+        if q.get("repeat"):
+            emit(await timed_repeats(rag, q, param_of(q["mode"], q["only_need_context"], q.get("budget",
+                                                                                                spec.get("budget")))),
+                 out_path)
+            continue
         before, started = sim_stats(base), time.perf_counter()
         error = None
         try:

@@ -62,6 +62,8 @@ class Entity(BaseModel):
     doc_ids: list[str] = []
     degree: int = 0
     summarized: bool = False
+    # tokens of ``description`` by encoding name, counted when the entity is written (absent in older data)
+    text_tokens: dict[str, int] = {}
 
 
 class Relation(BaseModel):
@@ -73,6 +75,7 @@ class Relation(BaseModel):
     source_ids: list[str] = []
     doc_ids: list[str] = []
     rank: int = 0
+    text_tokens: dict[str, int] = {}  # tokens of ``description`` by encoding name, as for Entity
 
 
 class Community(BaseModel):

@@ -9,7 +9,10 @@ id only); every query worker process listens and rebuilds that tenant's caches i
 tenants it already caches or while it has room for more (warming never evicts another tenant).
 
 Warming is a read of what the query would read anyway and is idempotent: a missed or repeated
-announcement costs at most one cold query or one cache hit.
+announcement costs at most one cold query or one cache hit. Besides the caches, a warm-up runs one
+context-only local query with no embedder and no LLM (BM25 retrieval, nothing booked), so the code paths,
+parsed rows and token counts a first query uses are ready too. A process that starts warms the tenants
+whose index changed most recently (``recent_tenants``) the same way.
 """
 
 from __future__ import annotations
@@ -19,26 +22,37 @@ import threading
 import time
 from collections.abc import Callable
 
-from shared.infra.keys import index_updated_channel
+from shared.infra.keys import index_updated_channel, index_updated_key
 from shared.infra.redis_conn import to_str
 from shared.infra.store.bm25_cache import BM25Cache
 from shared.infra.store.redis_graph import GraphStore
 
 log = logging.getLogger(__name__)
+RECENT_KEPT = 1000  # tenants remembered in the recently-indexed set
 
 
 def announce_index_update(redis, tenant: str) -> None:
-    """Tell every query worker that ``tenant``'s index changed (best effort: a lost message only
-    leaves the next query cold)."""
+    """Tell every query worker that ``tenant``'s index changed, and remember when (a worker that starts
+    warms the most recent ones). Best effort: a lost message only leaves the next query cold."""
     try:
-        redis.publish(index_updated_channel(), tenant)
+        pipe = redis.pipeline(transaction=False)
+        pipe.zadd(index_updated_key(), {tenant: time.time()})
+        pipe.zremrangebyrank(index_updated_key(), 0, -RECENT_KEPT - 1)
+        pipe.publish(index_updated_channel(), tenant)
+        pipe.execute()
     except Exception:  # noqa: BLE001 - an announcement must never fail the pipeline step that made it
         log.warning("could not announce the index update of tenant %s", tenant, exc_info=True)
 
 
-def warm_tenant(redis, tenant: str, bm25: BM25Cache, vectors=None) -> float:
-    """Build the tenant's stale query caches in this process; seconds spent. ``vectors``: the process's
-    vector store, warmed when it keeps a local copy (the embedded store's matrices; Weaviate keeps none)."""
+def recent_tenants(redis, limit: int) -> list[str]:
+    """The ``limit`` tenants whose index changed most recently, latest first."""
+    return [to_str(t) for t in redis.zrevrange(index_updated_key(), 0, max(0, limit - 1))]
+
+
+def warm_tenant(redis, tenant: str, bm25: BM25Cache, vectors=None, model: str | None = None) -> float:
+    """Build the tenant's stale query caches in this process, then run one context-only local query on them
+    (``warm_query_path``); seconds spent. ``vectors``: the process's vector store, warmed when it keeps a
+    local copy (the embedded store's matrices; Weaviate keeps none)."""
     started = time.perf_counter()
     store = GraphStore(redis, tenant)
     bm25.warm(tenant)
@@ -46,8 +60,44 @@ def warm_tenant(redis, tenant: str, bm25: BM25Cache, vectors=None) -> float:
     if warm_vectors is not None:
         warm_vectors(tenant)
     store.adjacency()
-    store.communities()
+    warm_global_index(store)
+    warm_query_path(store, bm25, vectors, model)
     return time.perf_counter() - started
+
+
+def warm_global_index(store: GraphStore) -> None:
+    """Parse the communities and reports and index the reports a default global question ranks (BM25 over the
+    full scan's candidates, ``global_select.report_index``), so a tenant's first global query does not build it."""
+    from shared.domain.query.context_global import static_selection
+    from shared.domain.query.global_select import report_index
+    from shared.domain.query.params import QueryParam
+
+    communities, reports = store.communities(), store.reports()
+    candidates, _ = static_selection(communities, reports, QueryParam(mode="global"))
+    if candidates:
+        report_index(candidates)
+
+
+WARM_QUESTION = "Who are the main people and what happens between them?"
+WARM_CHUNK_COUNTS = 5000  # a tenant's passages whose source rows are counted ahead (at most this many)
+
+
+def warm_query_path(store: GraphStore, bm25: BM25Cache, vectors=None, model: str | None = None) -> None:
+    """A context-only local query without embedder or LLM (BM25 retrieval only): reads, parses and counts
+    what a first query would, and books nothing; then the token counts of the tenant's source rows (the
+    per-process count cache). A failure is logged, never raised."""
+    from shared.domain.query.context_common import source_body
+    from shared.domain.query.engine import answer_query
+    from shared.domain.query.params import QueryParam
+    from shared.domain.tokens import count_tokens_batch
+
+    try:
+        answer_query(QueryParam(query=WARM_QUESTION, mode="local", only_need_context=True, model=model),
+                     store, vectors, None, None, bm25, walk_provider=bm25.walk)
+        ids = store.all_chunk_ids()[:WARM_CHUNK_COUNTS]  # every query's source rows are counted from these
+        count_tokens_batch([source_body(c.text) for c in store.chunks(ids).values()], model)
+    except Exception:  # noqa: BLE001 - warming is a courtesy: the real query reports its own errors
+        log.warning("warm-up query of tenant %s failed", store.tenant, exc_info=True)
 
 
 class CacheWarmer:
@@ -55,8 +105,10 @@ class CacheWarmer:
     (a daemon thread of each query worker process). Survives Redis restarts by resubscribing."""
 
     def __init__(self, redis, bm25: Callable[[], BM25Cache], on_warm: Callable[[str, float], None] | None = None,
-                 poll_s: float = 0.5, retry_s: float = 1.0, vectors=None):
-        self.redis, self.bm25, self.on_warm, self.vectors = redis, bm25, on_warm, vectors
+                 poll_s: float = 0.5, retry_s: float = 1.0, vectors=None, model: str | None = None,
+                 warm_recent: int = 0):
+        self.redis, self.bm25, self.on_warm, self.vectors, self.model = redis, bm25, on_warm, vectors, model
+        self.warm_recent = warm_recent  # tenants warmed once subscribed (the most recently indexed first)
         self.poll_s, self.retry_s = poll_s, retry_s
         self.subscribed = threading.Event()  # set once listening (tests wait on it before publishing)
 
@@ -65,10 +117,18 @@ class CacheWarmer:
         cache = self.bm25()
         if not cache.has_room_for(tenant):
             return False
-        seconds = warm_tenant(self.redis, tenant, cache, self.vectors)
+        seconds = warm_tenant(self.redis, tenant, cache, self.vectors, self.model)
         if self.on_warm:
             self.on_warm(tenant, seconds)
         return True
+
+    def _warm_recent(self, stop: threading.Event) -> None:
+        """Once per process (after subscribing, so no update meanwhile is missed): the recent tenants."""
+        tenants, self.warm_recent = recent_tenants(self.redis, self.warm_recent) if self.warm_recent else [], 0
+        for tenant in tenants:
+            if stop.is_set():
+                return
+            self.handle(tenant)
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -77,6 +137,7 @@ class CacheWarmer:
                 pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
                 pubsub.subscribe(index_updated_channel())
                 self.subscribed.set()
+                self._warm_recent(stop)
                 while not stop.is_set():
                     message = pubsub.get_message(timeout=self.poll_s)
                     if message and message.get("type") == "message":

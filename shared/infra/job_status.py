@@ -4,11 +4,24 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+
+from redis.exceptions import RedisError
 
 from shared.infra.jobs import TERMINAL
 from shared.infra.keys import Keys
 from shared.infra.redis_conn import to_str
+
+RECHECK_ENV = "GRAPHFLEET_WAIT_RECHECK_S"  # tests make the safety re-read rare, to show the message wakes the wait
+
+
+def recheck_interval(default: float = 1.0) -> float:
+    """Seconds between the status re-reads of a wait (``GRAPHFLEET_WAIT_RECHECK_S``, default 1 s)."""
+    try:
+        return max(0.01, float(os.environ.get(RECHECK_ENV) or default))
+    except ValueError:
+        return default
 
 
 class AsyncJobStatus:
@@ -20,15 +33,37 @@ class AsyncJobStatus:
         raw = await self.aredis.hget(self.k.job(job_id), "status")
         return to_str(raw) if raw is not None else None
 
-    async def wait_finished(self, job_id: str, seconds: float) -> bool:
-        """Poll the status (20 ms, growing to 250 ms) until the job ended; False after ``seconds``. Never
-        blocks the event loop."""
-        deadline, delay = time.monotonic() + seconds, 0.02
-        while True:
-            if await self.status(job_id) in TERMINAL:
-                return True
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            await asyncio.sleep(min(delay, remaining))
-            delay = min(0.25, delay * 1.5)
+    async def wait_finished(self, job_id: str, seconds: float, recheck_s: float | None = None) -> bool:
+        """Wait until the job ended; False after ``seconds``. Woken by the end-of-job message
+        (``JobStore._record_finished`` publishes it for every final status), subscribed before the first
+        status read so an end between the two is not missed; the status is re-read every ``recheck_s``
+        (default ``GRAPHFLEET_WAIT_RECHECK_S``, 1 s) in case the message was lost (a Redis restart).
+        Never blocks the event loop."""
+        recheck = recheck_interval() if recheck_s is None else recheck_s
+        deadline = time.monotonic() + seconds
+        pubsub = self.aredis.pubsub(ignore_subscribe_messages=True)
+        try:
+            await pubsub.subscribe(self.k.job_done_channel(job_id))
+            while True:
+                if await self.status(job_id) in TERMINAL:
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                if await self._message(pubsub, min(recheck, remaining)):
+                    return True
+        finally:
+            await pubsub.aclose()
+
+    @staticmethod
+    async def _message(pubsub, timeout: float) -> bool:
+        """Whether the end message arrived within ``timeout`` seconds."""
+        until = time.monotonic() + timeout
+        try:
+            while (left := until - time.monotonic()) > 0:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=left)
+                if message is not None and message.get("type") == "message":
+                    return True
+        except RedisError:  # the subscription broke (Redis restarting): the status re-read decides
+            await asyncio.sleep(max(0.0, until - time.monotonic()))
+        return False

@@ -220,6 +220,9 @@ class Keys:
     def query_event_log(self, query_id: str) -> str:  # list of those events (json), replayed to late followers
         return f"{self.p}query:{query_id}:eventlog"
 
+    def query_followed(self, query_id: str) -> str:  # "1" once a stream follows the query: tokens go out one by one
+        return f"{self.p}query:{query_id}:followed"
+
 
 # ---- the broker's keys (kombu's Redis transport names them; listed here so every key has one home)
 BROKER_UNACKED = "unacked"  # hash: messages delivered to a worker and not acked yet (acks_late)
@@ -279,7 +282,17 @@ def consumers_key(queue: str) -> str:  # zset worker hostname -> last heartbeat 
 
 # ---- backups (graphfleet_cli/backup.py): every graphfleet key but the short-lived coordination ones
 BACKUP_PATTERN = f"{ROOT}:*"  # SCAN MATCH; the broker's queues are not graphfleet state and are not backed up
-_TRANSIENT = re.compile(rf"^{ROOT}:(rl:|consumers:|watchdog:lock$|t:[^:]+:(lock:|rl:|quota:rate$))")
+# locks, rate-limit windows, consumer heartbeats, and the warm-up hints (re-announced by a restore, probed again)
+_TRANSIENT = re.compile(
+    rf"^{ROOT}:(rl:|consumers:|watchdog:lock$|index_updated_at$|embedder_lexical:|t:[^:]+:(lock:|rl:|quota:rate$))")
+
+
+def index_updated_key() -> str:  # zset tenant -> time of its last index update (ids only, no tenant data)
+    return f"{ROOT}:index_updated_at"
+
+
+def embedder_lexical_key(embedder: str) -> str:  # "1" when the embedder hashes words (probed once per deployment)
+    return f"{ROOT}:embedder_lexical:{embedder}"
 
 
 def is_transient_key(key: str) -> bool:  # locks, rate-limit windows, consumer heartbeats: never restored

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+import time
 
 from shared.domain.query.context_global import GlobalPlan
 from shared.domain.query.result import QueryResult
@@ -22,6 +22,14 @@ _PUBLISH = """local n = redis.call('RPUSH', KEYS[1], ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 redis.call('PUBLISH', ARGV[2], n .. ' ' .. ARGV[1])
 return n"""
+# the same for several events in order (ARGV[3..]); returns whether a stream follows the query
+_PUBLISH_MANY = """for i = 3, #ARGV do
+  local n = redis.call('RPUSH', KEYS[1], ARGV[i])
+  redis.call('PUBLISH', ARGV[1], n .. ' ' .. ARGV[i])
+end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return redis.call('EXISTS', KEYS[2])"""
+TOKEN_BATCH_S = 0.05  # unfollowed answer tokens are written at most this often (and when the answer ends)
 
 
 class QueryStore:
@@ -64,9 +72,46 @@ class QueryStore:
         except Exception as exc:  # noqa: BLE001 - streaming is a courtesy, the answer is not
             log.warning("query %s: event %s not published: %s", query_id, event, exc)
 
-    def token_sink(self, query_id: str) -> Callable[[str], None]:
-        """``on_token(text)`` publishing each answer token as a ``token`` event."""
-        return lambda text: self.publish(query_id, "token", {"text": text})
+    def token_sink(self, query_id: str) -> TokenSink:
+        """``on_token(text)`` publishing each answer token as a ``token`` event (see :class:`TokenSink`)."""
+        return TokenSink(self, query_id)
+
+    def publish_many(self, query_id: str, events: list[str]) -> bool:
+        """Log and publish ``events`` (JSON, in order) in one round trip; whether a stream follows the query."""
+        k = self.k
+        return bool(self.redis.eval(_PUBLISH_MANY, 2, k.query_event_log(query_id), k.query_followed(query_id),
+                                    k.query_events(query_id), EVENT_LOG_TTL_S, *events))
+
+
+class TokenSink:
+    """``on_token`` of an answer: every token becomes a ``token`` event, logged and published in order, as
+    ``QueryStore.publish`` does. While no stream follows the query (``QueryEvents.subscribe`` marks it) the
+    tokens are written in batches, at most every ``TOKEN_BATCH_S`` (one round trip instead of one per token);
+    once one follows, each token goes out as it comes. ``flush()`` writes what is left: the caller flushes
+    when the answer ends, before the query is finished, so a stream that starts later replays every token.
+    Best effort, like ``publish``: a lost write never fails the query."""
+
+    def __init__(self, queries: QueryStore, query_id: str, batch_s: float = TOKEN_BATCH_S):
+        self.queries, self.query_id, self.batch_s = queries, query_id, batch_s
+        self.pending: list[str] = []
+        self.followed = False
+        self.written_at: float | None = None  # None: nothing written yet (the first token goes at once)
+
+    def __call__(self, text: str) -> None:
+        self.pending.append(json.dumps({"event": "token", "data": {"text": text}}))
+        now = time.monotonic()
+        if self.followed or self.written_at is None or now - self.written_at >= self.batch_s:
+            self.flush(now)
+
+    def flush(self, now: float | None = None) -> None:
+        if not self.pending:
+            return
+        events, self.pending = self.pending, []
+        self.written_at = time.monotonic() if now is None else now
+        try:
+            self.followed = self.queries.publish_many(self.query_id, events)
+        except Exception as exc:  # noqa: BLE001 - streaming is a courtesy, the answer is not
+            log.warning("query %s: %d token events not published: %s", self.query_id, len(events), exc)
 
 
 class QueryEvents:
@@ -79,8 +124,10 @@ class QueryEvents:
         self.seen = 0  # events of the log already passed on
 
     async def subscribe(self) -> None:
-        """Before the first read of the state: nothing published after it can be missed."""
+        """Before the first read of the state: nothing published after it can be missed. Marks the query as
+        followed, so the worker sends each answer token as it comes instead of in batches."""
         await self.pubsub.subscribe(self.events_channel, self.k.job_done_channel(self.query_id))
+        await self.aredis.set(self.k.query_followed(self.query_id), "1", ex=EVENT_LOG_TTL_S)
 
     async def state(self) -> tuple[str | None, str | None]:
         """(status, stage) of the query's job hash."""

@@ -40,7 +40,7 @@ def _chunk_batch(store: GraphStore, vectors: VectorStore, embedder: Embedder, ct
 
 
 def run_index(store: GraphStore, vectors: VectorStore, embedder: Embedder, ctx: CallContext, batch: int = 64,
-              parallel: int = 4) -> dict:
+              parallel: int = 8) -> dict:
     """Idempotent: a batch leaves the dirty set only after its vectors are stored."""
     names = store.dirty_members("embed_entities")
     chunk_ids = store.dirty_members("embed_chunks")

@@ -14,7 +14,7 @@ from shared.domain.merge import (
 )
 from shared.domain.models import Entity, EntityFragment, Relation, RelationFragment
 from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP as DESC_SEP
-from shared.domain.tokens import count_tokens, truncate_text
+from shared.domain.tokens import count_tokens, get_encoding, truncate_text
 from shared.infra.store.redis_graph import GraphStore, split_rel_field
 
 SummarizeFn = Callable[[str, list[str]], str]
@@ -40,17 +40,25 @@ def _finish_description(name: str, description: str, settings, summarize: Summar
     return summary, True
 
 
+def text_tokens(text: str, model: str | None) -> dict[str, int]:
+    """A row text's token count under the query model's encoding, stored with the row so that a query's
+    context is packed without encoding it again (``shared.domain.query.context_common.graph_row_tokens``)."""
+    return {get_encoding(model).name: count_tokens(text, model)}
+
+
 def run_merge_batch(
     store: GraphStore, entities: list[str], relations: list[str], settings, summarize: SummarizeFn | None
 ) -> dict:
     def merge_e(name: str, frags: list[EntityFragment]) -> Entity | None:
         entity = merge_entity(name, frags)
         entity.description, entity.summarized = _finish_description(name, entity.description, settings, summarize)
+        entity.text_tokens = text_tokens(entity.description, settings.llm_model)
         return entity
 
     def merge_r(src: str, tgt: str, frags: list[RelationFragment]) -> Relation | None:
         relation = merge_relation(src, tgt, frags)
         relation.description, _ = _finish_description(f"{src} -> {tgt}", relation.description, settings, summarize)
+        relation.text_tokens = text_tokens(relation.description, settings.llm_model)
         return relation
 
     written = deleted = 0

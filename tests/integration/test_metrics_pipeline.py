@@ -158,7 +158,9 @@ def test_gateway_metrics_equal_simulator_counts(stack, simulator, tenant):
 
     # queries of every LLM-using flavour: their phases are stages of their own
     for mode in ("local", "global", "naive"):
-        out = client.query(tenant, QueryParam(query="What does Scrooge learn?", mode=mode), timeout=300)
+        # the global full scan in small groups: several map tasks on the map_analyst queue
+        extra = {"global_selection": "all", "global_group_tokens": 1000} if mode == "global" else {}
+        out = client.query(tenant, QueryParam(query="What does Scrooge learn?", mode=mode, **extra), timeout=300)
         assert out["status"] == "succeeded", out
     got = scrape(stack.gateway_url)
     totals = assert_tokens_equal_simulator(got, sim_stats(simulator))

@@ -32,7 +32,8 @@ def _many(n=30, words=120):
 
 def test_plan_respects_group_budget_level_and_min_rating():
     comms, reps = _many()
-    p = resolve(QueryParam(query="q", global_group_tokens=600, level=1, global_min_community_rating=3))
+    p = resolve(QueryParam(global_selection="all", query="q", global_group_tokens=600, level=1,
+                           global_min_community_rating=3))
     plan = plan_global(comms, reps, p)
     assert len(plan.groups) > 1
     for g in plan.groups:
@@ -47,7 +48,8 @@ def test_plan_respects_group_budget_level_and_min_rating():
 
 def test_max_consider_and_oversized_report_cut_to_fit():
     comms, reps = _many(5, words=2000)
-    p = resolve(QueryParam(query="q", global_group_tokens=300, global_max_consider_community=2, level=5))
+    p = resolve(QueryParam(global_selection="all", query="q", global_group_tokens=300, global_max_consider_community=2,
+                           level=5))
     plan = plan_global(comms, reps, p)
     assert len(plan.selected) == 2 and all(g.tokens <= 300 for g in plan.groups)
     assert static_selection(comms, reps, p)[1] == 5
@@ -117,7 +119,7 @@ def test_run_global_inline_partial_when_a_map_task_fails_or_hangs():
         return "Final answer [Data: Reports (L0-0)]"
 
     # one report per group so groups differ
-    p = resolve(QueryParam(query="Scrooge", global_group_tokens=120, deadline_s=0.5))
+    p = resolve(QueryParam(global_selection="all", query="Scrooge", global_group_tokens=120, deadline_s=0.5))
     res = run_global_inline(p, reader, chat)
     release.set()
     assert res.partial and "did not answer" in res.partial_reason
@@ -150,8 +152,8 @@ def test_global_extractive_and_only_context():
 def test_only_context_never_exceeds_the_budget_though_the_map_reads_every_group():
     reader, _ = make_graph()
     # groups of <= 120 tokens; a 260-token total budget cannot show all of them in one context
-    p = resolve(QueryParam(query="Scrooge", global_group_tokens=120, max_total_tokens=260, buffer_tokens=0,
-                           only_need_context=True))
+    p = resolve(QueryParam(global_selection="all", query="Scrooge", global_group_tokens=120, max_total_tokens=260,
+                           buffer_tokens=0, only_need_context=True))
     plan = plan_global(reader.communities(), reader.reports(), p)
     assert len(plan.groups) >= 3
     res = run_global_inline(p, reader, None)
@@ -160,6 +162,7 @@ def test_only_context_never_exceeds_the_budget_though_the_map_reads_every_group(
     assert 1 <= shown < total == len(plan.groups)
     assert any("map phase reads all of them" in n for n in res.budget.notes)
     # a budget that holds every group shows every group
-    roomy = resolve(QueryParam(query="Scrooge", global_group_tokens=120, only_need_context=True))
+    roomy = resolve(QueryParam(global_selection="all", query="Scrooge", global_group_tokens=120,
+                               only_need_context=True))
     res = run_global_inline(roomy, reader, None)
     assert res.details["context_groups"].split("/")[0] == res.details["context_groups"].split("/")[1]

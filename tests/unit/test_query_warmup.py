@@ -112,3 +112,37 @@ def test_warmer_never_evicts_a_cached_tenant_for_one_it_has_no_room_for(redis_cl
     assert warmer.handle(tenant + "-other") is False
     assert cache.tenants() == {tenant}
     assert warmer.handle(tenant) is True
+
+
+def test_a_starting_warmer_warms_the_most_recently_indexed_tenants_and_runs_their_query_path(redis_client, tenant):
+    from shared.domain import tokens
+    from shared.infra.cache_warmup import recent_tenants
+
+    for name, words in ((tenant + "-old", "grey heron"), (tenant, "white stork")):
+        _fill(redis_client, name, words)
+        announce_index_update(redis_client, name)  # remembered with its time, latest first
+    assert recent_tenants(redis_client, 2)[:2] == [tenant, tenant + "-old"]
+    cache = BM25Cache(redis_client, capacity=4)
+    warmed: list[str] = []
+    warmer = CacheWarmer(redis_client, lambda: cache, on_warm=lambda t, _s: warmed.append(t), poll_s=0.05,
+                         warm_recent=1)
+    tokens._count_cache.clear()
+    stop = threading.Event()
+    thread = threading.Thread(target=warmer.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        assert _wait(lambda: warmed == [tenant])  # only the most recent one: warm_recent=1
+        assert cache.tenants() == {tenant} and cache.builds == 2
+        # the warm-up query packed a context: the rows a first query counts are counted already
+        assert tokens._count_cache._counts, "the warm-up query counted its context's rows"
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_the_openai_sdk_warm_up_runs_in_memory_and_raises_nothing(caplog):
+    from workers.query_warmup import warm_openai_sdk
+
+    warm_openai_sdk()  # base URL warm.invalid: a request leaving the process would fail and be logged
+    assert "warm-up failed" not in caplog.text

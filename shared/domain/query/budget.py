@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from shared.domain.packing import fit_rows
 from shared.domain.query.params import QueryParam
-from shared.domain.tokens import count_tokens, count_tokens_batch
+from shared.domain.tokens import count_tokens, count_tokens_batch, get_encoding
 
 # Total context windows (input + output). Seed 000 + seed 001 + current OpenAI models.
 MODEL_CONTEXT_LIMITS: dict[str, int] = {
@@ -323,8 +323,29 @@ def allocate(
 
 
 def _join(out: Allocation, order: Sequence[str], model: str | None) -> None:
-    out.context = SECTION_SEPARATOR.join(out.texts[n] for n in order if out.texts.get(n))
-    out.total_tokens = count_tokens(out.context, model) if out.context else 0
+    texts = [out.texts[n] for n in order if out.texts.get(n)]
+    out.context = SECTION_SEPARATOR.join(texts)
+    out.total_tokens = joined_tokens(texts, model) if out.context else 0
+
+
+FENCE, RULE = "```", "-----"  # how a rendered section ends and begins (``Section.render``)
+SEAM_ENCODINGS = ("o200k_base", "cl100k_base")  # whose split patterns the seam rule is tested on
+
+
+def joined_tokens(texts: Sequence[str], model: str | None) -> int:
+    """Tokens of rendered sections joined by ``SECTION_SEPARATOR``, without encoding the whole context again:
+    each section was counted when it was fitted (the count cache has it). The encoder splits text into pieces
+    by its pattern before merging tokens within a piece, and a rendered section begins with a rule
+    (``-----`` then its title's letters) and ends with a fence on a line of its own, so the joined text splits
+    exactly as its sections do except around each seam (fence, separator, rule): the seam's own count corrects
+    the sum. Texts of another shape, or another encoding, are counted whole."""
+    shaped = all(t.startswith(RULE) and t[len(RULE):len(RULE) + 1].isalpha() and t.endswith("\n" + FENCE)
+                 for t in texts)
+    if len(texts) < 2 or not shaped or get_encoding(model).name not in SEAM_ENCODINGS:
+        return count_tokens(SECTION_SEPARATOR.join(texts), model)
+    seam = (count_tokens(FENCE + SECTION_SEPARATOR + RULE, model) - count_tokens(FENCE, model)
+            - count_tokens(RULE, model))
+    return sum(count_tokens_batch(list(texts), model)) + seam * (len(texts) - 1)
 
 
 def make_report(param: QueryParam, mode: str, tb: TotalBudget, alloc: Allocation | None) -> BudgetReport:

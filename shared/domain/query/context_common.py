@@ -13,7 +13,7 @@ from shared.domain.query.budget import Section
 from shared.domain.query.params import QueryParam
 from shared.domain.query.truncation import shorten, split_sentences
 from shared.domain.retrieval.fusion import rrf
-from shared.domain.tokens import count_tokens, count_tokens_batch, truncate_text
+from shared.domain.tokens import count_tokens, count_tokens_batch, get_encoding, truncate_text
 
 
 class Evidence(BaseModel):
@@ -97,6 +97,34 @@ def row_shrinker(values: Callable[[int], Sequence], text_column: int, model: str
     return shrink
 
 
+def graph_row_tokens(cells: Sequence[Sequence], text_column: int, stored: Sequence[dict[str, int]],
+                     model: str | None) -> list[int] | None:
+    """Estimated tokens of each graph row (a Section's ``row_tokens``) from its text's token count stored at
+    ingestion (``stored[i]``: encoding name -> count), the rest of the row counted (a few short cells that
+    recur from query to query); a row with no stored count for the model's encoding (older data) is counted
+    whole. None when no row has one. An estimate only: the allocator checks the fit of the rendered section
+    exactly, so a context never exceeds its budget whatever the stored counts say."""
+    encoding = get_encoding(model).name
+    if not any(encoding in counts for counts in stored):
+        return None
+    heads, whole = [], []
+    for row, counts in zip(cells, stored, strict=True):
+        if encoding in counts:
+            heads.append(csv_row([*row[:text_column], "", *row[text_column + 1:]]))
+        else:
+            whole.append(csv_row(row))
+    head_counts, whole_counts = iter(count_tokens_batch(heads, model)), iter(count_tokens_batch(whole, model))
+    out = []
+    for row, counts in zip(cells, stored, strict=True):
+        if encoding not in counts:
+            out.append(next(whole_counts))
+            continue
+        text = str(row[text_column])
+        quoting = 2 + text.count('"') if any(c in text for c in ',"\n') else 0  # the quotes the CSV adds
+        out.append(next(head_counts) + counts[encoding] + quoting + 1)  # +1: the merge at the seams
+    return out
+
+
 def rel_key(src: str, tgt: str) -> str:
     return f"{src}->{tgt}"
 
@@ -129,6 +157,12 @@ def order_chunks(ranked: Sequence[tuple[str, float]], chunks: dict[str, Chunk], 
         idx = sorted(range(len(items)), key=lambda i: (counts[i], i))
         items = [items[i] for i in idx]
     return items
+
+
+def source_body(text: str) -> str:
+    """A source row without its citation: what a source row's tokens are estimated from (the per-process count
+    cache keeps it from query to query, and ``shared.infra.cache_warmup`` counts it ahead)."""
+    return csv_row(["", text])
 
 
 def sources_section(
@@ -171,7 +205,7 @@ def sources_section(
     fill = param.budget_split == "evidence"
     # rows are counted from their texts, which the per-process count cache knows from earlier queries
     # (a row's citation changes with its rank, its text does not); +1 covers the merge at the seam
-    bodies = count_tokens_batch([csv_row(["", c.text]) for c, _ in items], model)
+    bodies = count_tokens_batch([source_body(c.text) for c, _ in items], model)
     heads = count_tokens_batch(cites, model)
     estimate = [b + h + 1 for b, h in zip(bodies, heads, strict=True)]
     return Section("sources", rows, title=title, header="id,content", cap=cap, shrink=shrink,

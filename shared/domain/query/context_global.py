@@ -21,6 +21,7 @@ from shared.domain.query.budget import (
     total_context_budget,
 )
 from shared.domain.query.context_local import report_text
+from shared.domain.query.global_select import RelevanceSelection, select_by_relevance
 from shared.domain.query.params import QueryParam
 from shared.domain.retrieval.bm25 import BM25Index
 from shared.domain.tokens import count_tokens, count_tokens_batch, truncate_text
@@ -53,13 +54,14 @@ class GlobalPlan(BaseModel):
     budget: BudgetReport
     dynamic: DynamicSelection | None = None
     context_budget: int = 0  # the context-data budget of one call (max_total_tokens / model window)
+    selection: RelevanceSelection | None = None
 
 
 def relevant_groups(plan: GlobalPlan, query: str) -> list[MapGroup]:
     """The map groups by their BM25 relevance to the question (the groups' report tables as documents),
     the plan's order breaking ties: what a caller who asked for the context of *this* question sees first."""
-    if len(plan.groups) < 2 or not query.strip():
-        return list(plan.groups)
+    if len(plan.groups) < 2 or not query.strip() or (plan.selection and plan.selection.strategy == "relevance"):
+        return list(plan.groups)  # a relevance selection's groups are already in the order of its ranking
     scores = BM25Index([str(g.index) for g in plan.groups], [g.context for g in plan.groups]).scores(query)
     order = sorted(range(len(plan.groups)), key=lambda i: (-float(scores[i]), i))
     return [plan.groups[i] for i in order]
@@ -163,26 +165,63 @@ def group_reports(
     return groups
 
 
+def _strategy(param: QueryParam, full_scan_tokens: int, group_budget: int, rate) -> str:
+    if param.dynamic_community_selection or param.global_selection == "dynamic":
+        return "dynamic" if rate is not None else "all"
+    if param.global_selection == "auto":
+        return "all" if full_scan_tokens <= group_budget else "relevance"
+    return param.global_selection
+
+
+def _choose(
+    communities: dict[str, Community], reports: dict[str, CommunityReport], param: QueryParam, static, strategy: str,
+    rate, anchors, full: int,
+) -> tuple[list[CommunityReport], DynamicSelection | None, RelevanceSelection]:
+    model = param.model
+    sel = RelevanceSelection(strategy=strategy, candidates=len(static), full_scan_tokens=full)
+    dyn = None
+    if strategy == "dynamic":
+        chosen, dyn = dynamic_selection(communities, reports, param, rate, model)
+        if param.global_min_community_rating:
+            chosen = [r for r in chosen if r.rating >= param.global_min_community_rating]
+    elif strategy == "relevance":
+        sel.allowance = max(param.global_selection_min_tokens, int(param.global_selection_share * full))
+        chosen, sel.relevant, sel.selected_tokens = select_by_relevance(
+            param.query, static, anchors, sel.allowance, param.global_report_tokens, model)
+    else:
+        chosen = static
+    sel.read = len(chosen)
+    if strategy != "relevance":
+        sel.selected_tokens = sum(count_tokens_batch([report_text(r) for r in chosen], model)) if chosen else 0
+    return chosen, dyn, sel
+
+
 def plan_global(
     communities: dict[str, Community], reports: dict[str, CommunityReport], param: QueryParam,
-    rate: Callable[[CommunityReport], float] | None = None,
+    rate: Callable[[CommunityReport], float] | None = None, anchors: dict[str, float] | None = None,
 ) -> GlobalPlan:
+    """The map groups: the reports the strategy chose (``global_selection``), in groups within the group budget.
+    ``anchors``: community id -> the question's entity hits among its members (``global_select.anchor_scores``)."""
     model = param.model
     static, candidates = static_selection(communities, reports, param)
     map_prompt = global_map.SYSTEM.format(context_data="")
     tb = total_context_budget(param, map_prompt)
     group_budget = min(param.global_group_tokens, tb.total)
-    dyn = None
-    chosen = static
-    if param.dynamic_community_selection and rate is not None:
-        chosen, dyn = dynamic_selection(communities, reports, param, rate, model)
-        if param.global_min_community_rating:
-            chosen = [r for r in chosen if r.rating >= param.global_min_community_rating]
+    full_scan = sum(count_tokens_batch([report_text(r) for r in static], model)) if static else 0
+    strategy = _strategy(param, full_scan, group_budget, rate)
+    chosen, dyn, sel = _choose(communities, reports, param, static, strategy, rate, anchors, full_scan)
+    if strategy == "relevance":
+        group_budget = min(group_budget, param.global_selected_group_tokens)
     groups = group_reports(chosen, communities, group_budget, model)
     if dyn is not None:
         dyn.static_map_tokens = sum(g.tokens for g in group_reports(static, communities, group_budget, model))
         dyn.dynamic_map_tokens = sum(g.tokens for g in groups)
         dyn.tokens_saved = dyn.static_map_tokens - dyn.dynamic_map_tokens - dyn.rating_tokens
+    return _finish_plan(param, tb, groups, candidates, group_budget, dyn, sel)
+
+
+def _finish_plan(param: QueryParam, tb, groups: list[MapGroup], candidates: int, group_budget: int,
+                 dyn: DynamicSelection | None, sel: RelevanceSelection) -> GlobalPlan:
     kept = sum(len(g.report_ids) for g in groups)
     sec = SectionReport(
         name="reports", candidates=candidates, kept=kept, tokens_used=sum(g.tokens for g in groups),
@@ -195,13 +234,19 @@ def plan_global(
     budget.total_tokens = max((g.tokens for g in groups), default=0)
     budget.notes.append(f"{len(groups)} map groups of <= {group_budget} tokens (largest {budget.total_tokens}, "
                         f"{sec.tokens_used} over all groups)")
+    if sel.strategy == "relevance":
+        budget.notes.append(
+            f"relevance selection: the question touches {sel.relevant} of {sel.candidates} reports; the map reads "
+            f"{sel.read} (focused views, {sel.selected_tokens} tokens of the {sel.allowance}-token allowance; the "
+            f"full scan would read {sel.full_scan_tokens})")
     if dyn is not None:
         budget.notes.append(
             f"dynamic selection rated {dyn.rated}, kept {dyn.relevant}; saved {dyn.tokens_saved} tokens "
             f"vs static ({dyn.static_map_tokens} map tokens)"
         )
     return GlobalPlan(groups=groups, selected=[i for g in groups for i in g.report_ids], candidates=candidates,
-                      group_budget=group_budget, budget=budget.finalize(), dynamic=dyn, context_budget=tb.total)
+                      group_budget=group_budget, budget=budget.finalize(), dynamic=dyn, context_budget=tb.total,
+                      selection=sel)
 
 
 def build_map_messages(group: MapGroup, query: str) -> list[dict]:

@@ -23,6 +23,7 @@ from shared.domain.query.context_common import (
     Evidence,
     Sources,
     fuse_chunk_rankings,
+    graph_row_tokens,
     linked_chunk_order,
     order_chunks,
     rel_key,
@@ -77,7 +78,8 @@ def entity_section(entities: Sequence[Entity], cap: int | None, scores: dict[str
 
     shrink = row_shrinker(lambda i: cells[i], 3, model, shortened)
     return Section("entities", rows, "Entities", "id,entity,type,description,rank", cap, shrink=shrink,
-                   min_partial=GRAPH_ROW_MIN_PARTIAL), ev
+                   min_partial=GRAPH_ROW_MIN_PARTIAL,
+                   row_tokens=graph_row_tokens(cells, 3, [e.text_tokens for e in entities], model)), ev
 
 
 def relation_section(relations: Sequence[Relation], cap: int | None, model: str | None = None
@@ -95,7 +97,8 @@ def relation_section(relations: Sequence[Relation], cap: int | None, model: str 
 
     shrink = row_shrinker(lambda i: cells[i], 3, model, shortened)
     return Section("relationships", rows, "Relationships", "id,source,target,description,weight,rank", cap,
-                   shrink=shrink, min_partial=GRAPH_ROW_MIN_PARTIAL), ev
+                   shrink=shrink, min_partial=GRAPH_ROW_MIN_PARTIAL,
+                   row_tokens=graph_row_tokens(cells, 3, [r.text_tokens for r in relations], model)), ev
 
 
 def report_section(reports: Sequence[CommunityReport], cap: int | None, model: str | None = None

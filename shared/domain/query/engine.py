@@ -228,10 +228,22 @@ def _select_context(rp: ResolvedParam, reader, retr: Retriever, budget: TotalBud
     return ctx, rep, src, det
 
 
-def _answer_global(rp: ResolvedParam, reader, chat: Callable | None, rate: Callable | None, meter) -> QueryResult:
-    if rate is None and meter is not None and rp.dynamic_community_selection:
+def global_entity_hits(rp: ResolvedParam, reader, vector_store, embed: Embed | None, bm25: BM25Provider | None,
+                       lexical_embedder: bool = False) -> list[tuple[str, float]] | None:
+    """The question's entity search (local mode's hybrid search: BM25 fused with embedding cosine), which
+    anchors global mode's relevance selection; None when the selection does not use it."""
+    if (rp.global_selection not in ("auto", "relevance") or rp.dynamic_community_selection or not rp.query.strip()
+            or not rp.global_anchor_entities):
+        return None
+    retr = Retriever(rp, reader, vector_store, embed, bm25, None, lexical_embedder)
+    return retr.search("entities", rp.query, retr.vectors([rp.query])[0], rp.global_anchor_entities)
+
+
+def _answer_global(rp: ResolvedParam, reader, chat: Callable | None, rate: Callable | None, meter,
+                   entity_hits=None) -> QueryResult:
+    if rate is None and meter is not None and (rp.dynamic_community_selection or rp.global_selection == "dynamic"):
         rate = llm_rater(rp.query, meter)
-    res = run_global_inline(rp, reader, chat, rate, meter)
+    res = run_global_inline(rp, reader, chat, rate, meter, entity_hits=entity_hits)
     res.details["preset"] = rp.applied_preset
     return res
 
@@ -282,7 +294,8 @@ def answer_query(
     if meter is None and rp.source_truncation == "map_reduce":  # no LLM to summarize: degrade to relevance
         rp = rp.model_copy(update={"source_truncation": "relevance"})
     if rp.mode == "global":
-        return _answer_global(rp, reader, chat, rate, meter)
+        hits = global_entity_hits(rp, reader, vector_store, embed, bm25_provider, lexical_embedder)
+        return _answer_global(rp, reader, chat, rate, meter, hits)
     retr = Retriever(rp, reader, vector_store, embed, bm25_provider, walk_provider, lexical_embedder)
     budget = context_budget(rp)
     state: dict = {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from shared.domain.models import CommunityReport, MapPoint
 from shared.domain.query.context_common import Evidence, Sources
@@ -19,7 +19,8 @@ from shared.domain.query.context_global import (
     reduce_points,
     visible_context,
 )
-from shared.domain.query.formats import response_instructions
+from shared.domain.query.formats import check_response_format, normalize_type, response_instructions
+from shared.domain.query.global_select import anchor_scores
 from shared.domain.query.map_points import parse_map_points
 from shared.domain.query.params import QueryParam
 from shared.domain.query.result import QueryResult, UsageMeter, extractive_answer
@@ -76,16 +77,22 @@ def _map_all(plan: GlobalPlan, query: str, meter: UsageMeter, deadline_s: float,
     return results
 
 
-def start_global(param: QueryParam, reader, rate: Callable[[CommunityReport], float] | None = None
+def start_global(param: QueryParam, reader, rate: Callable[[CommunityReport], float] | None = None,
+                 entity_hits: Sequence[tuple[str, float]] | Callable[[], Sequence] | None = None
                  ) -> tuple[GlobalPlan, QueryResult]:
-    """Plan the map groups and the result skeleton (sources, context, budget). Pure given ``reader``."""
+    """Plan the map groups and the result skeleton (sources, context, budget). Pure given ``reader``.
+    ``entity_hits``: the question's entity search (name, score), best first, which anchors the relevance
+    selection in the communities holding those entities."""
     communities, reports = reader.communities(), reader.reports()
-    if param.dynamic_community_selection and rate is None:
+    if (param.dynamic_community_selection or param.global_selection == "dynamic") and rate is None:
         rate = lexical_rater(param.query)
-    plan = plan_global(communities, reports, param, rate)
+    hits = entity_hits() if callable(entity_hits) else entity_hits  # a callable: the search runs meanwhile
+    anchors = anchor_scores(communities, hits) if hits else None
+    plan = plan_global(communities, reports, param, rate, anchors)
     result = QueryResult(mode="global", budget=plan.budget,
                          details={"groups": len(plan.groups), "dynamic": plan.dynamic.model_dump()
-                                  if plan.dynamic else None})
+                                  if plan.dynamic else None,
+                                  "selection": plan.selection.model_dump() if plan.selection else None})
     sources = Sources()
     for cid in plan.selected:
         r = reports[cid]
@@ -111,20 +118,45 @@ def finish_global(param: QueryParam, plan: GlobalPlan, result: QueryResult, resu
     result.budget.sections.append(sec)
     result.budget.finalize()
     result.details["map_points"] = len(points)
+    # the reports each useful point cites, with its score: what the map found, per report (bench.global_cost)
+    result.details["points"] = [[p.community_id, p.score] for _g, p in points if p.score > 0]
     if not text:
         result.answer, result.answer_kind = NO_ANSWER, "none"
+        return result
+    single = None if partial else points_answer(points, param.response_type)
+    if single is not None:  # one group answered: its points are the answer, one LLM round trip less
+        result.answer, result.answer_kind = single, "llm"
+        result.details["reduce"] = "skipped: a single map group answered"
         return result
     result.answer = reduce_chat(build_reduce_messages(text, param.query, instructions), "reduce")
     result.answer_kind = "llm"
     return result
 
 
+def points_answer(points: Sequence[tuple[int, MapPoint]], response_type: str) -> str | None:
+    """The answer rendered from the map points when a single group answered (Microsoft GraphRAG's map points
+    are already the key points with their report references), in the requested layout; None when several
+    groups answered or the layout needs the reduce (comparison, pros and cons, analysis with headings...)."""
+    useful = sorted((p for _g, p in points if p.score > 0), key=lambda p: -p.score)
+    if not useful or len({g for g, p in points if p.score > 0}) != 1:
+        return None
+    texts = [p.description.strip() for p in useful if p.description.strip()]
+    kind = normalize_type(response_type)
+    render = {
+        "single_paragraph": lambda: " ".join(texts),
+        "bullet_points": lambda: "\n".join(f"- {t}" for t in texts),
+        "numbered_list": lambda: "\n".join(f"{i}. {t}" for i, t in enumerate(texts, 1)),
+    }.get(kind, lambda: "\n\n".join(texts))
+    answer = render()
+    return answer if check_response_format(answer, response_type)[0] else None
+
+
 def run_global_inline(
     param: QueryParam, reader, chat=None, rate: Callable[[CommunityReport], float] | None = None,
-    meter: UsageMeter | None = None, max_workers: int = 8,
+    meter: UsageMeter | None = None, max_workers: int = 8, entity_hits=None,
 ) -> QueryResult:
     started = time.monotonic()
-    plan, result = start_global(param, reader, rate)
+    plan, result = start_global(param, reader, rate, entity_hits)
     if param.only_need_context:
         return result
     if chat is None:

@@ -16,6 +16,7 @@ TextOrder = Literal["relevance", "shortest_first"]
 SourceTruncation = Literal["relevance", "structure", "map_reduce", "none"]
 Fusion = Literal["zscore", "rrf", "weighted"]
 BudgetSplit = Literal["evidence", "fixed"]
+GlobalSelection = Literal["auto", "all", "relevance", "dynamic"]
 # BM25's share in the fusion when the caller gives none: see shared/domain/retrieval/fusion.py and
 # docs/benchmarks.md. A lexical embedder (the LLM-free hashing one) hashes the same words BM25 scores,
 # so it only adds collision noise: BM25 alone. A model embedder gets an equal say.
@@ -107,6 +108,17 @@ class QueryParam(BaseModel):
     global_min_community_rating: float = Field(0.0, ge=0)
     global_group_tokens: int = Field(12000, ge=64)
     global_synthesis_tokens: int | None = Field(None, ge=1)  # None: min(12000, total context budget)
+    # which reports the map reads: "all" (the static full scan: nano-graphrag, MS GraphRAG static), "relevance"
+    # (reports ranked by BM25 over their text fused with the communities of the question's entity hits, read as
+    # question-focused views until the evidence ends or the allowance is spent: no LLM tokens spent on choosing),
+    # "dynamic" (MS GraphRAG's top-down LLM rating), "auto": "all" while the full scan is one map call, else
+    # "relevance". ``dynamic_community_selection=true`` still means "dynamic".
+    global_selection: GlobalSelection = "auto"
+    global_selection_share: float = Field(0.1, gt=0, le=1)  # allowance: this share of the full scan's tokens,
+    global_selection_min_tokens: int = Field(3000, ge=0)  # but at least this many
+    global_report_tokens: int = Field(200, ge=16)  # a focused view: title, summary, the findings on the question
+    global_selected_group_tokens: int = Field(600, ge=64)  # map groups of the selected scan: a handful of reports
+    global_anchor_entities: int = Field(10, ge=0)  # the question's best entity hits anchoring the selection
     dynamic_community_selection: bool = False
     dynamic_threshold: float = Field(1.0, ge=0)  # rate(report) >= threshold keeps it and opens its children
     dynamic_keep_parent: bool = False

@@ -1,0 +1,132 @@
+"""In-process context build: graphfleet vs nano-graphrag, local and naive, at ``max_total_tokens`` 12,000 (nano's
+default) and 30,000, on the same corpus ingested with the LLM simulator at 0 ms.
+
+    bash bench/peers/setup.sh      # once: nano-graphrag's venv (.bench/peers-venv)
+    .venv/bin/python -m bench.context_build [--repeat 20] [--budgets 12000 30000] [--modes local naive]
+        [--systems graphfleet nano] [--out bench/results/context_build.jsonl]
+
+Both systems answer ``only_need_context`` queries in one process that has already answered one (warm):
+graphfleet's ``answer_query`` with the worker's collaborators (``workers.runtime``: Redis store, vector store,
+embedder over HTTP, BM25 and walk caches), nano's ``aquery`` (``bench/peers/peer_run.py``, its own venv). Each
+run embeds its question once (one call to the simulator, the same for both) and assembles the context; a
+distinct question per run (``(run i)``). nano's budget for 30,000 keeps its local shares (0.33 / 0.40 / 0.27).
+Context tokens are the returned context counted with the model's tokenizer (gpt-4o-mini, o200k).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+from bench.common import SAMPLE, emit, machine, redis_server, simulator, stack
+from bench.compare import EMBEDDING_DIM, MODEL, PEERS_VENV, run_peer_process
+from shared.domain.tokens import count_tokens
+
+QUESTIONS = {"local": "Who is Ebenezer Scrooge and how does he change?", "naive": "What happens on Christmas morning?"}
+
+
+def _summary(seconds: list[float]) -> dict:
+    ordered = sorted(seconds)
+    return {"runs": len(seconds), "seconds_median": round(statistics.median(seconds), 5),
+            "seconds_p95": round(ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))], 5),
+            "seconds_min": round(ordered[0], 5)}
+
+
+def graphfleet_builds(llm: str, corpus: Path, modes: list[str], budgets: list[int], repeat: int) -> list[dict]:
+    from graphfleet_cli.local_client import LocalClient
+
+    with redis_server() as url:
+        with stack(url, llm, 16):
+            client = LocalClient(url)
+            view = client.wait("ctx", client.ingest_files("ctx", [corpus])["job_id"], timeout=1800)
+            assert view["status"] == "succeeded", view
+        os.environ.update(GRAPHFLEET_REDIS_URL=url, GRAPHFLEET_LLM_BASE_URL=llm, GRAPHFLEET_LLM_API_KEY="sk-bench")
+        from shared.config import reset_settings_cache
+
+        reset_settings_cache()
+        return [_graphfleet_case(mode, budget, repeat) for mode in modes for budget in budgets]
+
+
+def _graphfleet_case(mode: str, budget: int, repeat: int) -> dict:
+    from shared.domain.query.engine import answer_query
+    from shared.domain.query.params import QueryParam
+    from shared.infra.llm.usage import CallContext
+    from workers.runtime import runtime
+
+    rt = runtime()
+    ctx = CallContext(tenant="ctx", stage="embed", job_id="bench-context")
+    indexes = rt.indexes()
+
+    def build(i: int):
+        param = QueryParam(query=f"{QUESTIONS[mode]} (run {i})", mode=mode, only_need_context=True, model=MODEL,
+                           max_total_tokens=budget)
+        return answer_query(param, rt.store("ctx"), rt.vectors, lambda texts: rt.embedder.embed(texts, ctx), None,
+                            indexes, walk_provider=indexes.walk, lexical_embedder=rt.lexical_embedder(ctx))
+
+    build(-1)  # warm: caches, code paths
+    seconds, context_ms, result, exact = [], [], None, True
+    for i in range(repeat):
+        started = time.perf_counter()
+        result = build(i)
+        seconds.append(time.perf_counter() - started)
+        context_ms.append(result.details.get("context_ms", 0.0))
+        tokens = count_tokens(result.context or "", MODEL)  # the reported total must be the context's true count
+        exact = exact and tokens == result.budget.total_tokens <= result.budget.total_allowed
+    return {"bench": "context_build", "system": "graphfleet", "mode": mode, "max_total_tokens": budget,
+            **_summary(seconds), "context_ms_median": round(statistics.median(context_ms), 2),
+            "context_tokens": tokens, "reported_tokens_exact_and_within_budget": exact}
+
+
+def nano_builds(python: str, llm: str, corpus: Path, modes: list[str], budgets: list[int], repeat: int
+                ) -> list[dict]:
+    queries = [{"id": f"{mode}-{budget}", "mode": mode, "query": f"{QUESTIONS[mode]} (budget {budget})",
+                "only_need_context": True, "repeat": repeat + 1, "budget": budget}
+               for mode in modes for budget in budgets]
+    lines, proc = run_peer_process(python, "nano", llm, [corpus.read_text(encoding="utf-8")], queries, None, 16)
+    out = []
+    for rec in lines:
+        if rec["phase"] != "repeat":
+            continue
+        seconds = rec["seconds_all"][1:]  # the first run warms, as graphfleet's does
+        out.append({"bench": "context_build", "system": "nano", "mode": rec["mode"], "max_total_tokens": rec["budget"],
+                    **_summary(seconds), "context_tokens": count_tokens(rec["output"] or "", MODEL),
+                    "error": rec["error"]})
+    if not out:
+        out.append({"bench": "context_build_error", "system": "nano", "returncode": proc.returncode,
+                    "stderr": proc.stderr[-2000:]})
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--budgets", type=int, nargs="+", default=[12000, 30000])
+    ap.add_argument("--modes", nargs="+", default=["local", "naive"], choices=sorted(QUESTIONS))
+    ap.add_argument("--systems", nargs="+", default=["graphfleet", "nano"], choices=["graphfleet", "nano"])
+    ap.add_argument("--corpus", type=Path, default=SAMPLE)
+    ap.add_argument("--peers-python", default=str(PEERS_VENV / "bin" / "python"))
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    emit({"bench": "context_build_machine", **machine(), "corpus": args.corpus.name, "repeat": args.repeat,
+          "model": MODEL, "embedding_dim": EMBEDDING_DIM}, args.out)
+    rows: list[dict] = []
+    with simulator(latency_ms=0) as llm:
+        if "graphfleet" in args.systems:
+            rows += graphfleet_builds(llm, args.corpus, args.modes, args.budgets, args.repeat)
+        if "nano" in args.systems:
+            rows += nano_builds(args.peers_python, llm, args.corpus, args.modes, args.budgets, args.repeat)
+    for row in rows:
+        emit(row, args.out)
+    print(f"\ncontext build in-process (only_need_context, one embedding call each), median of {args.repeat} warm runs")
+    print(f"{'system':<12}{'mode':<7}{'budget':>8}{'median s':>10}{'p95 s':>9}{'tokens':>8}")
+    for r in rows:
+        if r["bench"] == "context_build":
+            print(f"{r['system']:<12}{r['mode']:<7}{r['max_total_tokens']:>8}{r['seconds_median']:>10.4f}"
+                  f"{r['seconds_p95']:>9.4f}{r['context_tokens']:>8}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Local-query latency through the gateway, as a user of the service sees it: ``POST /v1/queries?wait=60``
+from send to answer, p50 / p95 over warm queries, and the first query of a fresh stack against the warm ones.
+
+    .venv/bin/python -m bench.gateway_latency [--latency 0] [--repeat 40] [--mode local]
+        [--out bench/results/gateway_latency.jsonl]
+
+One simulator, one embedded Redis: the Christmas Carol is ingested through the gateway, then
+
+1. ``after_ingest``: the first query after the ingestion finished, then ``--repeat`` warm ones;
+2. ``fresh_stack``: the workers and the gateway are stopped and started again on the same Redis (a
+   restart, or a new deployment over existing data); its first query, then ``--repeat`` warm ones.
+
+Each question text is distinct (``(run i)``), so no LLM cache answers. Wall seconds are measured by the
+client (httpx, keep-alive); ``seconds`` (submission to result, written by the worker) is recorded beside.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from bench.common import SAMPLE, emit, machine, redis_server, simulator
+from graphfleet_cli.stack import Stack
+from shared.infra.redis_conn import free_port
+
+ADMIN_KEY = "adm-bench-gateway-latency"
+QUESTIONS = {
+    "local": "Who is Ebenezer Scrooge and how does he change?",
+    "naive": "What happens on Christmas morning?",
+}
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def _stack(tmp: Path, redis_url: str, env: dict) -> Stack:
+    return Stack(data_dir=tmp, redis_url=redis_url, extra_env=env, gateway_port=free_port()).start()
+
+
+def _tenant(gw: httpx.Client) -> dict:
+    admin = {"X-API-Key": ADMIN_KEY}
+    gw.post("/v1/tenants", json={"id": "lat", "limits": {"requests_per_minute": 100_000}}, headers=admin)
+    key = gw.post("/v1/tenants/lat/keys", json={"name": "bench"}, headers=admin).raise_for_status().json()
+    return {"X-API-Key": key["api_key"]}
+
+
+def _ingest(gw: httpx.Client, headers: dict) -> float:
+    started = time.perf_counter()
+    job = gw.post("/v1/documents", headers=headers, json={"documents": [
+        {"text": SAMPLE.read_text(encoding="utf-8-sig"), "id": "christmas-carol", "title": SAMPLE.name}]})
+    job_id = job.raise_for_status().json()["job_id"]
+    while gw.get(f"/v1/jobs/{job_id}", headers=headers).json()["status"] not in ("succeeded", "failed", "canceled"):
+        time.sleep(0.05)
+    return time.perf_counter() - started
+
+
+def _query(gw: httpx.Client, headers: dict, mode: str, text: str) -> tuple[float, float | None]:
+    started = time.perf_counter()
+    r = gw.post("/v1/queries", params={"wait": 60}, headers=headers, json={"mode": mode, "query": text})
+    wall = time.perf_counter() - started
+    body = r.json()
+    if r.status_code != 200 or body.get("status") != "succeeded":
+        raise RuntimeError(f"query did not finish within ?wait: {r.status_code} {body}")
+    return wall, body.get("seconds")
+
+
+def _phase(gw: httpx.Client, headers: dict, phase: str, mode: str, repeat: int, run: list[int]) -> dict:
+    """The first query, then ``repeat`` warm ones."""
+    def ask() -> tuple[float, float | None]:
+        run[0] += 1
+        return _query(gw, headers, mode, f"{QUESTIONS[mode]} (run {run[0]})")
+
+    first_wall, first_worker = ask()
+    warm = [ask() for _ in range(repeat)]
+    walls = [w for w, _ in warm]
+    p50, p95 = statistics.median(walls), _percentile(walls, 0.95)
+    return {"phase": phase, "mode": mode, "first_s": round(first_wall, 4), "first_worker_s": first_worker,
+            "warm_runs": repeat, "warm_p50_s": round(p50, 4), "warm_p95_s": round(p95, 4),
+            "warm_min_s": round(min(walls), 4), "warm_max_s": round(max(walls), 4),
+            "p95_over_p50": round(p95 / p50, 2), "first_over_p50": round(first_wall / p50, 2),
+            "warm_worker_p50_s": statistics.median(s for _, s in warm if s is not None)}
+
+
+def run(latency: float, repeat: int, mode: str, out: Path | None) -> list[dict]:
+    records, counter = [], [0]
+    base = {"bench": "gateway_latency", "latency_ms": latency, "corpus": SAMPLE.name}
+    with simulator(latency_ms=latency) as llm, redis_server() as redis_url, tempfile.TemporaryDirectory() as tmp:
+        env = {"GRAPHFLEET_LLM_BASE_URL": llm, "GRAPHFLEET_LLM_API_KEY": "sk-bench", "GRAPHFLEET_ADMIN_KEY": ADMIN_KEY}
+        stack = _stack(Path(tmp), redis_url, env)
+        try:
+            with httpx.Client(base_url=stack.gateway_url, timeout=120) as gw:
+                headers = _tenant(gw)
+                ingest_s = _ingest(gw, headers)
+                records.append({**base, **_phase(gw, headers, "after_ingest", mode, repeat, counter),
+                                "ingest_s": round(ingest_s, 3)})
+        finally:
+            stack.stop()
+        stack = _stack(Path(tmp), redis_url, env)
+        try:
+            with httpx.Client(base_url=stack.gateway_url, timeout=120) as gw:
+                records.append({**base, **_phase(gw, headers, "fresh_stack", mode, repeat, counter)})
+        finally:
+            stack.stop()
+    for record in records:
+        emit({**record, "machine": machine()}, out)
+    return records
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--latency", type=float, default=0.0, help="simulator latency per call, ms")
+    ap.add_argument("--repeat", type=int, default=40, help="warm queries per phase")
+    ap.add_argument("--mode", default="local", choices=sorted(QUESTIONS))
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    records = run(args.latency, args.repeat, args.mode, args.out)
+    print(f"\n{args.mode} query through the gateway (?wait), simulator {args.latency:g} ms, {args.repeat} warm runs")
+    print(f"{'phase':<14}{'first':>9}{'p50':>9}{'p95':>9}{'p95/p50':>9}{'first/p50':>11}")
+    for r in records:
+        print(f"{r['phase']:<14}{r['first_s']:>9.3f}{r['warm_p50_s']:>9.3f}{r['warm_p95_s']:>9.3f}"
+              f"{r['p95_over_p50']:>9.2f}{r['first_over_p50']:>11.2f}")
+
+
+if __name__ == "__main__":
+    main()
