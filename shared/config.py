@@ -167,6 +167,8 @@ class Settings(BaseSettings):
     otel_file: str | None = None  # write spans as JSON lines to this file instead of OTEL_TRACES_EXPORTER
     # when set, GET /metrics on the gateway requires `Authorization: Bearer <token>`
     metrics_token: str | None = None
+    # the gateway's ?wait re-reads the status this often in case a completion message was lost (a Redis restart)
+    wait_recheck_s: float = Field(1.0, gt=0)
     # outside development, running without an LLM (fast extractor, hashing embeddings) must be chosen
     # explicitly with GRAPHFLEET_LLM_FREE=true (check_llm_mode)
     llm_free: bool = False

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 
 from redis.exceptions import RedisError
@@ -13,15 +12,14 @@ from shared.infra.jobs import TERMINAL
 from shared.infra.keys import Keys
 from shared.infra.redis_conn import to_str
 
-RECHECK_ENV = "GRAPHFLEET_WAIT_RECHECK_S"  # tests make the safety re-read rare, to show the message wakes the wait
+RECHECK_ENV = "GRAPHFLEET_WAIT_RECHECK_S"  # Settings.wait_recheck_s: tests make it rare, to show the message wakes
 
 
-def recheck_interval(default: float = 1.0) -> float:
-    """Seconds between the status re-reads of a wait (``GRAPHFLEET_WAIT_RECHECK_S``, default 1 s)."""
-    try:
-        return max(0.01, float(os.environ.get(RECHECK_ENV) or default))
-    except ValueError:
-        return default
+def recheck_interval() -> float:
+    """Seconds between the status re-reads of a wait (``Settings.wait_recheck_s``, default 1 s)."""
+    from shared.config import get_settings
+
+    return get_settings().wait_recheck_s
 
 
 class AsyncJobStatus:

@@ -11,6 +11,7 @@ import time
 import pytest
 import redis.asyncio as aredis
 
+from shared.config import reset_settings_cache
 from shared.infra.job_status import RECHECK_ENV, AsyncJobStatus
 from shared.infra.jobs import JobStore
 from shared.infra.keys import Keys
@@ -39,6 +40,7 @@ def _when_waiting(redis, tenant: str, end) -> threading.Thread:
 def test_wait_returns_the_final_query_when_its_end_message_arrives(api, alice, gw_redis, gw_env, status):
     # the safety re-read comes only after an hour: only the end message can end this wait within ?wait=30
     gw_env.setenv(RECHECK_ENV, "3600")
+    reset_settings_cache()
 
     def end(jobs: JobStore, query_id: str) -> None:
         if status == "canceled":
