@@ -126,6 +126,7 @@ def main() -> None:
         *compare_tables(load_results("compare.jsonl")),
         *_notes("compare_notes.md"),
         *cost_section(load_results("cost_table.jsonl")),
+        *_notes("cost_notes.md"),
         "## Retrieval quality under a token budget", "",
         "`.venv/bin/python -m bench.retrieval_eval --llm both --out bench/results/retrieval.jsonl` on every "
         "public multi-hop dev set of `../shared/data` (HotpotQA `hotpotqa_hipporag100`: 100 questions, 994 pooled "
