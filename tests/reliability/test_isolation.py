@@ -30,12 +30,14 @@ GLOBAL_KEYS = {
     "gf:active_jobs": "tenant and job ids of jobs not yet ended, for the job watchdog (ids only)",
     "gf:watchdog": "the watchdog's progress fingerprints per active job (ids, hashes, times)",
     "gf:watchdog:lock": "the watchdog's sweep lock",
+    "gf:index_updated_at": "tenant ids by the time of their last index update, the 1,000 latest (query warm-up)",
     "unacked": "kombu: messages in flight (ids only; tasks carry references, not payloads)",
     "unacked_index": "kombu",
     "unacked_mutex": "kombu",
 }
-# kombu bindings; the model-wide LLM rate budget; consumer heartbeats (queue -> worker node names and times)
-GLOBAL_PREFIXES = ("_kombu.", "gf:rl:", "gf:consumers:")
+# kombu bindings; the model-wide LLM rate budget; consumer heartbeats (queue -> worker node names and times);
+# whether an embedding model hashes words (one flag per model name)
+GLOBAL_PREFIXES = ("_kombu.", "gf:rl:", "gf:consumers:", "gf:embedder_lexical:")
 QUEUE_NAMES = {*QUEUES, "default"}
 
 
