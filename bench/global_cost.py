@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from bench.common import SAMPLE, emit, redis_server, sim_stats, simulator, stack
+from bench.peers.peer_run import delta
 
 CAROL_QUESTIONS = [
     "What are the main themes of the story?",
@@ -56,17 +57,12 @@ def corpus_docs(name: str, questions: int) -> tuple[list, list[str]]:
 
 
 def _tokens(before: dict, after: dict) -> dict:
-    by_type: dict[str, int] = {}
-    for kind, now in after["chat"]["by_type"].items():
-        was = before["chat"]["by_type"].get(kind, {})
-        calls = now["calls"] - was.get("calls", 0)
-        if calls:
-            by_type[kind] = calls
-    chat = {k: after["chat"][k] - before["chat"][k] for k in ("calls", "prompt_tokens", "completion_tokens")}
-    return {"calls": chat["calls"], "prompt_tokens": chat["prompt_tokens"],
-            "completion_tokens": chat["completion_tokens"], "tokens": chat["prompt_tokens"] + chat["completion_tokens"],
-            "calls_by_type": by_type,
-            "embedding_calls": after["embeddings"]["calls"] - before["embeddings"]["calls"]}
+    """The simulator's counters of one query (``peer_run.delta``), with calls by prompt type as counts."""
+    d = delta(before, after)
+    return {"calls": d["llm_calls"], "prompt_tokens": d["prompt_tokens"], "completion_tokens": d["completion_tokens"],
+            "tokens": d["prompt_tokens"] + d["completion_tokens"],
+            "calls_by_type": {kind: v["calls"] for kind, v in d["calls_by_type"].items()},
+            "embedding_calls": d["embedding_calls"]}
 
 
 def point_reports(points: list) -> dict[str, float]:

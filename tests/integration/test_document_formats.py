@@ -9,18 +9,10 @@ import pytest
 from shared.domain.parsing import pages_of
 from shared.infra.store.redis_graph import GraphStore
 from tests import document_files as files
-from tests.gateway.live import start_live
 
 pytestmark = pytest.mark.integration
 
 PAGE_TWO = "Velmora Thistlewick repaired the Kestrel Point lighthouse lens in the spring of 1911."
-
-
-@pytest.fixture(scope="module")
-def live(redis_server, tmp_path_factory):
-    stack = start_live(redis_server.url, tmp_path_factory.mktemp("formats"))
-    yield stack
-    stack.stop()
 
 
 @pytest.fixture(scope="module")

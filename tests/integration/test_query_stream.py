@@ -15,16 +15,9 @@ from shared.infra.jobs import JobStore
 from shared.infra.llm.client import LLMClient
 from shared.infra.llm.usage import CallContext, UsageRecorder
 from tests.gateway.e2e_corpus import SYNTHETIC
-from tests.gateway.live import SAFETY_TIMEOUT_S, start_live
+from tests.gateway.live import SAFETY_TIMEOUT_S
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def live(redis_server, tmp_path_factory):
-    stack = start_live(redis_server.url, tmp_path_factory.mktemp("stream"))
-    yield stack
-    stack.stop()
 
 
 @pytest.fixture(scope="module")

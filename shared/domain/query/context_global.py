@@ -191,7 +191,9 @@ def _choose(
     else:
         chosen = static
     sel.read = len(chosen)
-    if strategy != "relevance":
+    if strategy == "all":
+        sel.selected_tokens = full
+    elif strategy == "dynamic":
         sel.selected_tokens = sum(count_tokens_batch([report_text(r) for r in chosen], model)) if chosen else 0
     return chosen, dyn, sel
 
