@@ -112,8 +112,7 @@ def global_map(job: Job, msg: GlobalMap) -> None:
     except Exception as exc:  # noqa: BLE001 - a failed group makes the answer partial, not hung
         log.warning("map group %s of %s failed: %s", msg.group, msg.job_id, exc)
         text = ""
-    answered = job.queries.record_map(msg.job_id, msg.group, text, began, time.time(), job.worker)
-    job.stream("map", {"done": answered, "total": len(plan.groups)})
+    answered = job.queries.record_map(msg.job_id, msg.group, text, began, time.time(), job.worker, len(plan.groups))
     if answered >= len(plan.groups) and job.jobs.claim_advance(msg.job_id, "reduce", job.token):
         job.send(GlobalReduce(msg.tenant, msg.job_id))
 

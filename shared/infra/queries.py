@@ -29,6 +29,16 @@ _PUBLISH_MANY = """for i = 3, #ARGV do
 end
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 return redis.call('EXISTS', KEYS[2])"""
+# a map group's answer, the count of groups answered and its "map" progress event in one step, so the event log
+# holds the counts in order whichever worker finishes first
+_RECORD_MAP = """redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+local done = redis.call('HLEN', KEYS[2])
+local event = cjson.encode({event = 'map', data = {done = done, total = tonumber(ARGV[6])}})
+local n = redis.call('RPUSH', KEYS[3], event)
+redis.call('EXPIRE', KEYS[3], ARGV[5])
+redis.call('PUBLISH', ARGV[4], n .. ' ' .. event)
+return done"""
 TOKEN_BATCH_S = 0.05  # unfollowed answer tokens are written at most this often (and when the answer ends)
 
 
@@ -49,13 +59,14 @@ class QueryStore:
     def partial(self, query_id: str) -> QueryResult:
         return QueryResult.model_validate_json(self.redis.get(self.k.query_partial(query_id)))
 
-    def record_map(self, query_id: str, group: int, text: str, began: float, ended: float, worker: str) -> int:
-        """Keep one map group's answer ("" when it failed) and when it ran; how many groups have answered."""
-        pipe = self.redis.pipeline()
-        pipe.hset(self.k.query_map_times(query_id), str(group), json.dumps([began, ended, worker]))
-        pipe.hset(self.k.query_map_results(query_id), str(group), text)
-        pipe.hlen(self.k.query_map_results(query_id))
-        return int(pipe.execute()[-1])
+    def record_map(self, query_id: str, group: int, text: str, began: float, ended: float, worker: str,
+                   total: int) -> int:
+        """Keep one map group's answer ("" when it failed) and when it ran, and publish the ``map`` progress event
+        (``done`` of ``total``) in the same step; how many groups have answered."""
+        return int(self.redis.eval(
+            _RECORD_MAP, 3, self.k.query_map_times(query_id), self.k.query_map_results(query_id),
+            self.k.query_event_log(query_id), str(group), json.dumps([began, ended, worker]), text,
+            self.k.query_events(query_id), EVENT_LOG_TTL_S, total))
 
     def map_answers(self, query_id: str) -> dict[int, str | None]:
         """Group index -> its answer (None when the group failed)."""
