@@ -306,8 +306,10 @@ class CommunityOut(BaseModel):
 
 
 class ReadyOut(BaseModel):
-    model_config = _examples({"ready": True, "redis": True, "queues": {"chunker": True, "extractor": True}})
+    model_config = _examples({"ready": True, "redis": True, "broker": True,
+                              "queues": {"chunker": True, "extractor": True}})
 
     ready: bool
-    redis: bool
+    redis: bool  # the state Redis (or Redis Cluster) answers
+    broker: bool = True  # Celery's broker answers (the state Redis itself unless GRAPHFLEET_BROKER_URL is set)
     queues: dict[str, bool]

@@ -13,10 +13,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import redis
 import redis.asyncio as aredis
 
-from shared.infra.queueing import QUEUES, make_celery
-from shared.infra.redis_conn import connect, read_stack_info
+from shared.infra.key_layout import ensure_layout
+from shared.infra.queueing import QUEUES, make_celery, settings_for
+from shared.infra.redis_conn import aconnect, connect, read_stack_info
 from shared.infra.tenants import TenantStore, api_key_pepper
 
 log = logging.getLogger("api_gateway")
@@ -83,10 +85,14 @@ class Gateway:
     @classmethod
     def build(cls, settings, max_body_bytes: int | None = None) -> Gateway:
         url = resolve_redis_url(settings)
-        settings = settings.model_copy(update={"redis_url": url})
+        settings = settings_for(settings, url)
         limit = max_body_bytes or int(os.environ.get(MAX_BODY_ENV) or DEFAULT_MAX_BODY_BYTES)
         gw = cls(settings=settings, redis_url=url, admin_key=resolve_admin_key(settings), max_body_bytes=limit)
         gw.redis = connect(url)
+        try:
+            ensure_layout(gw.redis)  # a Redis of an older version: its tenants' keys get their hash tag
+        except redis.ConnectionError as exc:  # not up yet: the workers move the keys when they start
+            log.warning("key layout not checked, Redis not reachable: %s", exc)
         gw.celery = LockedCelery(make_celery(settings, name="graphfleet-gateway"))
         pepper = api_key_pepper(settings)
         if not pepper and settings.env != "development":
@@ -99,7 +105,7 @@ class Gateway:
         loop = asyncio.get_running_loop()
         client = self._aredis.get(id(loop))
         if client is None:
-            client = aredis.Redis.from_url(self.redis_url)
+            client = aconnect(self.redis_url)
             self._aredis = {id(loop): client}
         return client
 
@@ -138,16 +144,19 @@ class Gateway:
             return state
 
     def _probe(self) -> dict:
+        """State Redis reachable, broker reachable (``shared.infra.broker_probe``: Redis, Sentinel or RabbitMQ)
+        and a consumer on every queue (RabbitMQ: consumer counts; Redis: the workers' ``active_queues``)."""
+        from shared.infra.broker_probe import broker_readiness, cached_probe
+
         try:
             redis_ok = bool(self.redis.ping())
         except Exception:  # noqa: BLE001 - any failure means not ready
             redis_ok = False
-        consumed: set[str] = set()
-        if redis_ok:
-            try:
-                replies = self.celery.app.control.inspect(timeout=1.0).active_queues() or {}
-                consumed = {q["name"] for queues in replies.values() for q in queues}
-            except Exception:  # noqa: BLE001
-                log.warning("celery inspect failed", exc_info=True)
-        queues = {q: q in consumed for q in QUEUES}
-        return {"ready": redis_ok and all(queues.values()), "redis": redis_ok, "queues": queues}
+        broker_ok, queues = False, dict.fromkeys(QUEUES, False)
+        try:
+            probe = cached_probe(self.settings, state_redis=self.redis)
+            broker_ok, queues = broker_readiness(probe, self.celery.app, QUEUES)
+        except Exception:  # noqa: BLE001 - a broker URL that cannot even be parsed: not ready
+            log.warning("broker probe failed", exc_info=True)
+        ready = redis_ok and broker_ok and all(queues.values())
+        return {"ready": ready, "redis": redis_ok, "broker": broker_ok, "queues": queues}

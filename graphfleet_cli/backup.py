@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from shared.infra.keys import BACKUP_PATTERN, active_jobs_key, is_transient_key, tenant_of_key
+from shared.infra.keys import BACKUP_PATTERN, active_jobs_key, is_transient_key, legacy_to_tagged, tenant_of_key
 
 MAGIC = b"GRAPHFLEET-BACKUP\n"
 VERSION = 1
@@ -38,6 +38,11 @@ _COUNT = struct.Struct(">Q")
 
 class BackupError(Exception):
     """The file is not a graphfleet backup, of an unknown version, or truncated."""
+
+
+def legacy_key(key: bytes) -> bytes:
+    tagged = legacy_to_tagged(key.decode(errors="surrogateescape"))
+    return tagged.encode(errors="surrogateescape") if tagged else key
 
 
 def _scan_batches(redis) -> Iterator[list[bytes]]:
@@ -162,7 +167,8 @@ def _restore(redis, path: Path, wipe_first: bool) -> dict:
     with gzip.open(path, "rb") as f:
         read_header(f)
         pipe = redis.pipeline(transaction=False)
-        for key, ttl, payload in read_records(f):
+        for raw_key, ttl, payload in read_records(f):
+            key = legacy_key(raw_key)  # a backup of a Redis before the tenant hash tag: restored tagged
             pipe.restore(key, max(ttl, 0), payload, replace=True)
             tenant = tenant_of_key(key.decode(errors="replace"))
             if tenant:

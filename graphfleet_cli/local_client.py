@@ -12,7 +12,7 @@ from shared.domain.parsing import TEXT_TYPES, sniff
 from shared.infra.ingest_submit import DocumentInput, decode_bytes, submit_ingestion
 from shared.infra.jobs import TERMINAL, JobStore
 from shared.infra.query_submit import submit_query
-from shared.infra.queueing import make_celery
+from shared.infra.queueing import make_celery, settings_for
 from shared.infra.redis_conn import connect
 from shared.infra.store.redis_graph import GraphStore
 
@@ -41,8 +41,8 @@ def file_document(path: Path) -> DocumentInput:
 
 
 class LocalClient:
-    def __init__(self, redis_url: str):
-        self.settings = get_settings().model_copy(update={"redis_url": redis_url})
+    def __init__(self, redis_url: str, broker_url: str | None = None):
+        self.settings = settings_for(get_settings(), redis_url, broker_url)
         self.redis = connect(redis_url)
         self.celery = make_celery(self.settings)
 

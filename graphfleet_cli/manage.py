@@ -97,10 +97,11 @@ class LocalBackend:
     def __init__(self):
         from graphfleet_cli.stack import resolve_redis_url
         from shared.config import get_settings
+        from shared.infra.queueing import settings_for
         from shared.infra.redis_conn import connect
 
         url = resolve_redis_url()
-        self.settings = get_settings().model_copy(update={"redis_url": url})
+        self.settings = settings_for(get_settings(), url)
         self.redis = connect(url)
 
     def close(self) -> None:

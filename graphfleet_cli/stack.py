@@ -33,7 +33,7 @@ from pathlib import Path
 
 from shared.config import get_settings
 from shared.infra.metrics import MULTIPROC_ENV, fold_dead, join_multiproc_dir, prepare_multiproc_dir
-from shared.infra.queueing import WORKER_GROUPS
+from shared.infra.queueing import WORKER_GROUPS, settings_for
 from shared.infra.redis_conn import EmbeddedRedis, connect, read_stack_info, stack_file, write_stack_info
 
 MAX_RESTARTS = 5  # exits within RESTART_WINDOW_S after which a process is given up
@@ -177,6 +177,9 @@ class Stack:
         self.log_dir = Path(log_dir or self.data_dir / "logs")
         self.redis: EmbeddedRedis | None = None
         self.redis_url = redis_url or self.settings.redis_url
+        # the broker: GRAPHFLEET_BROKER_URL in extra_env, else the configured one for this state (settings_for)
+        self.broker_url = self.extra_env.get("GRAPHFLEET_BROKER_URL") or (
+            settings_for(self.settings, self.redis_url).broker_url if self.redis_url else None)
         self.procs: list[tuple[str, subprocess.Popen]] = []
         self.specs: dict[str, tuple[list[str], str]] = {}  # worker label -> (queues, pool), for restarts
         self.failure: str | None = None  # set when the supervisor gave a process up
@@ -187,6 +190,8 @@ class Stack:
     def env(self) -> dict:
         env = dict(os.environ)
         env["GRAPHFLEET_REDIS_URL"] = self.redis_url or ""
+        env["GRAPHFLEET_BROKER_URL"] = self.broker_url or ""  # "" = the state's own Redis
+        env.pop("GRAPHFLEET_STATE_REDIS_URL", None)  # applied: GRAPHFLEET_REDIS_URL is the state here
         env["GRAPHFLEET_DATA_DIR"] = str(self.data_dir)
         env[MULTIPROC_ENV] = str(self.metrics_dir)
         env.setdefault("PYTHONUNBUFFERED", "1")
@@ -218,7 +223,8 @@ class Stack:
                 self.procs.append((label, self._start_worker(label, queues, pool)))
         if self.gateway_port is not None:
             self._start_gateway()
-        write_stack_info(self.data_dir, {"redis_url": self.redis_url, "pid": os.getpid(),
+        write_stack_info(self.data_dir, {"redis_url": self.redis_url, "broker_url": self.broker_url,
+                                         "pid": os.getpid(),
                                          "gateway_url": self.gateway_url, "metrics_dir": str(self.metrics_dir)})
         self.wait_ready()
         self.supervisor = Supervisor(self).start()
@@ -259,7 +265,7 @@ class Stack:
         client = connect(self.redis_url)
         from shared.infra.queueing import QUEUES, make_celery
 
-        app = make_celery(self.settings.model_copy(update={"redis_url": self.redis_url}))
+        app = make_celery(settings_for(self.settings, self.redis_url, self.broker_url))
         deadline = time.time() + timeout
         while time.time() < deadline:
             for name, proc in self.procs:

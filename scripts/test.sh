@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
-# Run the whole test suite (unit + integration with real Redis, Celery workers and the LLM simulator).
+# Run the whole test suite (unit + integration with real Redis, Celery workers and the LLM simulator), once per
+# backend layout (tests/conftest.py):
+#   single            one Redis holds state and broker (what `graphfleet up` runs)
+#   cluster-rabbitmq  state on a 3-master Redis Cluster (with replicas), RabbitMQ as the broker (docs/scaling.md)
+# GRAPHFLEET_TEST_LAYOUTS picks the layouts (default: both; e.g. GRAPHFLEET_TEST_LAYOUTS=single for a quick run).
+# Arguments go to pytest (a path, -k, -x ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
@@ -7,4 +12,20 @@ bash scripts/install.sh
 # without root or sudo they are not installed and those tests skip (CI installs them: .ci/run)
 bash scripts/ci_tools.sh || echo "note: could not install the tools in .ci/apt-packages; the tests needing them skip" >&2
 .venv/bin/ruff check .
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+for layout in ${GRAPHFLEET_TEST_LAYOUTS:-single cluster-rabbitmq}; do
+  case "$layout" in
+    single) state=single broker=redis ;;
+    cluster-rabbitmq)
+      state=cluster broker=rabbitmq
+      # RabbitMQ installed and running (root or password-less sudo); else the cluster layout with a Redis broker
+      bash scripts/ci_services.sh || true
+      if ! (exec 3<>/dev/tcp/127.0.0.1/5672) >/dev/null 2>&1; then
+        echo "note: RabbitMQ is not available here: running the cluster layout with a Redis broker" >&2
+        broker=redis
+      fi ;;
+    cluster-redis) state=cluster broker=redis ;;
+    *) echo "unknown layout $layout (single, cluster-rabbitmq, cluster-redis)" >&2; exit 2 ;;
+  esac
+  echo "== test layout: state=$state broker=$broker"
+  GRAPHFLEET_TEST_STATE=$state GRAPHFLEET_TEST_BROKER=$broker .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+done

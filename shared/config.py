@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -143,7 +143,14 @@ class Settings(BaseSettings):
     llm_model: str = "gpt-4o-mini"
     summary_model: str | None = None
     embedding_model: str = "text-embedding-3-small"
-    redis_url: str | None = None
+    redis_url: str | None = None  # the Redis holding graphfleet's state, and Celery's broker unless set apart
+    # state apart from the broker (docs/scaling.md): a Redis Cluster is ``redis+cluster://host:port`` (or
+    # ``rediss+cluster://``); when set it replaces ``redis_url`` for state, and ``redis_url`` stays the broker
+    state_redis_url: str | None = None
+    # Celery's broker when not ``redis_url``: ``redis://``/``rediss://``, ``sentinel://`` (Redis Sentinel,
+    # master name in ``GRAPHFLEET_BROKER_SENTINEL_MASTER``) or ``amqp://`` (RabbitMQ, quorum queues)
+    broker_url: str | None = None
+    broker_sentinel_master: str = "graphfleet"
     # TLS for rediss:// URLs (shared.infra.redis_conn.tls_options): CA bundle, and whether the certificate
     # must verify ("required", the default), may ("optional") or is not checked ("none")
     redis_tls_ca_file: str | None = None
@@ -183,6 +190,15 @@ class Settings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     query: QuerySettings = QuerySettings()
     ratelimit: RateLimitSettings = RateLimitSettings()
+
+    @model_validator(mode="after")
+    def _state_apart(self) -> Settings:
+        """``GRAPHFLEET_STATE_REDIS_URL`` moves the state; the Redis it replaces stays the broker."""
+        if self.state_redis_url:
+            self.broker_url = self.broker_url or self.redis_url
+            self.redis_url = self.state_redis_url
+            self.state_redis_url = None  # applied once (model_copy keeps the normalised fields)
+        return self
 
     @property
     def llm_enabled(self) -> bool:

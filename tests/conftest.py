@@ -1,7 +1,15 @@
-"""Shared fixtures: a real Redis on a free port, the LLM simulator over HTTP, real Celery workers."""
+"""Shared fixtures: a real Redis on a free port, the LLM simulator over HTTP, real Celery workers.
+
+The whole suite runs against the backends chosen by two variables, read once here (before the autouse
+fixture below clears every ``GRAPHFLEET_*`` variable): ``GRAPHFLEET_TEST_STATE`` = ``single`` (one Redis
+holds state and broker, the default) or ``cluster`` (state on a 3-master Redis Cluster with replicas, started
+by the session), and ``GRAPHFLEET_TEST_BROKER`` = ``redis`` (a Redis of its own when the state is a cluster)
+or ``rabbitmq`` (a vhost of the RabbitMQ server). ``.ci/run`` runs the suite once per layout.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from pathlib import Path
@@ -15,11 +23,67 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "graphfleet_cli" / "sample" / "christmas_carol.txt"
 
 
+TEST_STATE = os.environ.get("GRAPHFLEET_TEST_STATE", "single")
+TEST_BROKER = os.environ.get("GRAPHFLEET_TEST_BROKER", "redis")
+_BROKER_ENV: dict[str, str] = {}  # GRAPHFLEET_BROKER_URL of the session's backend, set again for every test
+
+
+class Backend:
+    """What the session's tests run against. ``url`` is the state Redis (``GRAPHFLEET_REDIS_URL``);
+    ``broker_url`` Celery's broker when apart from it (else None); ``gateway_url`` / ``gateway_broker_url``
+    the pair the in-process gateway tests flush freely (a database index of its own on a single Redis)."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.exits = contextlib.ExitStack()
+        self.broker_url: str | None = None
+        self.gateway_broker_url: str | None = None
+
+    def start(self) -> Backend:
+        if TEST_STATE == "cluster":
+            from tests.clusters import RedisClusterServers
+
+            self.url = self._enter(RedisClusterServers(self.base / "cluster").start()).url
+            self.gateway_url = self._enter(RedisClusterServers(self.base / "gwcluster", replicas=0).start()).url
+        else:
+            server = self._enter(EmbeddedRedis(self.base / "redis", persist=False).start())
+            self.url = server.url
+            self.gateway_url = server.url.rsplit("/", 1)[0] + "/7"
+        if TEST_BROKER == "rabbitmq":
+            from tests.brokers import rabbit_vhost
+
+            self.broker_url = self.exits.enter_context(rabbit_vhost()).url
+            self.gateway_broker_url = self.exits.enter_context(rabbit_vhost()).url
+        elif TEST_STATE == "cluster":
+            broker = self._enter(EmbeddedRedis(self.base / "broker", persist=False).start())
+            self.broker_url, self.gateway_broker_url = broker.url, broker.url.rsplit("/", 1)[0] + "/7"
+        if self.broker_url:  # for session and module fixtures too (set again after each test's clean-up)
+            _BROKER_ENV["GRAPHFLEET_BROKER_URL"] = os.environ["GRAPHFLEET_BROKER_URL"] = self.broker_url
+        return self
+
+    def side_url(self, db: int) -> str:
+        """A state Redis apart from ``url`` for tests that flush it: database ``db`` of the single Redis, the
+        gateway tests' cluster on a cluster (database 0 only)."""
+        return self.gateway_url if TEST_STATE == "cluster" else self.url.rsplit("/", 1)[0] + f"/{db}"
+
+    def _enter(self, server):
+        self.exits.callback(server.stop)
+        return server
+
+    def stop(self) -> None:
+        if _BROKER_ENV:
+            os.environ.pop("GRAPHFLEET_BROKER_URL", None)
+        _BROKER_ENV.clear()
+        self.exits.close()
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory):
-    server = EmbeddedRedis(tmp_path_factory.mktemp("redis"), persist=False).start()
-    yield server
-    server.stop()
+    backend = Backend(tmp_path_factory.mktemp("backend"))
+    try:
+        yield backend.start()
+    finally:
+        backend.stop()
 
 
 @pytest.fixture()
@@ -71,4 +135,6 @@ def _clean_env(monkeypatch):
     for key in list(os.environ):
         if key.startswith("GRAPHFLEET_"):
             monkeypatch.delenv(key, raising=False)
+    for key, value in _BROKER_ENV.items():
+        monkeypatch.setenv(key, value)
     reset_settings_cache()

@@ -3,7 +3,10 @@ consumes its queues (one sorted set per queue, member = the worker's node name, 
 The gateway's scrape-time collector exports ``graphfleet_queue_consumers{queue}`` from them, so a queue whose
 consumers are gone (container removed, not just failing its scrape) shows 0 and ``GraphfleetQueueHasNoConsumer``
 fires. A clean shutdown removes the worker at once; a killed one ages out
-after ``shared.infra.broker.CONSUMER_WINDOW_S``."""
+after ``shared.infra.broker.CONSUMER_WINDOW_S``.
+
+Heartbeats live in the *state* Redis (``runtime().redis``), not in the broker: they work the same whatever the
+broker (Redis, Sentinel, RabbitMQ) and the gateway reads them with its state client."""
 
 from __future__ import annotations
 

@@ -12,6 +12,11 @@ visibility timeout is therefore not redelivered while its worker lives, and the 
 be short (``workers.visibility_timeout_s``, 120 s): when the worker dies its leases stop and its messages
 come back within the visibility timeout plus kombu's restore interval. ``ZADD XX`` only updates tags
 still in the index, so a tag acked meanwhile is not brought back.
+
+The ``ZADD`` goes through the task channel's own connection pool (``Channel.conn_or_acquire``): the broker's
+Redis, not the state's, and through Sentinel the *current* primary (kombu's sentinel-managed pool). On
+RabbitMQ there is nothing to renew (no visibility timeout: the broker redelivers the messages of a closed
+connection), so no thread is started.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import threading
 from celery.signals import worker_ready, worker_shutdown
 
 from shared.infra.broker import renew_leases
-from shared.infra.queueing import lease_renew_interval
+from shared.infra.broker_probe import is_amqp
+from shared.infra.queueing import broker_url, lease_renew_interval
 from workers.runtime import runtime
 
 log = logging.getLogger(__name__)
@@ -38,12 +44,21 @@ def held_tags(consumer) -> list[str]:
         return []
 
 
+def renew_held(consumer) -> int:
+    """Renew the leases of the messages this worker holds, on the broker its task channel talks to."""
+    tags = held_tags(consumer)
+    if not tags:
+        return 0
+    channel = consumer.task_consumer.channel
+    with channel.conn_or_acquire() as client:
+        return renew_leases(client, tags)
+
+
 def _loop(consumer) -> None:
-    rt = runtime()
-    interval = lease_renew_interval(rt.settings)
+    interval = lease_renew_interval(runtime().settings)
     while not _stop.wait(interval):
         try:
-            renew_leases(rt.redis, held_tags(consumer))
+            renew_held(consumer)
         except Exception:  # noqa: BLE001 - Redis down or restarting: try again at the next interval
             log.warning("could not renew the leases of this worker's messages; retrying in %.1f s", interval,
                         exc_info=True)
@@ -53,6 +68,8 @@ def install(app) -> None:
     @worker_ready.connect(weak=False)
     def _start(sender=None, **_kwargs) -> None:
         _stop.clear()
+        if is_amqp(broker_url(runtime().settings)):
+            return  # RabbitMQ: redeliveries are the broker's job
         threading.Thread(target=_loop, args=(sender,), name="graphfleet-lease", daemon=True).start()
 
     @worker_shutdown.connect(weak=False)

@@ -11,6 +11,7 @@ from celery.signals import worker_process_init
 from shared.config import get_settings
 from shared.infra.cache_warmup import announce_index_update
 from shared.infra.jobs import JobStore
+from shared.infra.key_layout import ensure_layout
 from shared.infra.keys import embedder_lexical_key
 from shared.infra.llm.client import LLMClient
 from shared.infra.llm.embedding import make_embedder
@@ -109,6 +110,7 @@ def build_runtime() -> Runtime:
         raise RuntimeError("GRAPHFLEET_REDIS_URL is not set for this worker")
     settings.check_llm_mode()  # no silent LLM-free fallback in production (GRAPHFLEET_LLM_FREE)
     redis = connect(settings.redis_url, settings)
+    ensure_layout(redis)
     recorder = UsageRecorder(redis, listeners=_metric_listeners())
     llm = LLMClient(settings, redis, recorder, limiter=make_limiter(settings, redis)) if settings.llm_enabled else None
     return Runtime(settings, redis, recorder, llm, make_vector_store(settings, redis), make_embedder(settings, llm))

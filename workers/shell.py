@@ -26,6 +26,7 @@ from collections.abc import Callable
 from celery import Task
 from celery.exceptions import Reject
 from kombu.exceptions import OperationalError
+from redis.exceptions import ClusterError, RedisClusterException, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -42,7 +43,9 @@ REDELIVERY_LIMIT = "redelivery limit"
 # Redis (state or broker) unreachable: not the item's fault. The message is requeued (or, if Redis is
 # still down, stays unacked and comes back after the visibility timeout) instead of being acked as failed,
 # which would strand the job in ``running`` (tests/reliability/test_faults.py, Redis restart).
-INFRA_ERRORS = (RedisConnectionError, RedisTimeoutError, OperationalError)
+# A cluster mid-failover (slot not served, cluster down, try again) is the same kind of moment.
+INFRA_ERRORS = (RedisConnectionError, RedisTimeoutError, OperationalError, ClusterError, RedisClusterException,
+                TryAgainError)
 
 
 def _admitted(job: Job, guard: str | None, mark: str | None) -> bool:
@@ -73,8 +76,8 @@ class JobTask(Task):
                 return super().__call__(*args, **kwargs)  # -> ``run``: the guard, then the body
             return None
         except INFRA_ERRORS as exc:
-            log.warning("%s(%s) of job %s: Redis unreachable (%r); message requeued", self.name, msg.item(),
-                        msg.job_id, exc)
+            log.warning("%s(%s) of job %s: state Redis or broker unreachable (%r); message requeued", self.name,
+                        msg.item(), msg.job_id, exc)
             raise Reject(exc, requeue=True) from exc
 
     def _delivery_allowed(self, msg: Message) -> bool:

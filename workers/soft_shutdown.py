@@ -12,6 +12,10 @@ So after the soft shutdown wait, on such a pool, this module puts every message 
 back at the head of its queue (``QoS.restore_unacked``: the messages come out of the ``unacked`` hash) and
 exits the process at once; another worker runs them now. A task that finishes in the instant between the
 requeue and the exit runs again: every task is idempotent.
+
+``restore_unacked`` runs on the task channel's own connection pool: the broker's Redis, through Sentinel the
+current primary. On RabbitMQ the channel has no such QoS; the exit closes the connection and the broker
+requeues every unacked message at once, which is the same outcome.
 """
 
 from __future__ import annotations
@@ -35,7 +39,9 @@ def cannot_stop_tasks(pool) -> bool:
 
 def requeue_held(consumer) -> int:
     """Put the messages this worker holds back on their queues; returns how many."""
-    qos = consumer.task_consumer.channel.qos
+    qos = getattr(consumer.task_consumer.channel, "qos", None)
+    if not hasattr(qos, "restore_unacked"):
+        return 0  # RabbitMQ: closing the connection (the exit) requeues them
     held = len(qos._delivered)
     qos.restore_unacked()
     return held

@@ -1,4 +1,4 @@
-"""``/healthz`` (process up) and ``/readyz`` (Redis reachable, every queue consumed)."""
+"""``/healthz`` (process up) and ``/readyz`` (state Redis and broker reachable, every queue consumed)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,11 @@ async def readyz(gw: GatewayDep) -> JSONResponse:
     if state["ready"]:
         return JSONResponse(state)
     missing = sorted(q for q, ok in state["queues"].items() if not ok)
-    message = "redis unreachable" if not state["redis"] else f"no worker consuming: {', '.join(missing)}"
+    if not state["redis"]:
+        message = "redis unreachable"
+    elif not state.get("broker", True):
+        message = "broker unreachable"
+    else:
+        message = f"no worker consuming: {', '.join(missing)}"
     return JSONResponse({"error": {"code": "not_ready", "message": message}, **state}, status_code=503,
                         headers={"Retry-After": str(READY_RETRY_AFTER_S)})

@@ -1,6 +1,8 @@
-"""What the workers keep in the broker's Redis beside Celery's own messages: the leases of the messages
-they hold (``workers/lease.py``) and their consumer heartbeats (``workers/heartbeat.py``, read by the
-gateway's ``graphfleet_queue_consumers`` gauge, ``shared/infra/metrics_collectors.py``)."""
+"""What the workers keep beside Celery's own messages: the leases of the messages they hold, in the broker's
+Redis (``workers/lease.py``; a Redis or Sentinel broker only, RabbitMQ redelivers by itself), and their
+consumer heartbeats, in the *state* Redis whatever the broker (``workers/heartbeat.py``, read by the gateway's
+``graphfleet_queue_consumers`` gauge, ``shared/infra/metrics_collectors.py``). Reading the broker (depths,
+in-flight messages, consumers) is ``shared/infra/broker_probe.py``."""
 
 from __future__ import annotations
 

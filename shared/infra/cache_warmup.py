@@ -38,8 +38,8 @@ def announce_index_update(redis, tenant: str) -> None:
         pipe = redis.pipeline(transaction=False)
         pipe.zadd(index_updated_key(), {tenant: time.time()})
         pipe.zremrangebyrank(index_updated_key(), 0, -RECENT_KEPT - 1)
-        pipe.publish(index_updated_channel(), tenant)
         pipe.execute()
+        redis.publish(index_updated_channel(), tenant)  # not in the pipeline: a cluster's node pipelines refuse it
     except Exception:  # noqa: BLE001 - an announcement must never fail the pipeline step that made it
         log.warning("could not announce the index update of tenant %s", tenant, exc_info=True)
 

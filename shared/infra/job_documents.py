@@ -17,7 +17,7 @@ class DocumentProgress:
     def doc_parsed(self, job_id: str, doc_id: str, error: str | None = None) -> None:
         """The document's text is extracted. With ``error`` it could not be: the document is recorded as failed
         with its cause and counts as chunked (it has nothing to chunk), so the rest of the job goes on."""
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         if error is not None:
             pipe.hset(self.k.job_doc_failures(job_id), doc_id, error[:500])
             pipe.sadd(self.k.job_docs_done(job_id), doc_id)

@@ -10,7 +10,7 @@ from redis.exceptions import RedisError
 
 from shared.infra.jobs import TERMINAL
 from shared.infra.keys import Keys
-from shared.infra.redis_conn import to_str
+from shared.infra.redis_conn import apubsub, to_str
 
 RECHECK_ENV = "GRAPHFLEET_WAIT_RECHECK_S"  # Settings.wait_recheck_s: tests make it rare, to show the message wakes
 
@@ -39,7 +39,7 @@ class AsyncJobStatus:
         Never blocks the event loop."""
         recheck = recheck_interval() if recheck_s is None else recheck_s
         deadline = time.monotonic() + seconds
-        pubsub = self.aredis.pubsub(ignore_subscribe_messages=True)
+        pubsub = apubsub(self.aredis, ignore_subscribe_messages=True)
         try:
             await pubsub.subscribe(self.k.job_done_channel(job_id))
             while True:

@@ -1,7 +1,7 @@
 """Job state in Redis: status, stage, progress counters, per-chunk failures, planned batches, usage, timestamps.
 
-What the job's stages are and which fields and claims they use is declared in ``shared.pipeline.flow``;
-this store only keeps them. Who wants to hear about jobs (metrics) registers a :class:`JobListener`.
+The stages, their fields and claims are declared in ``shared.pipeline.flow``; this store only keeps them.
+Who wants to hear about jobs (metrics) registers a :class:`JobListener`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from shared.domain.models import ChunkFailure
 from shared.infra.job_documents import DocumentProgress
+from shared.infra.job_scripts import MARK_RUNNING, MISSING, SET_IF_ACTIVE
 from shared.infra.keys import SEP, Keys, active_jobs_key
 from shared.infra.llm.usage import job_usage
 from shared.infra.redis_conn import to_str
@@ -45,24 +46,7 @@ class JobSnapshot:
     def status(self) -> str:
         return self.fields.get("status", "")
 
-# HSET the fields only while the job exists and has not ended: a cancel can never be overwritten by a
-# worker moving the job to running (or finishing it), whichever wins the race.
-_SET_IF_ACTIVE = """
-local s = redis.call('HGET', KEYS[1], 'status')
-if (not s) or s == 'succeeded' or s == 'failed' or s == 'canceled' then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV))
-return 1
-"""
 
-
-_MARK_RUNNING = """
-local s = redis.call('HGET', KEYS[1], 'status')
-if (not s) or s == 'succeeded' or s == 'failed' or s == 'canceled' then return 0 end
-redis.call('HSET', KEYS[1], 'status', 'running', 'stage', ARGV[1], 'updated_at', ARGV[2])
-redis.call('HSETNX', KEYS[1], 'started_at', ARGV[2])
-redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2])
-return 1
-"""
 _CANCEL_SEEN: dict[tuple[str, str], tuple[float, bool]] = {}
 
 
@@ -97,14 +81,14 @@ def parse_active_member(member) -> tuple[str, str]:
 
 class JobStore(DocumentProgress):
     def __init__(self, redis, tenant: str):
-        self.redis = redis
-        self.tenant = tenant
-        self.k = Keys(tenant)
+        self.redis, self.tenant, self.k = redis, tenant, Keys(tenant)
 
     def create(self, job_id: str, kind: str, doc_ids: list[str] | None = None, params: dict | None = None,
                files: list[str] | None = None) -> None:  # files: documents whose file is to be parsed first
         now = time.time()
-        pipe = self.redis.pipeline()
+        # the global index of jobs in flight first (another slot): a job listed without a record is dropped
+        self.redis.zadd(active_jobs_key(), {active_member(self.tenant, job_id): now})
+        pipe = self.redis.pipeline(transaction=True)
         pipe.hset(self.k.job(job_id), mapping={
             "id": job_id, "tenant": self.tenant, "kind": kind, "status": "queued", "stage": "queued",
             "created_at": now, "updated_at": now, "params": json.dumps(params or {}),
@@ -115,7 +99,6 @@ class JobStore(DocumentProgress):
         if files:
             pipe.sadd(self.k.job_docs_files(job_id), *files)
         pipe.zadd(self.k.jobs(), {job_id: now})
-        pipe.zadd(active_jobs_key(), {active_member(self.tenant, job_id): now})
         pipe.execute()
         if _listeners:
             tier = self.tier()
@@ -138,14 +121,14 @@ class JobStore(DocumentProgress):
         """Atomically set ``fields`` unless the job ended (or does not exist); True when set."""
         fields["updated_at"] = time.time()
         args = [x for k, v in fields.items() for x in (k, json.dumps(v) if isinstance(v, dict | list) else v)]
-        return bool(self.redis.eval(_SET_IF_ACTIVE, 1, self.k.job(job_id), *args))
+        return bool(self.redis.eval(SET_IF_ACTIVE, 1, self.k.job(job_id), *args))
 
     def mark_running(self, job_id: str, stage: str) -> bool:
         """Move to running/stage unless the job already ended (e.g. canceled); first start times of the
         job and of the stage are kept. One round trip (every task calls this). False when the job has
         ended (canceled, failed, succeeded) or does not exist."""
         key = self.k.job(job_id)
-        return bool(self.redis.eval(_MARK_RUNNING, 2, key, self.k.job_stages(job_id), stage, time.time()))
+        return bool(self.redis.eval(MARK_RUNNING, 2, key, self.k.job_stages(job_id), stage, time.time()))
 
     def canceled_recently(self, job_id: str, max_age_s: float = 0.5) -> bool:
         """``is_canceled`` read at most every ``max_age_s`` per job and process (a cancel is final):
@@ -238,7 +221,7 @@ class JobStore(DocumentProgress):
     def chunk_finished(self, job_id: str, chunk_id: str, failure: ChunkFailure | None = None) -> bool:
         """Record the chunk as finished (or failed); True when this made extraction complete (every
         document chunked, every chunk finished), in the same round trip."""
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         if failure is not None:
             pipe.hset(self.k.job_failures(job_id), chunk_id, failure.model_dump_json())
         else:
@@ -253,13 +236,13 @@ class JobStore(DocumentProgress):
     def _completion_queries(self, pipe, job_id: str) -> None:
         pipe.scard(self.k.job_docs(job_id))
         pipe.scard(self.k.job_docs_done(job_id))
-        pipe.sdiff(self.k.job_chunks(job_id), self.k.job_chunks_done(job_id))
+        pipe.eval(MISSING, 2, self.k.job_chunks(job_id), self.k.job_chunks_done(job_id))
 
     def doc_chunked(self, job_id: str, doc_id: str) -> None:
         self.redis.sadd(self.k.job_docs_done(job_id), doc_id)
 
     def extraction_complete(self, job_id: str) -> bool:
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         self._completion_queries(pipe, job_id)
         docs, docs_done, missing = pipe.execute()
         return docs_done >= docs and not missing
@@ -289,7 +272,7 @@ class JobStore(DocumentProgress):
     def plan_batches(self, job_id: str, stage: str, payloads: list, total_field: str) -> None:
         """Store the payload of every batch of ``stage`` and their count in the job field ``total_field``;
         the stage joins the job's batch stages (its done set is read by ``snapshot`` and ``progress``)."""
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         for i, payload in enumerate(payloads):
             pipe.set(self.k.job_batch(job_id, stage, i), json.dumps(payload))
         pipe.sadd(self.k.job_batch_stages(job_id), stage)
@@ -325,7 +308,7 @@ class JobStore(DocumentProgress):
     def snapshot(self, job_id: str) -> JobSnapshot | None:
         """Everything the watchdog needs to tell what a job still has to do (one round trip + one for
         the per-stage done sets); read only for a job about to be resumed."""
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         pipe.hgetall(self.k.job(job_id))
         pipe.smembers(self.k.job_docs(job_id))
         pipe.smembers(self.k.job_docs_done(job_id))
@@ -338,7 +321,7 @@ class JobStore(DocumentProgress):
             return None
         fields = {to_str(k): to_str(v) for k, v in raw.items()}
         stages = self._batch_stages(job_id)
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         for stage in stages:
             pipe.smembers(self.k.job_stage_done(job_id, stage))
         done_sets = zip(stages, pipe.execute(), strict=True)
@@ -376,7 +359,7 @@ class JobStore(DocumentProgress):
         if not raw:
             return None
         job = {to_str(k): to_str(v) for k, v in raw.items()}
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         pipe.scard(self.k.job_chunks(job_id))
         pipe.scard(self.k.job_chunks_done(job_id))
         pipe.hlen(self.k.job_failures(job_id))

@@ -1,6 +1,9 @@
-"""The Redis key layout. Every tenant-owned key starts with ``gf:t:{tenant}:``.
+"""The Redis key layout. Every tenant-owned key starts with ``gf:t:{<tenant>}:``.
 
-Keeping all key construction here makes tenant scoping auditable in one place.
+Keeping all key construction here makes tenant scoping auditable in one place. The braces are a Redis
+Cluster hash tag: all of a tenant's keys hash to one slot, so its Lua scripts, ``WATCH``/``MULTI`` merges and
+pipelines stay valid on a cluster while tenants spread over its shards. A key spanning tenants lives in a slot
+of its own and is never in one command, script or transaction with another key (docs/scaling.md lists them).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ SEP = "\x1f"  # separator inside hash fields (never appears in names after norma
 class Keys:
     def __init__(self, tenant: str):
         self.tenant = validate_tenant(tenant)
-        self.p = f"{ROOT}:t:{tenant}:"
+        self.p = tenant_prefix(tenant)
 
     # documents and chunks
     def doc(self, doc_id: str) -> str:
@@ -224,6 +227,24 @@ class Keys:
         return f"{self.p}query:{query_id}:followed"
 
 
+def tenant_prefix(tenant: str) -> str:
+    """``gf:t:{acme}:``: the hash tag ``{acme}`` puts every key of the tenant in one cluster slot."""
+    return f"{ROOT}:t:{{{tenant}}}:"
+
+
+LEGACY_TENANT_KEY = re.compile(rf"^{ROOT}:t:([^:{{}}]+):")  # "gf:t:acme:..." before the hash tag (layout 1)
+
+
+def legacy_to_tagged(key: str) -> str | None:
+    """The hash-tagged name of a key written before layout 2 (``gf:t:acme:x`` -> ``gf:t:{acme}:x``)."""
+    m = LEGACY_TENANT_KEY.match(key)
+    return f"{tenant_prefix(m.group(1))}{key[m.end():]}" if m else None
+
+
+def layout_key() -> str:  # the key layout version of this Redis ("2": hash-tagged tenants)
+    return f"{ROOT}:layout"
+
+
 # ---- the broker's keys (kombu's Redis transport names them; listed here so every key has one home)
 BROKER_UNACKED = "unacked"  # hash: messages delivered to a worker and not acked yet (acks_late)
 BROKER_UNACKED_INDEX = "unacked_index"  # zset: delivery tag -> delivery (or last lease renewal) time
@@ -245,7 +266,7 @@ def active_jobs_key() -> str:  # zset "tenant\x1fjob_id" -> created_at, for jobs
 
 
 def ratelimit_prefix(model: str) -> str:  # the global LLM rate limiter's keys of one model (no tenant data)
-    return f"{ROOT}:rl:{model}"
+    return f"{ROOT}:rl:{{{model}}}"  # hash tag: one script reads and writes all of a budget's keys
 
 
 def ratelimit_keys(prefix: str) -> list[str]:  # a rate-limit budget's keys: window zset, its hash, sum, bucket
@@ -284,7 +305,7 @@ def consumers_key(queue: str) -> str:  # zset worker hostname -> last heartbeat 
 BACKUP_PATTERN = f"{ROOT}:*"  # SCAN MATCH; the broker's queues are not graphfleet state and are not backed up
 # locks, rate-limit windows, consumer heartbeats, and the warm-up hints (re-announced by a restore, probed again)
 _TRANSIENT = re.compile(
-    rf"^{ROOT}:(rl:|consumers:|watchdog:lock$|index_updated_at$|embedder_lexical:|t:[^:]+:(lock:|rl:|quota:rate$))")
+    rf"^{ROOT}:(rl:|consumers:|watchdog:lock$|layout:lock$|index_updated_at$|embedder_lexical:|t:[^:]+:(lock:|rl:|quota:rate$))")
 
 
 def index_updated_key() -> str:  # zset tenant -> time of its last index update (ids only, no tenant data)
@@ -300,4 +321,7 @@ def is_transient_key(key: str) -> bool:  # locks, rate-limit windows, consumer h
 
 
 def tenant_of_key(key: str) -> str | None:  # the tenant of a "gf:t:{tenant}:..." key
-    return key.split(":", 3)[2] if key.startswith(f"{ROOT}:t:") and key.count(":") >= 3 else None
+    if not key.startswith(f"{ROOT}:t:{{") or key.count(":") < 3:
+        return None
+    tag = key.split(":", 3)[2]
+    return tag[1:-1] if tag.endswith("}") else None

@@ -108,7 +108,7 @@ def _fold_once(redis, tenant: str) -> bool:
     import redis as redis_lib
 
     cursor_key, totals_key = _cursor_key(tenant), _totals_key(tenant)
-    with redis.pipeline() as pipe:
+    with redis.pipeline(transaction=True) as pipe:
         try:
             pipe.watch(cursor_key)
             cursor = pipe.get(cursor_key)

@@ -1,4 +1,5 @@
-"""Scrape-time collectors (read Redis when Prometheus scrapes; never written to multiprocess files)."""
+"""Scrape-time collectors (read Redis and the broker when Prometheus scrapes; never written to multiprocess
+files)."""
 
 from __future__ import annotations
 
@@ -7,22 +8,38 @@ import logging
 from prometheus_client.core import GaugeMetricFamily
 
 from shared.infra.broker import CONSUMER_WINDOW_S
-from shared.infra.keys import BROKER_UNACKED, broker_queue_keys, consumers_key
+from shared.infra.keys import consumers_key
 from shared.infra.queueing import QUEUES
 
 log = logging.getLogger(__name__)
 
 
+def default_probe(redis):
+    """The configured broker's probe (``shared.infra.broker_probe``); ``redis`` itself when it is the broker."""
+    from shared.config import get_settings
+    from shared.infra.broker_probe import RedisProbe, cached_probe
+
+    settings = get_settings()
+    if not settings.broker_url:
+        return RedisProbe(redis)  # one Redis: the state is the broker
+    return cached_probe(settings)
+
 
 class QueueDepthCollector:
-    """``graphfleet_queue_depth{queue}`` (LLEN of each Celery queue list), ``graphfleet_queue_unacked`` and
-    ``graphfleet_queue_consumers{queue}`` (workers whose heartbeat is at most ``window_s`` old; 0 when none, so
-    every known queue always has the series). Nothing at all when Redis cannot be read (alert: absent)."""
+    """``graphfleet_queue_depth{queue}`` (messages waiting: LLEN of each kombu list on Redis, a passive
+    declare's ready count on RabbitMQ), ``graphfleet_queue_unacked`` (delivered, not acked: the ``unacked``
+    hash on Redis; absent on RabbitMQ, which cannot say cheaply) and ``graphfleet_queue_consumers{queue}``
+    (workers whose heartbeat in the *state* Redis is at most ``window_s`` old; 0 when none, so every known
+    queue always has the series). Nothing at all when Redis or the broker cannot be read (alert: absent).
 
-    def __init__(self, redis, queues: list[str] | None = None, window_s: float = CONSUMER_WINDOW_S):
+    ``redis`` is the state Redis; ``probe`` the broker's (default: :func:`default_probe`, built on first
+    scrape)."""
+
+    def __init__(self, redis, queues: list[str] | None = None, window_s: float = CONSUMER_WINDOW_S, probe=None):
         self.redis = redis
         self.queues = list(queues or QUEUES)
         self.window_s = window_s
+        self.probe = probe
 
     @staticmethod
     def _families():
@@ -34,21 +51,17 @@ class QueueDepthCollector:
     def describe(self):
         return list(self._families())
 
-    def _read(self) -> tuple[list[int], int, list[int]]:
+    def _read(self) -> tuple[list[int], int | None, list[int]]:
+        if self.probe is None:
+            self.probe = default_probe(self.redis)
+        depths = self.probe.depths(self.queues)
+        pending = self.probe.unacked()
         seconds, micros = self.redis.time()
         since = seconds + micros / 1e6 - self.window_s
         pipe = self.redis.pipeline(transaction=False)
-        per_queue = len(broker_queue_keys(""))
-        for q in self.queues:
-            for key in broker_queue_keys(q):
-                pipe.llen(key)
-        pipe.hlen(BROKER_UNACKED)
         for q in self.queues:
             pipe.zcount(consumers_key(q), since, "+inf")
-        values = pipe.execute()
-        n = len(self.queues)
-        depths = [sum(values[i * per_queue : (i + 1) * per_queue]) for i in range(n)]
-        return depths, values[n * per_queue], values[n * per_queue + 1 :]
+        return [depths[q] for q in self.queues], pending, pipe.execute()
 
     def collect(self):
         depth, unacked, consumers = self._families()
@@ -60,7 +73,8 @@ class QueueDepthCollector:
         for q, d, c in zip(self.queues, depths, counts, strict=True):
             depth.add_metric([q], float(d))
             consumers.add_metric([q], float(c))
-        unacked.add_metric([], float(pending))
         yield depth
-        yield unacked
+        if pending is not None:
+            unacked.add_metric([], float(pending))
+            yield unacked
         yield consumers

@@ -13,7 +13,7 @@ from shared.domain.query.context_global import GlobalPlan
 from shared.domain.query.result import QueryResult
 from shared.infra.broker import CONSUMER_WINDOW_S
 from shared.infra.keys import Keys, consumers_key
-from shared.infra.redis_conn import to_str
+from shared.infra.redis_conn import apubsub, to_str
 
 log = logging.getLogger(__name__)
 EVENT_LOG_TTL_S = 3600  # a query's event log outlives any stream of it
@@ -48,7 +48,7 @@ class QueryStore:
         self.k = Keys(tenant)
 
     def save_plan(self, query_id: str, plan: GlobalPlan, partial: QueryResult) -> None:
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         pipe.set(self.k.query_plan(query_id), plan.model_dump_json())
         pipe.set(self.k.query_partial(query_id), partial.model_dump_json())
         pipe.execute()
@@ -130,7 +130,7 @@ class QueryEvents:
 
     def __init__(self, aredis, tenant: str, query_id: str):
         self.aredis, self.k, self.query_id = aredis, Keys(tenant), query_id
-        self.pubsub = aredis.pubsub(ignore_subscribe_messages=True)
+        self.pubsub = apubsub(aredis, ignore_subscribe_messages=True)
         self.events_channel = self.k.query_events(query_id)
         self.seen = 0  # events of the log already passed on
 

@@ -7,10 +7,10 @@ The gateway and the CLI enqueue by task *name* through :func:`make_celery`; they
 from __future__ import annotations
 
 from celery import Celery
-from kombu import Queue
+from kombu import Exchange, Queue
 
 from shared.infra.keys import Keys
-from shared.infra.redis_conn import is_tls, tls_options
+from shared.infra.redis_conn import is_cluster, is_tls, tls_options
 
 PARSE = "graphfleet.parse_document"
 CHUNK = "graphfleet.chunk_document"
@@ -102,7 +102,7 @@ def celery_config(settings) -> dict:
     w = settings.workers
     limits = time_limits(settings)
     config = {
-        "broker_url": settings.redis_url,
+        "broker_url": broker_url(settings),
         "task_ignore_result": True,
         "result_backend": None,
         "task_serializer": "json",
@@ -114,9 +114,7 @@ def celery_config(settings) -> dict:
         "task_default_queue": "default",
         "task_queues": [Queue(q) for q in [*QUEUES, "default"]],
         "task_routes": {name: {"queue": queue} for name, queue in ROUTES.items()},
-        "broker_transport_options": {"visibility_timeout": w.visibility_timeout_s,
-                                     "unacked_restore_interval": RESTORE_INTERVAL_S,
-                                     "unacked_restore_throttle": 1},
+        "broker_transport_options": celery_config_transport(settings),
         "broker_connection_retry_on_startup": True,
         "task_soft_time_limit": limits[EXTRACT][0],
         "task_time_limit": limits[EXTRACT][1],
@@ -127,9 +125,60 @@ def celery_config(settings) -> dict:
         "worker_hijack_root_logger": False,
         "worker_send_task_events": False,
     }
-    if is_tls(settings.redis_url):  # rediss://: kombu needs the SSL options spelled out (gateway and workers)
+    if is_tls(broker_url(settings)):  # rediss://: kombu needs the SSL options spelled out (gateway and workers)
         config["broker_use_ssl"] = tls_options(settings)
+    config.update(broker_options(settings, broker_url(settings)))
     return config
+
+
+def broker_options(settings, url: str | None) -> dict:
+    """What differs per broker. Redis: the defaults above (visibility timeout, lease renewal by the workers).
+    Sentinel (``sentinel://h:p;sentinel://h2:p2``): the same, plus the master name kombu asks the sentinels for.
+    RabbitMQ (``amqp://``): durable quorum queues (replicated; Celery 5.5+ detects them and drops the global
+    QoS they do not support), publisher confirms, no visibility timeout: the broker redelivers the unacked
+    messages of a closed connection at once."""
+    kind = (url or "").partition("://")[0]
+    if kind == "sentinel":
+        options = dict(celery_config_transport(settings), master_name=settings.broker_sentinel_master)
+        return {"broker_transport_options": options}
+    if kind in ("amqp", "amqps", "pyamqp"):
+        return {"task_queues": [quorum_queue(q) for q in [*QUEUES, "default"]],
+                "task_default_queue_type": "quorum", "task_create_missing_queue_type": "quorum",
+                "worker_detect_quorum_queues": True, "broker_transport_options": {"confirm_publish": True}}
+    return {}
+
+
+def quorum_queue(name: str) -> Queue:
+    """A durable quorum queue behind a topic exchange of its own (routing key = its name): a countdown message
+    (``QueryDeadline``) then goes through Celery's native delayed delivery (RabbitMQ's delay exchanges) instead
+    of being held by a worker, which quorum queues make costly (no global QoS to raise the prefetch)."""
+    return Queue(name, Exchange(name, type="topic", durable=True), routing_key=name, durable=True,
+                 queue_arguments={"x-queue-type": "quorum"})
+
+
+def celery_config_transport(settings) -> dict:
+    """kombu's Redis transport options (plain Redis and Sentinel)."""
+    return {"visibility_timeout": settings.workers.visibility_timeout_s,
+            "unacked_restore_interval": RESTORE_INTERVAL_S, "unacked_restore_throttle": 1}
+
+
+def broker_url(settings) -> str | None:
+    """Celery's broker: ``GRAPHFLEET_BROKER_URL``, else the one Redis of ``GRAPHFLEET_REDIS_URL``. A Redis
+    Cluster holds state only (kombu has no cluster transport): it needs a broker of its own."""
+    url = settings.broker_url or settings.redis_url
+    if is_cluster(url):
+        raise ValueError("a Redis Cluster (redis+cluster://) cannot be Celery's broker: set GRAPHFLEET_BROKER_URL "
+                         "to a Redis, a Sentinel group (sentinel://) or RabbitMQ (amqp://)")
+    return url
+
+
+def settings_for(settings, state_url: str | None, broker: str | None = None):
+    """``settings`` pointed at the state Redis ``state_url``. Its broker is ``broker`` when given, else the
+    configured ``GRAPHFLEET_BROKER_URL`` when ``state_url`` is the configured state or a Redis Cluster (which
+    cannot be a broker), else ``state_url`` itself: a Redis named on its own is its own broker."""
+    if broker is None and (state_url == settings.redis_url or is_cluster(state_url)):
+        broker = settings.broker_url
+    return settings.model_copy(update={"redis_url": state_url, "broker_url": broker or None})
 
 
 def make_celery(settings, name: str = "graphfleet") -> Celery:
@@ -150,7 +199,7 @@ def count_delivery(redis, tenant: str, job_id: str, stage: str, item: str) -> in
     ``1 + workers.max_redeliveries`` (see :func:`delivery_exhausted`).
     """
     key = Keys(tenant).deliveries(job_id)
-    pipe = redis.pipeline()
+    pipe = redis.pipeline(transaction=True)
     pipe.hincrby(key, f"{stage}:{item}", 1)
     pipe.expire(key, DELIVERY_TTL_S)
     return int(pipe.execute()[0])

@@ -142,7 +142,7 @@ def reserve_job_slot(redis, tenant: str, limits: Limits) -> str:
 
 
 def commit_job_slot(redis, tenant: str, reservation: str, job_id: str) -> None:
-    pipe = redis.pipeline()
+    pipe = redis.pipeline(transaction=True)
     pipe.zadd(_active_key(tenant), {"job:" + job_id: time.time()})
     pipe.zrem(_active_key(tenant), reservation)
     pipe.execute()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -33,16 +34,79 @@ def tls_options(settings=None) -> dict:
     return options
 
 
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+
 def is_tls(url: str | None) -> bool:
-    return bool(url) and urlparse(url).scheme == "rediss"
+    return bool(url) and urlparse(url).scheme in ("rediss", "rediss+cluster")
 
 
-def connect(url: str, settings=None, **kwargs) -> redis.Redis:
+def is_cluster(url: str | None) -> bool:
+    """A ``redis+cluster://`` (or ``rediss+cluster://``) URL: any node of a Redis Cluster."""
+    return bool(url) and urlparse(url).scheme in CLUSTER_SCHEMES
+
+
+def plain_url(url: str) -> str:
+    """The URL redis-py parses: ``redis+cluster://h:p`` -> ``redis://h:p``."""
+    scheme, sep, rest = url.partition("://")
+    return f"{CLUSTER_SCHEMES.get(scheme, scheme)}{sep}{rest}"
+
+
+def connect(url: str, settings=None, **kwargs):
     """A client with a connection pool; build one per process (after fork). A ``rediss://`` URL gets a TLS
-    connection pool with :func:`tls_options` (explicit keyword arguments win)."""
+    connection pool with :func:`tls_options` (explicit keyword arguments win). A ``redis+cluster://`` URL
+    gets redis-py's ``RedisCluster``: every tenant's keys share one hash slot (``shared/infra/keys.py``), so
+    its scripts, transactions and pipelines run on one shard; a moved slot is followed by the client."""
     if is_tls(url):
         kwargs = {**tls_options(settings), **kwargs}
+    if is_cluster(url):
+        from redis.cluster import RedisCluster
+
+        kwargs.setdefault("retry", cluster_retry())
+        return RedisCluster.from_url(plain_url(url), health_check_interval=30, socket_keepalive=True, **kwargs)
     return redis.Redis.from_url(url, health_check_interval=30, socket_keepalive=True, **kwargs)
+
+
+def cluster_retry():
+    """How a cluster client rides out a failover (a master down until a replica is promoted: about the
+    cluster's node timeout): the command is retried with jittered backoff for ~15 s, the slot map re-read
+    between tries; past that the error reaches the task, which requeues its message (workers/shell.py)."""
+    from redis.backoff import ExponentialWithJitterBackoff
+    from redis.retry import Retry
+
+    return Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), 20)
+
+
+def aconnect(url: str, **kwargs):
+    """The asyncio client for ``url`` (cluster or single Redis), for the gateway's event loop."""
+    if is_cluster(url):
+        from redis.asyncio.cluster import RedisCluster
+        from redis.asyncio.retry import Retry as AsyncRetry
+        from redis.backoff import ExponentialWithJitterBackoff
+
+        kwargs.setdefault("retry", AsyncRetry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), 20))
+        return RedisCluster.from_url(plain_url(url), **kwargs)
+    import redis.asyncio as aredis
+
+    return aredis.Redis.from_url(url, **kwargs)
+
+
+def apubsub(client, **kwargs):
+    """A PubSub of the asyncio ``client``. On a cluster, of a plain connection to one of its nodes: a message
+    published on any node reaches every node's subscribers (channels are not sharded), and redis-py's
+    cluster PubSub maps channels to slots, which these channels do not need."""
+    from redis.asyncio.cluster import RedisCluster
+
+    if not isinstance(client, RedisCluster):
+        return client.pubsub(**kwargs)
+    import redis.asyncio as aredis
+
+    # any node the client knows (none before its first command: then the one of the URL)
+    nodes = list(client.nodes_manager.nodes_cache.values()) or list(client.nodes_manager.startup_nodes.values())
+    node = random.choice(nodes)
+    pool = aredis.ConnectionPool(connection_class=node.connection_class, **node.connection_kwargs)
+    plain = aredis.Redis(connection_pool=pool)  # the PubSub disconnects its one connection when closed
+    return plain.pubsub(**kwargs)
 
 
 def redis_server_binary() -> str:

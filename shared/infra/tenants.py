@@ -118,7 +118,10 @@ class TenantStore:
     def all(self) -> list[Tenant]:
         """Every tenant record, ordered by id (ids in the registry whose record is gone are left out)."""
         ids = sorted(to_str(x) for x in self.redis.smembers(tenants_key()))
-        raws = self.redis.mget([self._record_key(i) for i in ids]) if ids else []
+        pipe = self.redis.pipeline(transaction=False)  # one GET per tenant: records live in their tenants' slots
+        for i in ids:
+            pipe.get(self._record_key(i))
+        raws = pipe.execute() if ids else []
         return [Tenant.model_validate_json(raw) for raw in raws if raw]
 
     @staticmethod
@@ -131,12 +134,13 @@ class TenantStore:
         key_id = secrets.token_hex(8)
         api_key = f"{KEY_PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
         now = time.time()
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         pipe.hset(self._key_key(tenant_id, key_id), mapping={
             "id": key_id, "name": name, "hash": hash_key(api_key, self.pepper), "created_at": now})
         pipe.sadd(self._key_ids_key(tenant_id), key_id)
-        pipe.hset(api_keys_key(), key_id, tenant_id)
         pipe.execute()
+        # the global index is another cluster slot: written once the tenant's own record is complete
+        self.redis.hset(api_keys_key(), key_id, tenant_id)
         return IssuedKey(key_id, tenant_id, api_key, name, now)
 
     def revoke_key(self, tenant_id: str, key_id: str) -> bool:

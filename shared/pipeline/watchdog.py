@@ -8,8 +8,12 @@ a Redis restart; an operator flushing a queue). Then a fan-in barrier waits fore
 Every ``workers.watchdog_interval_s`` one worker in the fleet (a Redis lock) sweeps the active jobs
 (``gf:active_jobs``). A job is *stalled* when its progress fingerprint (``JobStore.progress``, O(1)
 counters: items delivered, finished chunks, claims, batches, status, stage) has not changed for
-``workers.stall_timeout_s`` **and** none of its messages is in a queue or in the ``unacked`` hash in
-two consecutive sweeps (a message moving between the two is briefly in neither). Only then the job's
+``workers.stall_timeout_s`` **and** none of its messages is in the broker in two consecutive sweeps (a
+message moving between a queue and the ``unacked`` hash is briefly in neither). The broker is asked through
+``shared.infra.broker_probe``: on Redis (and Sentinel) its queues and ``unacked`` hash are scanned for the
+job id; on RabbitMQ, where a queue cannot be read without taking its messages, a job counts as having
+messages while any watched queue has a ready message, a worker holds one of its messages (``inspect``), or
+a consumer did not answer (see ``AmqpProbe.jobs_with_messages``). Only then the job's
 full state is read (``JobStore.snapshot``) and the steps
 of :func:`shared.pipeline.resume.plan_resume` are enqueued again; they are idempotent. Each resume is
 counted on the job (``resumes``), logged, and exported as ``graphfleet_job_resumes_total``.
@@ -23,49 +27,33 @@ import time
 from collections.abc import Callable, Iterable
 
 from shared.infra import queueing as q
+from shared.infra.broker_probe import default_probe, jobs_with_messages  # noqa: F401 - jobs_with_messages re-exported
 from shared.infra.jobs import TERMINAL, JobStore, parse_active_member
-from shared.infra.keys import BROKER_UNACKED, active_jobs_key, broker_queue_keys, watchdog_key, watchdog_lock_key
+from shared.infra.keys import active_jobs_key, broker_queue_keys, watchdog_key, watchdog_lock_key
 from shared.infra.messages import Message
 from shared.infra.redis_conn import to_str
 from shared.pipeline.resume import Step, plan_resume
 
 log = logging.getLogger(__name__)
+CREATE_GRACE_S = 60.0  # a job listed without its record yet is left alone this long
 
 
 def broker_keys(queues: Iterable[str]) -> list[str]:
     return [key for name in queues for key in broker_queue_keys(name)]
 
 
-def jobs_with_messages(redis, job_ids: set[str], queues: Iterable[str]) -> set[str]:
-    """Which of ``job_ids`` have a message queued or in flight (delivered, not acked). Messages carry
-    the job id in their ``kwargsrepr`` header (``argsrepr`` in earlier releases), so a substring test over
-    the raw message is enough."""
-    if not job_ids:
-        return set()
-    found: set[str] = set()
-    ids = [(jid, jid.encode()) for jid in job_ids]
-
-    def scan(raw: bytes) -> None:
-        for jid, needle in ids:
-            if jid not in found and needle in raw:
-                found.add(jid)
-
-    for key in broker_keys(queues):
-        for raw in redis.lrange(key, 0, -1):
-            scan(raw)
-    for _tag, raw in redis.hscan_iter(BROKER_UNACKED, count=1000):
-        scan(raw)
-    return found
-
-
 class Watchdog:
-    """One sweep at a time across the fleet; ``send(message)`` enqueues a task message."""
+    """One sweep at a time across the fleet; ``send(message)`` enqueues a task message. ``redis`` is the state
+    Redis; ``probe`` (``shared.infra.broker_probe``) says which jobs have messages in the broker (by default
+    that of ``settings``' broker: the state Redis itself when no broker is set apart)."""
 
-    def __init__(self, redis, settings, send: Callable[[Message], None], queues: Iterable[str] = q.QUEUES):
+    def __init__(self, redis, settings, send: Callable[[Message], None], queues: Iterable[str] = q.QUEUES,
+                 probe=None):
         self.redis = redis
         self.settings = settings
         self.send = send
         self.queues = [*queues, "default"]
+        self.probe = probe if probe is not None else default_probe(settings, redis)
 
     def sweep(self, now: float | None = None) -> list[tuple[str, str, list[Step]]]:
         """Resume the stalled jobs; returns ``(tenant, job_id, steps sent)`` per resumed job. Returns []
@@ -83,18 +71,28 @@ class Watchdog:
             except Exception:  # noqa: BLE001 - the lock expired during a long sweep: harmless
                 pass
 
+    def _live(self, member: str, listed_at: float, now: float) -> tuple[str, str, str] | None:
+        """(tenant, job id, progress fingerprint) of a listed job still running, else None."""
+        tenant, job_id = parse_active_member(member)
+        status, fp = JobStore(self.redis, tenant).progress(job_id)
+        if status is None and now - listed_at < CREATE_GRACE_S:
+            return None  # listed a moment before its record is written (JobStore.create): not gone
+        if status is None or status in TERMINAL:
+            self.redis.zrem(active_jobs_key(), member)  # ended (or expired) but still listed
+            return None
+        return tenant, job_id, fp
+
     def _sweep(self, now: float) -> list[tuple[str, str, list[Step]]]:
         stall = self.settings.workers.stall_timeout_s
-        members = [to_str(m) for m, _ in self.redis.zscan_iter(active_jobs_key(), count=1000)]
+        members = [(to_str(m), float(t)) for m, t in self.redis.zscan_iter(active_jobs_key(), count=1000)]
         seen = {to_str(k): json.loads(v) for k, v in self.redis.hgetall(watchdog_key()).items()}
         state: dict[str, dict] = {}
         stalled = {}
-        for member in members:
-            tenant, job_id = parse_active_member(member)
-            status, fp = JobStore(self.redis, tenant).progress(job_id)
-            if status is None or status in TERMINAL:
-                self.redis.zrem(active_jobs_key(), member)  # ended (or expired) but still listed
+        for member, listed_at in members:
+            live = self._live(member, listed_at, now)
+            if live is None:
                 continue
+            tenant, job_id, fp = live
             prev = seen.get(member) or {}
             entry = {"fp": fp, "since": now, "idle": 0}
             if prev.get("fp") == fp:
@@ -103,7 +101,7 @@ class Watchdog:
             state[member] = entry
             if now - entry["since"] >= stall:
                 stalled[job_id] = (member, tenant)
-        busy = jobs_with_messages(self.redis, set(stalled), self.queues)
+        busy = self.probe.jobs_with_messages(set(stalled), self.queues) if stalled else set()
         resumed = []
         for job_id, (member, tenant) in stalled.items():
             entry = state[member]
@@ -118,7 +116,7 @@ class Watchdog:
             entry.update(since=now, idle=0)
             if sent:
                 resumed.append((tenant, job_id, sent))
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         pipe.delete(watchdog_key())
         if state:
             pipe.hset(watchdog_key(), mapping={m: json.dumps(e) for m, e in state.items()})

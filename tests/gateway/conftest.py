@@ -8,13 +8,15 @@ import pytest
 from shared.config import reset_settings_cache
 from shared.infra.redis_conn import connect
 from tests.gateway.e2e_corpus import SYNTHETIC, texts
-from tests.gateway.helpers import ADMIN, db_url, make_client, new_tenant
+from tests.gateway.helpers import ADMIN, db_url, make_client, new_tenant, purge_broker
 
 
 @pytest.fixture()
 def gw_redis(redis_server):
     client = connect(db_url(redis_server))
     client.flushdb()
+    if redis_server.gateway_broker_url:  # state and broker apart: the broker's queues are emptied too
+        purge_broker(redis_server.gateway_broker_url)
     yield client
     client.close()
 
@@ -22,6 +24,8 @@ def gw_redis(redis_server):
 @pytest.fixture()
 def gw_env(monkeypatch, redis_server, gw_redis, tmp_path):
     monkeypatch.setenv("GRAPHFLEET_REDIS_URL", db_url(redis_server))
+    if redis_server.gateway_broker_url:  # state and broker apart (tests/conftest.py Backend)
+        monkeypatch.setenv("GRAPHFLEET_BROKER_URL", redis_server.gateway_broker_url)
     monkeypatch.setenv("GRAPHFLEET_ADMIN_KEY", ADMIN)
     monkeypatch.setenv("GRAPHFLEET_DATA_DIR", str(tmp_path))
     reset_settings_cache()

@@ -6,11 +6,14 @@ index so that no worker ever consumes the messages these tests enqueue and queue
 
 from __future__ import annotations
 
+import os
+
 from fastapi.testclient import TestClient
 
 from shared.infra.jobs import JobStore
 from shared.infra.keys import Keys
 from shared.infra.queueing import QUEUES
+from shared.infra.redis_conn import connect
 
 ADMIN = "adm-test-key-123"
 GATEWAY_DB = 7
@@ -18,7 +21,7 @@ ADMIN_HEADERS = {"X-API-Key": ADMIN}
 
 
 def db_url(redis_server) -> str:
-    return redis_server.url.rsplit("/", 1)[0] + f"/{GATEWAY_DB}"
+    return redis_server.gateway_url
 
 
 def make_client(**create_kwargs) -> TestClient:
@@ -38,7 +41,52 @@ def new_tenant(api, tenant_id: str, **fields) -> dict:
 
 
 def queue_lengths(redis) -> dict[str, int]:
-    return {q: redis.llen(q) for q in [*QUEUES, "default"]}
+    """Messages waiting per queue in the gateway's broker: ``redis`` itself when it is the broker, else
+    ``GRAPHFLEET_BROKER_URL`` (a Redis or RabbitMQ, counted by a passive queue declare)."""
+    broker = os.environ.get("GRAPHFLEET_BROKER_URL")
+    if not broker:
+        return {q: redis.llen(q) for q in [*QUEUES, "default"]}
+    from kombu import Connection
+
+    with Connection(broker) as conn:
+        channel = conn.default_channel
+        return {q: _declared_size(channel, q) for q in [*QUEUES, "default"]}
+
+
+def first_message_headers(redis, queue: str) -> dict:
+    """The headers (task name, kwargsrepr) of the message at the head of ``queue``, left in place."""
+    import json
+
+    broker = os.environ.get("GRAPHFLEET_BROKER_URL")
+    if not broker or not broker.startswith("amqp"):
+        return json.loads((connect(broker) if broker else redis).lindex(queue, 0))["headers"]
+    from kombu import Connection
+
+    with Connection(broker) as conn:
+        channel = conn.default_channel
+        message = channel.basic_get(queue, no_ack=False)
+        headers = dict(message.headers)
+        channel.basic_reject(message.delivery_info["delivery_tag"], True)  # back to the queue
+        return headers
+
+
+def purge_broker(url: str) -> None:
+    """Empty every graphfleet queue of the broker at ``url`` (Redis or RabbitMQ)."""
+    from kombu import Connection
+
+    with Connection(url) as conn:
+        for q in [*QUEUES, "default"]:
+            try:
+                conn.default_channel.queue_purge(q)
+            except Exception:  # noqa: BLE001 - a queue never declared holds nothing
+                conn.close()  # RabbitMQ closed the channel: the next one is new
+
+
+def _declared_size(channel, queue: str) -> int:
+    try:
+        return int(channel.queue_declare(queue, passive=True).message_count)
+    except Exception:  # noqa: BLE001 - a queue never declared holds nothing (RabbitMQ closes the channel)
+        return 0
 
 
 def enqueued(redis) -> int:

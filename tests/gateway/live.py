@@ -17,6 +17,7 @@ import httpx
 from graphfleet_cli.stack import Stack
 from llm_simulator.config import SimConfig
 from llm_simulator.server import start_in_thread
+from shared.infra.broker_probe import jobs_with_messages, make_probe
 from shared.infra.jobs import TERMINAL
 from shared.infra.keys import Keys
 from shared.infra.queueing import QUEUES
@@ -139,9 +140,17 @@ class LiveStack:
 
     def messages_for(self, job_or_tenant_id: str) -> int:
         """Task messages of a job (or tenant) still queued or held unacknowledged by a worker."""
-        needle = job_or_tenant_id.encode()
-        queued = sum(needle in m for q in [*QUEUES, "default"] for m in self.redis.lrange(q, 0, -1))
-        return queued + sum(needle in m for m in self.redis.hvals("unacked"))
+        if not self.stack.broker_url:  # one Redis: it is the broker
+            return len(jobs_with_messages(self.redis, {job_or_tenant_id}, [*QUEUES, "default"]))
+        from shared.config import get_settings
+        from shared.infra.queueing import make_celery, settings_for
+
+        settings = settings_for(get_settings(), self.stack.redis_url, self.stack.broker_url)
+        probe = make_probe(settings, app=make_celery(settings))  # RabbitMQ: asks the workers what they hold
+        try:
+            return len(probe.jobs_with_messages({job_or_tenant_id}, [*QUEUES, "default"]))
+        finally:
+            probe.close()
 
     def wait_settled(self, job_or_tenant_id: str) -> None:
         """Until no worker holds or will receive a task of that job (or tenant)."""

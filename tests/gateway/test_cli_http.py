@@ -36,7 +36,8 @@ def modes(live, tmp_path_factory):
     doc.write_text(SAMPLE.read_text(encoding="utf-8-sig")[130000:142000], encoding="utf-8")
     api = live.new_tenant("cli")
     http = _env(GRAPHFLEET_URL=live.url, GRAPHFLEET_API_KEY=api.key, GRAPHFLEET_DATA_DIR=str(tmp / "h"))
-    local = _env(GRAPHFLEET_REDIS_URL=live.stack.redis_url, GRAPHFLEET_DATA_DIR=str(tmp / "l"))
+    local = _env(GRAPHFLEET_REDIS_URL=live.stack.redis_url, GRAPHFLEET_BROKER_URL=live.stack.broker_url or "",
+                 GRAPHFLEET_DATA_DIR=str(tmp / "l"))
     local_tenant = f"local-{api.id}"
     return {"http": (http, []), "local": (local, ["--tenant", local_tenant]), "doc": doc, "tmp": tmp, "api": api}
 

@@ -34,7 +34,8 @@ def envs(live, tmp_path_factory):
     base["GRAPHFLEET_DATA_DIR"] = str(tmp_path_factory.mktemp("cli-manage"))
     return {"admin": {**base, "GRAPHFLEET_URL": live.url, "GRAPHFLEET_ADMIN_KEY": ADMIN},
             "http": {**base, "GRAPHFLEET_URL": live.url},
-            "local": {**base, "GRAPHFLEET_REDIS_URL": live.stack.redis_url}}
+            "local": {**base, "GRAPHFLEET_REDIS_URL": live.stack.redis_url,
+                      "GRAPHFLEET_BROKER_URL": live.stack.broker_url or ""}}
 
 
 def test_tenant_lifecycle_through_the_gateway(envs, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shared.config import Settings, reset_settings_cache
+from shared.infra.keys import Keys
 from tests.gateway.helpers import (
     ADMIN,
     ADMIN_HEADERS,
@@ -79,7 +80,7 @@ def test_keys_are_stored_hashed(api, alice, gw_redis):
         elif kind == b"hash":
             assert all(secret.encode() not in v for v in gw_redis.hvals(key))
     assert gw_redis.hget("gf:apikeys", alice["key_id"]) == b"alice"
-    assert gw_redis.exists(f"gf:t:alice:apikey:{alice['key_id']}")
+    assert gw_redis.exists(Keys("alice").api_key(alice["key_id"]))
 
 
 def test_revoked_key_is_rejected_and_other_keys_keep_working(api, alice, bob):

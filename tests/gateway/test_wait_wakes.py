@@ -9,13 +9,13 @@ import threading
 import time
 
 import pytest
-import redis.asyncio as aredis
 
 from shared.config import reset_settings_cache
 from shared.infra.job_status import RECHECK_ENV, AsyncJobStatus
 from shared.infra.jobs import JobStore
 from shared.infra.keys import Keys
-from shared.infra.redis_conn import to_str
+from shared.infra.redis_conn import aconnect, to_str
+from tests.clusters import subscribers
 from tests.gateway.helpers import db_url
 
 
@@ -26,7 +26,7 @@ def _when_waiting(redis, tenant: str, end) -> threading.Thread:
         k, deadline = Keys(tenant), time.monotonic() + 20
         while time.monotonic() < deadline:
             ids = [to_str(x) for x in redis.zrange(k.jobs(), 0, -1)]
-            if ids and redis.pubsub_numsub(k.job_done_channel(ids[0]))[0][1] > 0:
+            if ids and subscribers(redis, k.job_done_channel(ids[0])) > 0:
                 end(JobStore(redis, tenant), ids[0])
                 return
             time.sleep(0.01)
@@ -72,7 +72,7 @@ def test_a_lost_end_message_is_caught_by_the_status_re_read(redis_server, gw_red
     jobs.create("q1", "query")
 
     async def wait() -> bool:
-        client = aredis.Redis.from_url(db_url(redis_server))
+        client = aconnect(db_url(redis_server))
         try:
             waiting = asyncio.create_task(AsyncJobStatus(client, "t-lost").wait_finished("q1", 30, recheck_s=0.05))
             await asyncio.sleep(0.2)
@@ -91,10 +91,10 @@ def test_the_end_message_of_another_tenants_job_does_not_end_the_wait(redis_serv
     theirs.create("q1", "query")
 
     async def wait() -> bool:
-        client = aredis.Redis.from_url(db_url(redis_server))
+        client = aconnect(db_url(redis_server))
         try:
             waiting = asyncio.create_task(AsyncJobStatus(client, "t-mine").wait_finished("q1", 0.5, recheck_s=3600))
-            while gw_redis.pubsub_numsub(mine.k.job_done_channel("q1"))[0][1] == 0:
+            while subscribers(gw_redis, mine.k.job_done_channel("q1")) == 0:
                 await asyncio.sleep(0.01)
             theirs.finish("q1", "succeeded")
             return await waiting

@@ -59,7 +59,7 @@ def wait_for(predicate, proc: subprocess.Popen | None, tmp_path, timeout: float 
 
 @pytest.fixture()
 def redis_db(redis_server):
-    url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
+    url = redis_server.side_url(DB)
     client = connect(url)
     client.flushdb()
     yield url, client

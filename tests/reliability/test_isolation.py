@@ -31,6 +31,8 @@ GLOBAL_KEYS = {
     "gf:watchdog": "the watchdog's progress fingerprints per active job (ids, hashes, times)",
     "gf:watchdog:lock": "the watchdog's sweep lock",
     "gf:index_updated_at": "tenant ids by the time of their last index update, the 1,000 latest (query warm-up)",
+    "gf:layout": "the key layout version of this Redis (shared/infra/key_layout.py)",
+    "gf:layout:lock": "held while a process moves an old Redis to the hash-tagged layout",
     "unacked": "kombu: messages in flight (ids only; tasks carry references, not payloads)",
     "unacked_index": "kombu",
     "unacked_mutex": "kombu",
@@ -194,8 +196,8 @@ def test_two_tenants_full_run_is_isolated_and_logs_no_secrets(private_redis, tmp
     assert views["bob"]["usage"]["prompt_tokens"] == views["alice"]["usage"]["prompt_tokens"] > 0
     # every key is under a tenant prefix or a listed global key
     assert _foreign_keys(redis, ["alice", "bob"]) == []
-    alice_keys = {_s(k) for k in redis.scan_iter("gf:t:alice:*")}
-    bob_keys = {_s(k) for k in redis.scan_iter("gf:t:bob:*")}
+    alice_keys = {_s(k) for k in redis.scan_iter(Keys("alice").p + "*")}
+    bob_keys = {_s(k) for k in redis.scan_iter(Keys("bob").p + "*")}
     assert alice_keys and bob_keys
     for key in bob_keys:
         assert "alice" not in key

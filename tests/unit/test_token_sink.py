@@ -6,9 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-import redis.asyncio as aredis
-
 from shared.infra.queries import QueryEvents, QueryStore, TokenSink
+from shared.infra.redis_conn import aconnect
 
 
 def _logged(redis_client, store: QueryStore, query_id: str) -> list[str]:
@@ -30,7 +29,7 @@ def test_a_followed_query_gets_each_token_as_it_comes(redis_server, redis_client
     store = QueryStore(redis_client, tenant)
 
     async def follow() -> list:
-        client = aredis.Redis.from_url(redis_server.url)
+        client = aconnect(redis_server.url)
         feed = QueryEvents(client, tenant, "q2")
         try:
             await feed.subscribe()  # marks the query as followed

@@ -8,6 +8,7 @@ import pytest
 
 from shared.config import Settings
 from shared.infra import queueing as q
+from shared.infra.broker_probe import RedisProbe
 from shared.infra.jobs import JobSnapshot, JobStore
 from shared.infra.keys import Keys, active_jobs_key
 from shared.pipeline.resume import Step, plan_resume
@@ -105,7 +106,9 @@ def watchdog(redis_client):
     redis_client.delete(active_jobs_key(), "gf:watchdog", "extractor", "unacked")
     settings = Settings(redis_url="redis://unused", workers={"watchdog_interval_s": 1, "stall_timeout_s": 10})
     sent: list[tuple[str, list]] = []
-    yield Watchdog(redis_client, settings, lambda msg: sent.append((msg.TASK, msg.args()))), sent
+    # the broker's queues and unacked hash are read from this Redis, whatever the session's broker
+    yield Watchdog(redis_client, settings, lambda msg: sent.append((msg.TASK, msg.args())),
+                   probe=RedisProbe(redis_client)), sent
     redis_client.delete(active_jobs_key(), "gf:watchdog", "extractor", "unacked")
 
 

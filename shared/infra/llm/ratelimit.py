@@ -14,8 +14,9 @@ many hosts can never overbook it:
 
 Time comes from Redis (``TIME``), so host clocks do not need to agree. A single reservation larger
 than a whole budget is admitted into an empty window (as providers do), so it is never refused
-forever. Keys: ``gf:rl:{model}:*`` for a model budget and the cool-down,
-``gf:t:{tenant}:rl:{model}:*`` for a tenant's own budget.
+forever. Keys: ``gf:rl:{<model>}:*`` for a model budget and the cool-down (one cluster slot per model),
+``gf:t:{<tenant>}:rl:<model>:*`` for a tenant's own budget (the tenant's slot); a call under both reserves
+each by its own script and releases the first when the second does not fit.
 """
 
 from __future__ import annotations
@@ -227,12 +228,34 @@ class RedisRateLimiter:
         return tuple(out)
 
     def try_acquire(self, model: str, tokens: int, tenant: str | None = None) -> tuple[Reservation | None, float]:
-        """One atomic attempt: (reservation, 0) or (None, seconds until it could fit)."""
+        """One attempt: (reservation, 0) or (None, seconds until it could fit). The model's budget (with the
+        cool-down) and a tenant's budget live in different cluster slots, so each is reserved by its own atomic
+        script; when a later one does not fit, the ones already taken are released at once."""
         res = Reservation(model, max(0, int(tokens)), budgets=self.budgets(model, tenant))
-        keys = [cooldown_key(model)] + [k for b in res.budgets for k in b.redis_keys()]
-        args = [self.window_ms, self.burst_ms, res.rid, res.tokens] + [x for b in res.budgets for x in (b.tpm, b.rpm)]
-        ok, wait_ms = self._acquire(keys=keys, args=args)
-        return (res, 0.0) if int(ok) else (None, int(wait_ms) / 1000.0)
+        taken: list[tuple[Budget, ...]] = []
+        for cool, group in self._slot_groups(model, res.budgets):
+            keys = [cool] + [k for b in group for k in b.redis_keys()]
+            args = [self.window_ms, self.burst_ms, res.rid, res.tokens] + [x for b in group for x in (b.tpm, b.rpm)]
+            ok, wait_ms = self._acquire(keys=keys, args=args)
+            if not int(ok):
+                for done in taken:
+                    self._release(done, res.rid, 0)
+                return None, int(wait_ms) / 1000.0
+            taken.append(group)
+        return res, 0.0
+
+    def _slot_groups(self, model: str, budgets: tuple[Budget, ...]) -> list[tuple[str, tuple[Budget, ...]]]:
+        """(cool-down key, budgets) per slot: first the model's budget under the model's cool-down (also when
+        the model has no budget, so the cool-down is always checked), then each tenant budget under a key of
+        the tenant's slot that is never set."""
+        mine = model_prefix(model)
+        groups = [(cooldown_key(model), tuple(b for b in budgets if b.prefix == mine))]
+        return groups + [(f"{b.prefix}:cooldown", (b,)) for b in budgets if b.prefix != mine]
+
+    def _release(self, group: tuple[Budget, ...], rid: str, actual: int) -> None:
+        if group:
+            keys = [k for b in group for k in b.redis_keys()]
+            self._reconcile(keys=keys, args=[self.window_ms, self.burst_ms, rid, actual] + [b.tpm for b in group])
 
     def acquire(self, model: str, tokens: int, tenant: str | None = None) -> Reservation:
         """Block until the reservation fits every budget (and no cool-down is set)."""
@@ -252,9 +275,8 @@ class RedisRateLimiter:
     def reconcile(self, reservation: Reservation | None, actual: int) -> None:
         if reservation is None or not reservation.budgets:
             return
-        keys = [k for b in reservation.budgets for k in b.redis_keys()]
-        args = [self.window_ms, self.burst_ms, reservation.rid, max(0, int(actual))]
-        self._reconcile(keys=keys, args=args + [b.tpm for b in reservation.budgets])
+        for _cool, group in self._slot_groups(reservation.model, reservation.budgets):
+            self._release(group, reservation.rid, max(0, int(actual)))
 
     def cooldown(self, model: str, seconds: float) -> None:
         ms = max(1, int(seconds * 1000))

@@ -30,7 +30,7 @@ class CommunityStore:
             for n in c.nodes:
                 node_comm.setdefault(n, []).append(c.id)
         tmp_c, tmp_n = self.k.staging(self.k.communities()), self.k.staging(self.k.node_communities())
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         pipe.delete(tmp_c, tmp_n)
         for i in range(0, len(communities), 500):
             pipe.hset(tmp_c, mapping={c.id: c.model_dump_json() for c in communities[i : i + 500]})
@@ -38,13 +38,13 @@ class CommunityStore:
         for i in range(0, len(items), 2000):
             pipe.hset(tmp_n, mapping={n: json.dumps(ids) for n, ids in items[i : i + 2000]})
         pipe.execute()
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         if communities:
-            pipe.rename(tmp_c, self.k.communities())
+            pipe.execute_command("RENAME", tmp_c, self.k.communities())  # one slot: a cluster pipeline allows it
         else:
             pipe.delete(self.k.communities())
         if node_comm:
-            pipe.rename(tmp_n, self.k.node_communities())
+            pipe.execute_command("RENAME", tmp_n, self.k.node_communities())
         else:
             pipe.delete(self.k.node_communities())
         pipe.hset(self.k.community_meta(), mapping={
@@ -116,7 +116,7 @@ class CommunityStore:
         return {sig: CommunityReport.model_validate_json(r) for sig, r in zip(sigs, raws, strict=True) if r}
 
     def save_reports(self, reports: Iterable[CommunityReport]) -> None:
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         for report in reports:
             payload = report.model_dump_json()
             pipe.hset(self.k.reports(), report.community_id, payload)
@@ -128,7 +128,7 @@ class CommunityStore:
     def prune_reports(self, community_ids: set[str]) -> None:
         stale = [k for k in (to_str(x) for x in self.redis.hkeys(self.k.reports())) if k not in community_ids]
         if stale:
-            pipe = self.redis.pipeline()
+            pipe = self.redis.pipeline(transaction=True)
             pipe.hdel(self.k.reports(), *stale)
             self._touch(pipe)
             pipe.execute()

@@ -21,7 +21,7 @@ class DocumentStore:
         """Store a document and its text; False when a document with this id already exists."""
         created = self.redis.set(self.k.doc_text(doc.id), text, nx=True)
         if created:
-            pipe = self.redis.pipeline()
+            pipe = self.redis.pipeline(transaction=True)
             pipe.set(self.k.doc(doc.id), doc.model_dump_json())
             pipe.zadd(self.k.docs(), {doc.id: doc.created_at})
             pipe.execute()
@@ -32,7 +32,7 @@ class DocumentStore:
         sent); False when a document with this id already exists."""
         if self.redis.exists(self.k.doc(doc.id)) or not self.redis.set(self.k.doc_original(doc.id), data, nx=True):
             return False
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         pipe.set(self.k.doc(doc.id), doc.model_dump_json())
         pipe.zadd(self.k.docs(), {doc.id: doc.created_at})
         pipe.execute()
@@ -71,7 +71,7 @@ class DocumentStore:
 
     def delete_document(self, doc_id: str) -> None:
         """Remove the document record, its text and its listing entry (its chunks are removed separately)."""
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         pipe.delete(self.k.doc(doc_id), self.k.doc_text(doc_id), self.k.doc_original(doc_id))
         pipe.zrem(self.k.docs(), doc_id)
         pipe.execute()
@@ -92,7 +92,7 @@ class DocumentStore:
         """Store chunks; return the ids new to this tenant (atomically marked for embedding)."""
         if not chunks:
             return []
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         for chunk in chunks:
             pipe.set(self.k.chunk(chunk.id), chunk.model_dump_json(), nx=True)
             pipe.sadd(self.k.chunk_docs(chunk.id), chunk.doc_id)
@@ -120,7 +120,7 @@ class DocumentStore:
 
     def delete_chunk(self, chunk_id: str) -> None:
         """Remove the chunk, its document set and its pending embedding mark (not its extraction)."""
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         pipe.delete(self.k.chunk(chunk_id), self.k.chunk_docs(chunk_id))
         pipe.srem(self.k.chunks(), chunk_id)
         pipe.srem(self.k.dirty("embed_chunks"), chunk_id)

@@ -67,7 +67,7 @@ class GraphStore(DocumentStore, CommunityStore):
 
     def save_extraction(self, result: ExtractionResult) -> None:
         """Write the chunk's fragments (idempotent) and mark what they touch dirty."""
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         for frag in result.entities:
             pipe.hset(self.k.entity_fragments(frag.name), result.chunk_id, frag.model_dump_json())
             pipe.sadd(self.k.dirty("entities"), frag.name)
@@ -100,7 +100,7 @@ class GraphStore(DocumentStore, CommunityStore):
             raw = self.redis.hgetall(self.k.entity_fragments(name))
             frags = [EntityFragment.model_validate_json(v) for v in raw.values()]
             entity = merge(name, frags) if frags else None
-            pipe = self.redis.pipeline()
+            pipe = self.redis.pipeline(transaction=True)
             if entity is None:
                 pipe.hdel(self.k.entities(), name)
             else:
@@ -119,7 +119,7 @@ class GraphStore(DocumentStore, CommunityStore):
             raw = self.redis.hgetall(self.k.relation_fragments(src, tgt))
             frags = [RelationFragment.model_validate_json(v) for v in raw.values()]
             relation = merge(src, tgt, frags) if frags else None
-            pipe = self.redis.pipeline()
+            pipe = self.redis.pipeline(transaction=True)
             if relation is None:
                 pipe.hdel(self.k.relations(), field)
                 pipe.hdel(self.k.edges(), field)
@@ -167,7 +167,7 @@ class GraphStore(DocumentStore, CommunityStore):
         after the WATCH aborts the EXEC."""
         import redis as redis_lib
 
-        with self.redis.pipeline() as pipe:
+        with self.redis.pipeline(transaction=True) as pipe:
             try:
                 pipe.watch(*[frag_key(k) for k in keys])
                 reread = self.redis.pipeline(transaction=False)
@@ -204,7 +204,7 @@ class GraphStore(DocumentStore, CommunityStore):
             return set(), set()
         names = {f.name for f in result.entities}
         fields = {rel_field(f.src, f.tgt) for f in result.relations}
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         for name in names:
             pipe.hdel(self.k.entity_fragments(name), chunk_id)
             pipe.sadd(self.k.dirty("entities"), name)
@@ -298,7 +298,7 @@ class GraphStore(DocumentStore, CommunityStore):
         return list(self.relations(keys).values())
 
     def set_degrees(self, degrees: dict[str, int]) -> None:
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         pipe.delete(self.k.degrees())
         if degrees:
             pipe.hset(self.k.degrees(), mapping=degrees)

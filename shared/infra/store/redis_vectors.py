@@ -30,7 +30,7 @@ class RedisVectorStore:
         if not items:
             return
         k = Keys(tenant)
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         for i in range(0, len(items), 1000):
             batch = items[i : i + 1000]
             pipe.hset(k.vectors(kind), mapping={it.id: _normalise(it.vector).tobytes() for it in batch})
@@ -43,7 +43,7 @@ class RedisVectorStore:
         if not ids:
             return
         k = Keys(tenant)
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=True)
         pipe.hdel(k.vectors(kind), *ids)
         pipe.hdel(k.vector_meta(kind), *ids)
         pipe.incr(k.vector_version(kind))

@@ -1,0 +1,117 @@
+"""Broker fault tests: the broker apart from the state, failed over (Redis Sentinel) or restarted (RabbitMQ)
+in the middle of an ingestion. Real servers (``tests/brokers.py``), real Celery worker processes (the stack of
+``graphfleet up``), the LLM simulator over HTTP; the state is a Redis of its own.
+
+Each test ingests the same excerpt of the Christmas Carol twice: once undisturbed, once with the broker fault
+while chunks are being extracted. The disturbed job must succeed with every chunk extracted, no failure, and
+the very same graph and counts (documents, chunks, entities, relations, reports) as the undisturbed one:
+nothing lost (a lost message is re-sent by the job watchdog, ``shared/pipeline/watchdog.py``) and nothing
+written twice (a redelivered message's task is idempotent)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from graphfleet_cli.local_client import LocalClient
+from shared.config import reset_settings_cache
+from shared.infra.keys import Keys
+from shared.infra.redis_conn import EmbeddedRedis
+from shared.infra.store.redis_graph import GraphStore
+from tests.brokers import rabbit_vhost, sentinel_group
+from tests.conftest import SAMPLE
+from tests.integration.helpers import graph_snapshot, start_stack
+from tests.reliability.conftest import sim
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+VISIBILITY_S = 15
+FAST_WATCHDOG = {"GRAPHFLEET_WORKERS__WATCHDOG_INTERVAL_S": 1, "GRAPHFLEET_WORKERS__STALL_TIMEOUT_S": 5}
+
+
+def _s(v) -> str:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _wait_for(predicate, what: str, timeout: float = 300.0, every: float = 0.05):
+    deadline = time.time() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.time() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(every)
+
+
+def _excerpt(tmp_path, start: int, end: int):
+    path = tmp_path / "excerpt.txt"
+    path.write_text(SAMPLE.read_text(encoding="utf-8-sig")[start:end], encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def state(tmp_path):
+    server = EmbeddedRedis(tmp_path / "state", persist=False).start()
+    yield server
+    server.stop()
+
+
+def _use_broker(monkeypatch, state_url: str, broker_url: str) -> None:
+    """This process (the stack's readiness check, the client that enqueues) talks to the same broker as the
+    workers, which get it through ``GRAPHFLEET_BROKER_URL`` too."""
+    monkeypatch.setenv("GRAPHFLEET_REDIS_URL", state_url)
+    monkeypatch.setenv("GRAPHFLEET_BROKER_URL", broker_url)
+    reset_settings_cache()
+
+
+def _ingest_through_fault(tmp_path, state_url: str, broker_url: str, fault) -> None:
+    doc = _excerpt(tmp_path, 30_000, 60_000)
+    with sim(latency_ms=400) as llm:
+        stack = start_stack(state_url, tmp_path / "stack", llm, concurrency=4, GRAPHFLEET_BROKER_URL=broker_url,
+                            GRAPHFLEET_WORKERS__VISIBILITY_TIMEOUT_S=VISIBILITY_S, **FAST_WATCHDOG)
+        client = LocalClient(state_url)
+        try:
+            steady = client.wait("steady", client.ingest_files("steady", [doc])["job_id"], timeout=600)
+            assert steady["status"] == "succeeded", steady
+            job_id = client.ingest_files("faulted", [doc])["job_id"]
+            _wait_for(lambda: client.job("faulted", job_id)["progress"]["chunks_done"] >= 1, "extraction started")
+            assert client.job("faulted", job_id)["status"] == "running"
+            fault()
+            view = client.wait("faulted", job_id, timeout=600)
+        finally:
+            stack.stop()
+    assert view["status"] == "succeeded", view
+    assert view["failures"] == []
+    k = Keys("faulted")
+    chunks = {_s(c) for c in client.redis.smembers(k.job_chunks(job_id))}
+    assert chunks and all(client.redis.exists(k.extraction(c)) for c in chunks), "a chunk was never extracted"
+    assert view["progress"]["chunks_done"] == view["progress"]["chunks_total"] == len(chunks)
+    faulted, undisturbed = GraphStore(client.redis, "faulted"), GraphStore(client.redis, "steady")
+    assert faulted.stats() == undisturbed.stats()  # one document, the same chunks, entities, relations, reports
+    assert faulted.stats()["documents"] == 1
+    assert graph_snapshot(faulted) == graph_snapshot(undisturbed)
+    client.close()
+
+
+def test_sentinel_primary_failover_mid_ingestion_loses_and_duplicates_nothing(tmp_path, state, monkeypatch):
+    """The broker is a Sentinel group (``sentinel://``); its primary is SIGKILLed mid-extraction and the
+    sentinels promote the replica. Workers and the enqueuing client reconnect to the new primary through the
+    sentinels (kombu's sentinel transport; the lease renewal through kombu's own pool). Messages written to the
+    old primary and not yet replicated are gone: the job watchdog sees the job stalled with nothing in the
+    broker and re-sends the missing steps."""
+    with sentinel_group(tmp_path) as group:
+        _use_broker(monkeypatch, state.url, group.url)
+        before = group.master_addr()
+        _ingest_through_fault(tmp_path, state.url, group.url, lambda: group.failover(kill=True))
+        assert group.master_addr() != before
+
+
+def test_rabbitmq_restart_mid_job_loses_nothing(tmp_path, state, monkeypatch):
+    """The broker is RabbitMQ (quorum queues, publisher confirms); it is stopped and started mid-extraction.
+    Every connection breaks: the unacked messages go back to their (durable, quorum) queues, the workers
+    reconnect and run them again; the job ends with the same graph as an undisturbed run."""
+    with rabbit_vhost() as vhost:
+        _use_broker(monkeypatch, state.url, vhost.url)
+        _ingest_through_fault(tmp_path, state.url, vhost.url, vhost.restart)
