@@ -66,6 +66,11 @@ class Backend:
         gateway tests' cluster on a cluster (database 0 only)."""
         return self.gateway_url if TEST_STATE == "cluster" else self.url.rsplit("/", 1)[0] + f"/{db}"
 
+    @property
+    def side_broker_url(self) -> str:
+        """The broker that goes with :meth:`side_url` ("" = the side Redis itself, on a single Redis)."""
+        return self.gateway_broker_url or ""
+
     def _enter(self, server):
         self.exits.callback(server.stop)
         return server

@@ -236,7 +236,7 @@ class JobStore(DocumentProgress):
     def _completion_queries(self, pipe, job_id: str) -> None:
         pipe.scard(self.k.job_docs(job_id))
         pipe.scard(self.k.job_docs_done(job_id))
-        pipe.eval(MISSING, 2, self.k.job_chunks(job_id), self.k.job_chunks_done(job_id))
+        pipe.execute_command("EVAL", MISSING, 2, self.k.job_chunks(job_id), self.k.job_chunks_done(job_id))
 
     def doc_chunked(self, job_id: str, doc_id: str) -> None:
         self.redis.sadd(self.k.job_docs_done(job_id), doc_id)

@@ -34,9 +34,10 @@ def consumers(redis, window_s: float = 30.0) -> dict[str, float]:
     return out
 
 
-def start_worker(url: str, tmp_path) -> subprocess.Popen:
+def start_worker(url: str, tmp_path, broker: str = "") -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHFLEET_")}
-    env.update({"GRAPHFLEET_REDIS_URL": url, "GRAPHFLEET_DATA_DIR": str(tmp_path), "PYTHONPATH": str(ROOT),
+    env.update({"GRAPHFLEET_REDIS_URL": url, "GRAPHFLEET_BROKER_URL": broker, "GRAPHFLEET_DATA_DIR": str(tmp_path),
+                "PYTHONPATH": str(ROOT),
                 "GRAPHFLEET_LLM_API_KEY": "sk-test", "GRAPHFLEET_WORKERS__HEARTBEAT_INTERVAL_S": "0.3"})
     cmd = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", "chunker,merger", "-P",
            "threads", "-c", "1", "-n", "hbtest@%h", "-l", "WARNING", "--without-gossip", "--without-mingle",
@@ -62,16 +63,16 @@ def redis_db(redis_server):
     url = redis_server.side_url(DB)
     client = connect(url)
     client.flushdb()
-    yield url, client
+    yield url, client, redis_server.side_broker_url
     client.flushdb()
     client.close()
 
 
 @pytest.mark.parametrize("stop", ["sigterm", "sigkill"])
 def test_worker_heartbeat_counts_its_queues_until_it_is_gone(redis_db, tmp_path, stop):
-    url, redis = redis_db
+    url, redis, broker = redis_db
     assert consumers(redis) == {"chunker": 0.0, "merger": 0.0, "reporter": 0.0}
-    proc = start_worker(url, tmp_path)
+    proc = start_worker(url, tmp_path, broker)
     try:
         wait_for(lambda: consumers(redis)["chunker"] == 1.0, proc, tmp_path)
         assert consumers(redis) == {"chunker": 1.0, "merger": 1.0, "reporter": 0.0}

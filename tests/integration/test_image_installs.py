@@ -122,7 +122,8 @@ def test_gateway_image_requirements_alone_accept_a_submission(redis_server, tmp_
     app = copy_tree(["shared", "api_gateway"], tmp_path / "app")  # gateway.Dockerfile's COPY lines
     url = db_url(redis_server, 12)
     connect(url).flushdb()
-    gateway = Gateway(python, app, app_env(url, tmp_path, PYTHONPATH=app), tmp_path / "gateway.log")
+    env = app_env(url, tmp_path, PYTHONPATH=app, GRAPHFLEET_BROKER_URL=redis_server.side_broker_url)
+    gateway = Gateway(python, app, env, tmp_path / "gateway.log")
     try:
         r, _ = gateway.submit()
         assert r.status_code == 202, f"{r.status_code} {r.text}\n{gateway.log.read_text()[-3000:]}"
@@ -142,7 +143,7 @@ def test_worker_image_install_runs_a_job(redis_server, tmp_path):
     run_dir.mkdir()
     url = db_url(redis_server, 13)
     connect(url).flushdb()
-    env = app_env(url, tmp_path)
+    env = app_env(url, tmp_path, GRAPHFLEET_BROKER_URL=redis_server.side_broker_url)
     cmd = [str(python), "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", ",".join(QUEUES), "-P", "threads",
            "-c", "4", "-n", f"imagetest-{os.getpid()}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"]
     worker = subprocess.Popen(cmd, cwd=run_dir, env=env, stdout=(tmp_path / "worker.log").open("w"),

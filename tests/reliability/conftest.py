@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 
 import httpx
 import pytest
@@ -36,3 +37,28 @@ def private_redis(tmp_path):
     server = EmbeddedRedis(tmp_path / "redis", persist=False).start()
     yield server
     server.stop()
+
+
+# the job watchdog sweeps every second and resumes a job idle for 5 s with none of its messages anywhere
+FAST_WATCHDOG = {"GRAPHFLEET_WORKERS__WATCHDOG_INTERVAL_S": 1, "GRAPHFLEET_WORKERS__STALL_TIMEOUT_S": 5}
+
+
+def wait_for(predicate, what: str, timeout: float = 300.0, every: float = 0.05):
+    """``predicate()``'s first true value, polled every ``every`` s; AssertionError after ``timeout`` s."""
+    deadline = time.time() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.time() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(every)
+
+
+def excerpt(tmp_path, start: int, end: int):
+    """Characters ``start:end`` of the Christmas Carol sample, as a file."""
+    from tests.conftest import SAMPLE
+
+    path = tmp_path / "excerpt.txt"
+    path.write_text(SAMPLE.read_text(encoding="utf-8-sig")[start:end], encoding="utf-8")
+    return path

@@ -10,8 +10,6 @@ written twice (a redelivered message's task is idempotent)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from graphfleet_cli.local_client import LocalClient
@@ -20,35 +18,20 @@ from shared.infra.keys import Keys
 from shared.infra.redis_conn import EmbeddedRedis
 from shared.infra.store.redis_graph import GraphStore
 from tests.brokers import rabbit_vhost, sentinel_group
-from tests.conftest import SAMPLE
 from tests.integration.helpers import graph_snapshot, start_stack
-from tests.reliability.conftest import sim
+from tests.reliability.conftest import FAST_WATCHDOG, sim
+from tests.reliability.conftest import excerpt as _excerpt
+from tests.reliability.conftest import wait_for as _wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.own_servers]
 
 VISIBILITY_S = 15
-FAST_WATCHDOG = {"GRAPHFLEET_WORKERS__WATCHDOG_INTERVAL_S": 1, "GRAPHFLEET_WORKERS__STALL_TIMEOUT_S": 5}
 
 
 def _s(v) -> str:
     return v.decode() if isinstance(v, bytes) else v
 
 
-def _wait_for(predicate, what: str, timeout: float = 300.0, every: float = 0.05):
-    deadline = time.time() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.time() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(every)
-
-
-def _excerpt(tmp_path, start: int, end: int):
-    path = tmp_path / "excerpt.txt"
-    path.write_text(SAMPLE.read_text(encoding="utf-8-sig")[start:end], encoding="utf-8")
-    return path
 
 
 @pytest.fixture()

@@ -5,7 +5,6 @@ only), so the kill touches no queued message."""
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -15,28 +14,12 @@ from shared.infra.keys import Keys
 from shared.infra.redis_conn import EmbeddedRedis
 from shared.infra.store.redis_graph import GraphStore
 from tests.clusters import RedisClusterServers
-from tests.conftest import SAMPLE
 from tests.integration.helpers import graph_snapshot, start_stack
-from tests.reliability.conftest import sim
+from tests.reliability.conftest import FAST_WATCHDOG, excerpt, sim, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.own_servers]
 
-FAST_WATCHDOG = {"GRAPHFLEET_WORKERS__WATCHDOG_INTERVAL_S": 1, "GRAPHFLEET_WORKERS__STALL_TIMEOUT_S": 5}
 TENANTS = ["east", "west", "north", "south"]
-
-
-def _excerpt(tmp_path):
-    path = tmp_path / "excerpt.txt"
-    path.write_text(SAMPLE.read_text(encoding="utf-8-sig")[:40_000], encoding="utf-8")
-    return path
-
-
-def _wait_for(predicate, what: str, timeout: float = 300.0):
-    deadline = time.time() + timeout
-    while not predicate():
-        if time.time() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
 
 
 def test_a_killed_cluster_master_is_replaced_and_every_tenant_on_it_recovers(tmp_path):
@@ -48,7 +31,7 @@ def test_a_killed_cluster_master_is_replaced_and_every_tenant_on_it_recovers(tmp
     ``ConnectionError: ... Connection refused`` instead of waiting for the promoted replica."""
     cluster = RedisClusterServers(tmp_path / "cluster", masters=3, replicas=1).start()
     broker = EmbeddedRedis(tmp_path / "broker", persist=True).start()
-    doc = _excerpt(tmp_path)
+    doc = excerpt(tmp_path, 0, 40_000)
     try:
         with sim(latency_ms=300) as llm:
             stack = start_stack(cluster.url, tmp_path / "stack", llm, concurrency=4,
@@ -62,7 +45,7 @@ def test_a_killed_cluster_master_is_replaced_and_every_tenant_on_it_recovers(tmp
                 jobs = {t: client.ingest_files(t, [doc])["job_id"] for t in TENANTS}
                 victim = cluster.master_of(Keys(TENANTS[0]).job(jobs[TENANTS[0]]))
                 moved = [t for t in TENANTS if cluster.master_of(Keys(t).job(jobs[t])) == victim]
-                _wait_for(lambda: client.job(TENANTS[0], jobs[TENANTS[0]])["progress"]["chunks_done"] >= 1,
+                wait_for(lambda: client.job(TENANTS[0], jobs[TENANTS[0]])["progress"]["chunks_done"] >= 1,
                           "extraction under way")
                 cluster.kill(victim)
                 promoted = cluster.wait_failover(victim, Keys(TENANTS[0]).job(jobs[TENANTS[0]]))

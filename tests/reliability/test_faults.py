@@ -22,28 +22,18 @@ from shared.infra.redis_conn import EmbeddedRedis
 from shared.infra.store.redis_graph import GraphStore
 from tests.conftest import SAMPLE
 from tests.integration.helpers import graph_snapshot, start_stack
-from tests.reliability.conftest import sim, sim_stats
+from tests.reliability.conftest import FAST_WATCHDOG, sim, sim_stats
+from tests.reliability.conftest import excerpt as _excerpt
+from tests.reliability.conftest import wait_for as _wait_for
 
 pytestmark = pytest.mark.integration
 
 VISIBILITY_S = 15  # kombu redelivers an unacked message this long after it was delivered
-# the job watchdog sweeps every second and resumes a job idle for 5 s with none of its messages anywhere
-FAST_WATCHDOG = {"GRAPHFLEET_WORKERS__WATCHDOG_INTERVAL_S": 1, "GRAPHFLEET_WORKERS__STALL_TIMEOUT_S": 5}
 
 
 def _s(v) -> str:
     return v.decode() if isinstance(v, bytes) else v
 
-
-def _wait_for(predicate, what: str, timeout: float = 300.0, every: float = 0.05):
-    deadline = time.time() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.time() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(every)
 
 
 def _ingest(client: LocalClient, tenant: str, path) -> dict:
@@ -117,11 +107,6 @@ def test_sigkilled_ingest_worker_loses_and_duplicates_no_chunk(private_redis, tm
         finally:
             stack.stop()
 
-
-def _excerpt(tmp_path, start: int, end: int):
-    path = tmp_path / "excerpt.txt"
-    path.write_text(SAMPLE.read_text(encoding="utf-8-sig")[start:end], encoding="utf-8")
-    return path
 
 
 def _assert_every_chunk_accounted_for(client: LocalClient, tenant: str, view: dict) -> dict:

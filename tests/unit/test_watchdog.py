@@ -175,16 +175,20 @@ def test_only_one_sweep_runs_at_a_time(redis_client, tenant, watchdog):
         lock.release()
 
 
-def test_a_message_sent_by_field_name_is_found_in_its_queue(redis_server, redis_client, tenant, watchdog):
+def test_a_message_sent_by_field_name_is_found_in_its_queue(tmp_path, tenant):
     """Messages travel as keyword fields (``shared.infra.messages.send``): the job id is still seen in the
-    broker, in the real message Celery writes."""
+    broker, in the real message Celery writes (a Redis broker of this test's own)."""
     from shared.infra.messages import ExtractChunk, send
     from shared.infra.queueing import make_celery
+    from shared.infra.redis_conn import EmbeddedRedis, connect
 
-    celery = make_celery(Settings(redis_url=redis_server.url))
+    server = EmbeddedRedis(tmp_path / "broker", persist=False).start()
+    client = connect(server.url)
+    celery = make_celery(Settings(redis_url=server.url, broker_url=server.url))
     try:
         send(celery, ExtractChunk(tenant, "job-kw", "c9"))
-        assert jobs_with_messages(redis_client, {"job-kw", "job-other"}, ["extractor"]) == {"job-kw"}
+        assert jobs_with_messages(client, {"job-kw", "job-other"}, ["extractor"]) == {"job-kw"}
     finally:
-        redis_client.delete("extractor")
         celery.close()
+        client.close()
+        server.stop()
