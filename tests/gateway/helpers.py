@@ -53,21 +53,23 @@ def queue_lengths(redis) -> dict[str, int]:
         return {q: _declared_size(channel, q) for q in [*QUEUES, "default"]}
 
 
-def first_message_headers(redis, queue: str) -> dict:
-    """The headers (task name, kwargsrepr) of the message at the head of ``queue``, left in place."""
+def newest_message_headers(redis, queue: str) -> dict:
+    """The headers (task name, kwargsrepr) of the message last sent to ``queue``, left in the queue."""
     import json
 
     broker = os.environ.get("GRAPHFLEET_BROKER_URL")
-    if not broker or not broker.startswith("amqp"):
+    if not broker or not broker.startswith("amqp"):  # kombu LPUSHes: the newest message is at index 0
         return json.loads((connect(broker) if broker else redis).lindex(queue, 0))["headers"]
     from kombu import Connection
 
-    with Connection(broker) as conn:
+    with Connection(broker) as conn:  # RabbitMQ hands out the oldest first: take them all, put them back
         channel = conn.default_channel
-        message = channel.basic_get(queue, no_ack=False)
-        headers = dict(message.headers)
-        channel.basic_reject(message.delivery_info["delivery_tag"], True)  # back to the queue
-        return headers
+        taken = []
+        while (message := channel.basic_get(queue, no_ack=False)) is not None:
+            taken.append(message)
+        for message in taken:
+            channel.basic_reject(message.delivery_info["delivery_tag"], True)
+        return dict(taken[-1].headers)
 
 
 def purge_broker(url: str) -> None:

@@ -13,10 +13,10 @@ from shared.infra.queueing import DELETE_DOCUMENT, ROUTES
 from tests.gateway.helpers import (
     assert_error,
     enqueued,
-    first_message_headers,
     ingest,
     job_count,
     make_client,
+    newest_message_headers,
     queue_lengths,
 )
 
@@ -155,7 +155,7 @@ def test_delete_creates_a_delete_job_and_enqueues_the_task(api, alice, gw_redis)
     assert jobs.get_field(job_id, "kind") == "delete" and jobs.doc_ids(job_id) == ["gone"]
     queue = ROUTES.get(DELETE_DOCUMENT, "default")
     assert queue_lengths(gw_redis)[queue] == before[queue] + 1
-    headers = first_message_headers(gw_redis, queue)
+    headers = newest_message_headers(gw_redis, queue)
     assert headers["task"] == "graphfleet.delete_document"
     assert ast.literal_eval(headers["kwargsrepr"]) == {"tenant": "alice", "job_id": job_id, "doc_id": "gone"}
     assert_error(api.delete("/v1/documents/never-was", headers=alice["headers"]), 404, "not_found")
