@@ -172,10 +172,11 @@ def test_failed_merge_barrier_ends_the_job_instead_of_hanging(stack, gate, tenan
     assert view["usage"]["by_stage"]["summarize"].get("prompt_tokens", 0) == 0  # every summary was refused
 
 
-def test_time_limits_and_leases_fit_the_visibility_timeout():
+def test_time_limits_and_leases_fit_the_visibility_timeout(monkeypatch):
     """Soft < hard for every task; hard limits are no longer capped by the visibility timeout (a live
     worker renews its leases, tests/reliability/test_lease.py), and a lease is renewed at least four times
     per visibility timeout; a SIGTERM's soft shutdown ends well within the visibility timeout."""
+    monkeypatch.delenv("GRAPHFLEET_BROKER_URL", raising=False)  # a Redis broker's transport options
     from shared.config import Settings
     from shared.infra.queueing import celery_config, lease_renew_interval
 
