@@ -61,7 +61,7 @@ def test_rabbitmq_broker_uses_quorum_queues_and_publisher_confirms():
 
 def test_a_redis_cluster_cannot_be_the_broker():
     with pytest.raises(ValueError, match="cannot be Celery's broker"):
-        broker_url(Settings(redis_url="redis+cluster://127.0.0.1:7000/0"))
+        broker_url(Settings(redis_url="redis+cluster://127.0.0.1:7000/0", broker_url=None))
 
 
 def test_rabbitmq_declares_the_queues_as_quorum_queues():
