@@ -214,10 +214,11 @@ class RabbitVhost:
             conn.ensure_connection(max_retries=1)
             return conn.connected
 
-    def restart(self, timeout: float = 120.0) -> None:
+    def restart(self, timeout: float = 120.0, down_s: float = 0.0) -> None:
         """Stop and start the broker application (every connection breaks; durable queues and persistent
-        messages survive) and wait until this vhost accepts connections again."""
+        messages survive), ``down_s`` seconds apart, and wait until this vhost accepts connections again."""
         _ctl("stop_app", timeout=timeout)
+        time.sleep(down_s)
         _ctl("start_app", timeout=timeout)
         _ctl("await_startup", timeout=timeout)
         _wait(self._accepts_quietly, "RabbitMQ to accept connections again", timeout)

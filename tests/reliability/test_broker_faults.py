@@ -6,7 +6,12 @@ Each test ingests the same excerpt of the Christmas Carol twice: once undisturbe
 while chunks are being extracted. The disturbed job must succeed with every chunk extracted, no failure, and
 the very same graph and counts (documents, chunks, entities, relations, reports) as the undisturbed one:
 nothing lost (a lost message is re-sent by the job watchdog, ``shared/pipeline/watchdog.py``) and nothing
-written twice (a redelivered message's task is idempotent)."""
+written twice (a redelivered message's task is idempotent).
+
+What each test catches (run with the fix taken out): the Sentinel test times out when the workers reach the
+broker by the primary's own ``redis://`` address instead of through the sentinels (the job never ends after the
+kill); the RabbitMQ test fails when the watchdog reads kombu's lists in the state Redis (as before the
+broker-neutral probe): it sees no message during the outage and re-sends steps the broker still holds."""
 
 from __future__ import annotations
 
@@ -49,7 +54,9 @@ def _use_broker(monkeypatch, state_url: str, broker_url: str) -> None:
     reset_settings_cache()
 
 
-def _ingest_through_fault(tmp_path, state_url: str, broker_url: str, fault) -> None:
+def _ingest_through_fault(tmp_path, state_url: str, broker_url: str, fault, *, resumes_allowed: bool) -> None:
+    """``resumes_allowed``: whether the job watchdog may have had to re-send lost steps (a message on a Sentinel
+    primary that had not reached its replica when it died); a broker that keeps its messages needs none."""
     doc = _excerpt(tmp_path, 30_000, 60_000)
     with sim(latency_ms=400) as llm:
         stack = start_stack(state_url, tmp_path / "stack", llm, concurrency=4, GRAPHFLEET_BROKER_URL=broker_url,
@@ -68,6 +75,8 @@ def _ingest_through_fault(tmp_path, state_url: str, broker_url: str, fault) -> N
     assert view["status"] == "succeeded", view
     assert view["failures"] == []
     k = Keys("faulted")
+    resumes = int(client.redis.hget(k.job(job_id), "resumes") or 0)
+    assert resumes_allowed or resumes == 0, f"the watchdog had to re-send lost steps {resumes} time(s)"
     chunks = {_s(c) for c in client.redis.smembers(k.job_chunks(job_id))}
     assert chunks and all(client.redis.exists(k.extraction(c)) for c in chunks), "a chunk was never extracted"
     assert view["progress"]["chunks_done"] == view["progress"]["chunks_total"] == len(chunks)
@@ -87,14 +96,19 @@ def test_sentinel_primary_failover_mid_ingestion_loses_and_duplicates_nothing(tm
     with sentinel_group(tmp_path) as group:
         _use_broker(monkeypatch, state.url, group.url)
         before = group.master_addr()
-        _ingest_through_fault(tmp_path, state.url, group.url, lambda: group.failover(kill=True))
+        _ingest_through_fault(tmp_path, state.url, group.url, lambda: group.failover(kill=True),
+                              resumes_allowed=True)
         assert group.master_addr() != before
 
 
 def test_rabbitmq_restart_mid_job_loses_nothing(tmp_path, state, monkeypatch):
-    """The broker is RabbitMQ (quorum queues, publisher confirms); it is stopped and started mid-extraction.
+    """The broker is RabbitMQ (quorum queues, publisher confirms); it is stopped mid-extraction, for longer than
+    the watchdog's stall window, and started again.
     Every connection breaks: the unacked messages go back to their (durable, quorum) queues, the workers
-    reconnect and run them again; the job ends with the same graph as an undisturbed run."""
+    reconnect and run them again; the job ends with the same graph as an undisturbed run, and the job watchdog
+    never had to re-send a step (the broker lost no message)."""
     with rabbit_vhost() as vhost:
         _use_broker(monkeypatch, state.url, vhost.url)
-        _ingest_through_fault(tmp_path, state.url, vhost.url, vhost.restart)
+        down_s = 3 * FAST_WATCHDOG["GRAPHFLEET_WORKERS__STALL_TIMEOUT_S"]  # longer than the watchdog's stall window
+        _ingest_through_fault(tmp_path, state.url, vhost.url, lambda: vhost.restart(down_s=down_s),
+                              resumes_allowed=False)
