@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import time
+import weakref
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -91,10 +92,14 @@ def aconnect(url: str, **kwargs):
     return aredis.Redis.from_url(url, **kwargs)
 
 
+_node_pools: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # cluster client -> {node name: pool}
+
+
 def apubsub(client, **kwargs):
     """A PubSub of the asyncio ``client``. On a cluster, of a plain connection to one of its nodes: a message
     published on any node reaches every node's subscribers (channels are not sharded), and redis-py's
-    cluster PubSub maps channels to slots, which these channels do not need."""
+    cluster PubSub maps channels to slots, which these channels do not need. The plain connections come from
+    one pool per node and client, as a single Redis's PubSubs share its client's pool (no pool per wait)."""
     from redis.asyncio.cluster import RedisCluster
 
     if not isinstance(client, RedisCluster):
@@ -104,9 +109,10 @@ def apubsub(client, **kwargs):
     # any node the client knows (none before its first command: then the one of the URL)
     nodes = list(client.nodes_manager.nodes_cache.values()) or list(client.nodes_manager.startup_nodes.values())
     node = random.choice(nodes)
-    pool = aredis.ConnectionPool(connection_class=node.connection_class, **node.connection_kwargs)
-    plain = aredis.Redis(connection_pool=pool)  # the PubSub disconnects its one connection when closed
-    return plain.pubsub(**kwargs)
+    pools = _node_pools.setdefault(client, {})
+    if node.name not in pools:
+        pools[node.name] = aredis.ConnectionPool(connection_class=node.connection_class, **node.connection_kwargs)
+    return aredis.Redis(connection_pool=pools[node.name]).pubsub(**kwargs)
 
 
 def redis_server_binary() -> str:
