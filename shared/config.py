@@ -104,6 +104,9 @@ class LLMSettings(BaseModel):
     cache_enabled: bool = True
     cache_ttl_s: int = Field(default=7 * 24 * 3600, gt=0)  # LLM answer cache entries expire (bounds Redis memory)
     max_concurrency: int = 32
+    # an idle connection to the API is kept this long (httpx's default 5 s would drop the one the query warm-up
+    # opened, and make a query after a quiet spell pay TCP and TLS again); a server closing it first is noticed
+    keepalive_s: float = Field(default=60.0, ge=0)
     # USD per 1M tokens: model -> (input, output)
     prices: dict[str, tuple[float, float]] = {}
 

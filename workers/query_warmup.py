@@ -5,7 +5,8 @@ pool the children would keep their own caches and this warmer would not reach th
 only announce index updates.
 
 Before such a worker consumes (``worker_init``), it readies what every query uses whatever its tenant (a Redis
-connection, the OpenAI SDK's lazily built models, the embedder probe when another process already measured it)
+connection, the OpenAI SDK's lazily built models, a keep-alive connection to the LLM API, the embedder probe when
+another process already measured it)
 and the tenants whose index changed most recently, as far as the cache has room and for at most
 ``START_WARM_S`` (``shared.infra.cache_warmup``): a worker that reports ready answers its first query warm."""
 
@@ -51,6 +52,7 @@ def _prepare() -> None:
         rt.warm_clients()
         if rt.llm is not None:
             warm_openai_sdk()
+            rt.llm.preconnect()
         warmer = _warmer(rt)
         for tenant in recent_tenants(rt.redis, CACHED_TENANTS):
             if time.monotonic() - started > START_WARM_S:

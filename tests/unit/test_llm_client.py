@@ -93,3 +93,75 @@ def test_429_retry_after_is_honoured(redis_client, tenant):
     assert len(seen) == 2 and seen[1] - seen[0] >= 1.0
     assert [r.error for r in records] == ["rate_limited", None]
     assert records[1].retries == 1
+
+
+class CountingProxy:
+    """A TCP forwarder in front of the simulator that counts the connections clients open through it."""
+
+    def __init__(self, url: str):
+        import socket
+        import threading
+        from urllib.parse import urlparse
+
+        target = urlparse(url)
+        self._target = (target.hostname, target.port)
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}{target.path}"
+        self.connections = 0
+        self._threading = threading
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            self.connections += 1
+            upstream = socket.create_connection(self._target)
+            for a, b in ((client, upstream), (upstream, client)):
+                self._threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(2)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._server.close()
+
+
+def test_preconnect_opens_the_connection_the_first_calls_reuse_and_books_nothing(sim_factory, redis_client, tenant):
+    url = sim_factory()
+    proxy = CountingProxy(url)
+    try:
+        client, records = _client(proxy.url, redis_client)
+        assert proxy.connections == 0
+        assert client.preconnect() is True
+        assert proxy.connections == 1
+        assert records == [] and _stats(url)["chat"]["calls"] == 0  # no tokens spent, nothing booked
+        ctx = CallContext(tenant=tenant, stage="answer", job_id="j1")
+        client.embed(["Scrooge"], ctx)
+        client.chat([{"role": "user", "content": "Who is Scrooge?"}], ctx)
+        assert proxy.connections == 1  # the embedding and the answer went over the connection opened ahead
+        assert _stats(url)["chat"]["calls"] == 1
+    finally:
+        proxy.close()
+
+
+def test_preconnect_to_an_unreachable_api_returns_false_quickly(redis_client):
+    from shared.infra.redis_conn import free_port
+
+    client, _ = _client(f"http://127.0.0.1:{free_port()}/v1", redis_client)
+    assert client.preconnect(timeout_s=1.0) is False

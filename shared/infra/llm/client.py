@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import httpx
 import openai
 
 from shared.domain.models import UsageRecord
@@ -132,11 +133,25 @@ class LLMClient:
             api_key=settings.llm_api_key,
             max_retries=0,
             timeout=settings.llm.timeout_s,
+            http_client=openai.DefaultHttpxClient(limits=httpx.Limits(
+                max_connections=1000, max_keepalive_connections=100, keepalive_expiry=settings.llm.keepalive_s)),
         )
 
     @property
     def enabled(self) -> bool:
         return self.settings.llm_enabled
+
+    def preconnect(self, timeout_s: float = 2.0) -> bool:
+        """Open a keep-alive connection to the API before a query needs one, so the first query does not pay
+        the TCP and TLS set-up (tens of ms to a hosted API): ``GET /models``, which spends no tokens and is not
+        booked. True when the server answered (any HTTP status leaves the connection open), False when not."""
+        try:
+            self._client.with_options(timeout=timeout_s, max_retries=0).models.list()
+        except openai.APIStatusError:
+            return True  # 401, 404...: it answered over a connection that stays in the pool
+        except Exception:  # noqa: BLE001 - unreachable: the first call connects (and reports) instead
+            return False
+        return True
 
     # ---------------------------------------------------------------- chat
     def chat(
