@@ -12,7 +12,6 @@ and the tenants whose index changed most recently, as far as the cache has room 
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import threading
@@ -21,6 +20,7 @@ import time
 from celery.signals import worker_init, worker_ready, worker_shutdown
 
 from shared.infra.cache_warmup import CacheWarmer, recent_tenants
+from shared.infra.llm.client import sdk_http
 from shared.infra.lru import CACHED_TENANTS
 from shared.infra.metrics import observe_cache_warmup
 from shared.infra.queueing import QUERY, ROUTES
@@ -86,7 +86,7 @@ def warm_openai_sdk() -> None:
     try:
         import openai
 
-        http = importlib.import_module(openai.DefaultHttpxClient.__bases__[0].__module__.split(".")[0])
+        http = sdk_http()
 
         def answer(request):
             body = json.loads(request.content or b"{}")

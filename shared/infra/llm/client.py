@@ -9,6 +9,7 @@ attempts never multiply. A 429 also sets the shared cool-down so every worker ba
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import logging
 import random
@@ -17,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import httpx
 import openai
 
 from shared.domain.models import UsageRecord
@@ -113,6 +113,12 @@ def _classify(exc: Exception) -> tuple[str, bool]:
     return type(exc).__name__, False
 
 
+def sdk_http():
+    """The HTTP library the openai SDK is built on (httpx, or its fork ``httpx2`` in recent SDKs): its own
+    ``Limits`` and transports must be used with the SDK's client."""
+    return importlib.import_module(openai.DefaultHttpxClient.__bases__[0].__module__.split(".")[0])
+
+
 class LLMClient:
     def __init__(
         self,
@@ -133,7 +139,7 @@ class LLMClient:
             api_key=settings.llm_api_key,
             max_retries=0,
             timeout=settings.llm.timeout_s,
-            http_client=openai.DefaultHttpxClient(limits=httpx.Limits(
+            http_client=openai.DefaultHttpxClient(limits=sdk_http().Limits(
                 max_connections=1000, max_keepalive_connections=100, keepalive_expiry=settings.llm.keepalive_s)),
         )
 
