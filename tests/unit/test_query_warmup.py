@@ -146,3 +146,24 @@ def test_the_openai_sdk_warm_up_runs_in_memory_and_raises_nothing(caplog):
 
     warm_openai_sdk()  # base URL warm.invalid: a request leaving the process would fail and be logged
     assert "warm-up failed" not in caplog.text
+
+
+def test_warm_clients_loads_the_chat_and_embedding_tokenizers_in_a_fresh_process(redis_server):
+    """The first query's embedding call counts its input with the embedding model's tokenizer: a fresh worker
+    process loads both tokenizers before it consumes, not during its first query."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.unit.test_secure_defaults import worker_env
+
+    code = ("import json\nimport tiktoken.registry as r\nfrom workers.runtime import build_runtime\n"
+            "rt = build_runtime()\nbefore = sorted(r.ENCODINGS)\nrt.warm_clients()\n"
+            "print(json.dumps([before, sorted(r.ENCODINGS)]))")
+    env = worker_env(redis_server.url, GRAPHFLEET_LLM_MODEL="gpt-4o-mini",
+                     GRAPHFLEET_EMBEDDING_MODEL="text-embedding-3-small")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    before, after = (set(names) for names in json.loads(out.stdout.strip().splitlines()[-1]))
+    assert {"o200k_base", "cl100k_base"} <= after
+    assert "cl100k_base" not in before  # loaded by warm_clients, not by building the runtime
