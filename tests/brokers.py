@@ -23,6 +23,7 @@ from pathlib import Path
 import redis
 
 from shared.infra.redis_conn import free_port
+from tests.clusters import stop_processes
 
 MASTER_NAME = "graphfleet"
 RABBIT_HOST, RABBIT_PORT = "127.0.0.1", 5672
@@ -138,15 +139,7 @@ class SentinelGroup:
         return self.master_addr()
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        self.procs.clear()
+        stop_processes(self.procs)
 
 
 @contextlib.contextmanager

@@ -20,6 +20,21 @@ def _binary(name: str) -> str:
     return found
 
 
+def stop_processes(procs: dict, graceful: bool = True) -> None:
+    """Stop the servers a test started (SIGTERM, or SIGKILL when not ``graceful``), wait for each, kill what
+    lingers, and forget them."""
+    for proc in procs.values():
+        if proc.poll() is None and graceful:
+            proc.terminate()
+        elif proc.poll() is None:
+            proc.kill()
+    for proc in procs.values():
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    procs.clear()
+
 class RedisClusterServers:
     """Start with :meth:`start`; ``url`` is the ``redis+cluster://`` URL graphfleet connects with."""
 
@@ -98,15 +113,7 @@ class RedisClusterServers:
         raise RuntimeError(f"no replica took over from {dead_port} in time")
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.kill()
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-        self.procs.clear()
+        stop_processes(self.procs, graceful=False)
 
 
 def cluster_port() -> int:

@@ -34,6 +34,8 @@ from kombu.transport import redis as kombu_redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
+from shared.infra.queueing import is_amqp
+
 log = logging.getLogger(__name__)
 _original = kombu_redis.QoS.restore_unacked
 _original_connparams = kombu_redis.Channel._connparams
@@ -58,7 +60,7 @@ def _restore_unacked_or_leave_for_redelivery(self, client=None):
 def declare_queues(sender=None, **_kwargs) -> None:
     """RabbitMQ only: declare every configured queue (and its exchange) before the consumer starts."""
     app = getattr(sender, "app", None)
-    if app is None or app.conf.broker_url.partition("://")[0] not in ("amqp", "amqps", "pyamqp"):
+    if app is None or not is_amqp(app.conf.broker_url):
         return
     try:
         with app.connection_for_write() as conn:

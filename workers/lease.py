@@ -27,8 +27,7 @@ import threading
 from celery.signals import worker_ready, worker_shutdown
 
 from shared.infra.broker import renew_leases
-from shared.infra.broker_probe import is_amqp
-from shared.infra.queueing import broker_url, lease_renew_interval
+from shared.infra.queueing import broker_url, is_amqp, lease_renew_interval
 from workers.runtime import runtime
 
 log = logging.getLogger(__name__)

@@ -20,22 +20,10 @@ from collections.abc import Iterable
 from urllib.parse import unquote, urlparse
 
 from shared.infra.keys import BROKER_UNACKED, broker_queue_keys
+from shared.infra.queueing import broker_url, is_amqp, is_sentinel
 
 log = logging.getLogger(__name__)
-AMQP_SCHEMES = ("amqp", "amqps", "pyamqp")
 INSPECT_TIMEOUT_S = 1.0
-
-
-def scheme(url: str | None) -> str:
-    return urlparse(url or "").scheme
-
-
-def is_amqp(url: str | None) -> bool:
-    return scheme(url) in AMQP_SCHEMES
-
-
-def is_sentinel(url: str | None) -> bool:
-    return scheme(url) == "sentinel"
 
 
 def sentinel_master(url: str, master_name: str, socket_timeout: float = 5.0):
@@ -54,7 +42,6 @@ def sentinel_master(url: str, master_name: str, socket_timeout: float = 5.0):
 
 def broker_redis(settings):
     """A client of the broker's Redis (the current primary through Sentinel); None for RabbitMQ."""
-    from shared.infra.queueing import broker_url
     from shared.infra.redis_conn import connect
 
     url = broker_url(settings)
@@ -213,8 +200,6 @@ class AmqpProbe:
 def make_probe(settings, app=None, state_redis=None):
     """The probe of ``settings``' broker. ``state_redis`` is reused when the broker *is* the state's Redis
     (no second connection pool); ``app`` (a Celery app) lets the RabbitMQ probe ask workers what they hold."""
-    from shared.infra.queueing import broker_url
-
     url = broker_url(settings)
     if is_amqp(url):
         return AmqpProbe(url, app)
@@ -223,11 +208,13 @@ def make_probe(settings, app=None, state_redis=None):
     return RedisProbe(broker_redis(settings))
 
 
-def default_probe(settings, state_redis):
-    """The probe of ``settings``' broker; ``state_redis`` itself when no broker is set apart (one Redis)."""
+def default_probe(settings, state_redis, cached: bool = False):
+    """The probe of ``settings``' broker; ``state_redis`` itself when no broker is set apart (one Redis).
+    ``cached``: a broker apart gets the process's one probe of its URL (:func:`cached_probe`), for callers
+    built anew on every use (the scrape-time collector)."""
     if settings is None or not settings.broker_url:
         return RedisProbe(state_redis)
-    return make_probe(settings, state_redis=state_redis)
+    return cached_probe(settings) if cached else make_probe(settings, state_redis=state_redis)
 
 
 _cached: dict[str, object] = {}
@@ -236,8 +223,6 @@ _cached_lock = threading.Lock()
 
 def cached_probe(settings, state_redis=None):
     """One probe per broker URL for a long-lived process (the gateway's readiness checks and scrapes)."""
-    from shared.infra.queueing import broker_url
-
     url = broker_url(settings) or ""
     with _cached_lock:
         if url not in _cached:

@@ -7,22 +7,13 @@ import logging
 
 from prometheus_client.core import GaugeMetricFamily
 
+from shared.config import get_settings
 from shared.infra.broker import CONSUMER_WINDOW_S
+from shared.infra.broker_probe import default_probe
 from shared.infra.keys import consumers_key
 from shared.infra.queueing import QUEUES
 
 log = logging.getLogger(__name__)
-
-
-def default_probe(redis):
-    """The configured broker's probe (``shared.infra.broker_probe``); ``redis`` itself when it is the broker."""
-    from shared.config import get_settings
-    from shared.infra.broker_probe import RedisProbe, cached_probe
-
-    settings = get_settings()
-    if not settings.broker_url:
-        return RedisProbe(redis)  # one Redis: the state is the broker
-    return cached_probe(settings)
 
 
 class QueueDepthCollector:
@@ -32,8 +23,8 @@ class QueueDepthCollector:
     (workers whose heartbeat in the *state* Redis is at most ``window_s`` old; 0 when none, so every known
     queue always has the series). Nothing at all when Redis or the broker cannot be read (alert: absent).
 
-    ``redis`` is the state Redis; ``probe`` the broker's (default: :func:`default_probe`, built on first
-    scrape)."""
+    ``redis`` is the state Redis; ``probe`` the broker's (default: ``broker_probe.default_probe``, built on
+    first scrape)."""
 
     def __init__(self, redis, queues: list[str] | None = None, window_s: float = CONSUMER_WINDOW_S, probe=None):
         self.redis = redis
@@ -53,7 +44,7 @@ class QueueDepthCollector:
 
     def _read(self) -> tuple[list[int], int | None, list[int]]:
         if self.probe is None:
-            self.probe = default_probe(self.redis)
+            self.probe = default_probe(get_settings(), self.redis, cached=True)
         depths = self.probe.depths(self.queues)
         pending = self.probe.unacked()
         seconds, micros = self.redis.time()

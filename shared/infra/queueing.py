@@ -6,6 +6,8 @@ The gateway and the CLI enqueue by task *name* through :func:`make_celery`; they
 
 from __future__ import annotations
 
+from urllib.parse import urlparse
+
 from celery import Celery
 from kombu import Exchange, Queue
 
@@ -131,17 +133,29 @@ def celery_config(settings) -> dict:
     return config
 
 
+AMQP_SCHEMES = ("amqp", "amqps", "pyamqp")
+
+
+def is_amqp(url: str | None) -> bool:
+    """A RabbitMQ broker URL (``amqp://``, ``amqps://``, ``pyamqp://``)."""
+    return urlparse(url or "").scheme in AMQP_SCHEMES
+
+
+def is_sentinel(url: str | None) -> bool:
+    """A Redis Sentinel broker URL (``sentinel://h:p;sentinel://h2:p2``)."""
+    return urlparse(url or "").scheme == "sentinel"
+
+
 def broker_options(settings, url: str | None) -> dict:
     """What differs per broker. Redis: the defaults above (visibility timeout, lease renewal by the workers).
     Sentinel (``sentinel://h:p;sentinel://h2:p2``): the same, plus the master name kombu asks the sentinels for.
     RabbitMQ (``amqp://``): durable quorum queues (replicated; Celery 5.5+ detects them and drops the global
     QoS they do not support), publisher confirms, no visibility timeout: the broker redelivers the unacked
     messages of a closed connection at once."""
-    kind = (url or "").partition("://")[0]
-    if kind == "sentinel":
+    if is_sentinel(url):
         options = dict(celery_config_transport(settings), master_name=settings.broker_sentinel_master)
         return {"broker_transport_options": options}
-    if kind in ("amqp", "amqps", "pyamqp"):
+    if is_amqp(url):
         return {"task_queues": [quorum_queue(q) for q in [*QUEUES, "default"]],
                 "task_default_queue_type": "quorum", "task_create_missing_queue_type": "quorum",
                 "worker_detect_quorum_queues": True, "broker_transport_options": {"confirm_publish": True}}

@@ -68,13 +68,17 @@ def connect(url: str, settings=None, **kwargs):
     return redis.Redis.from_url(url, health_check_interval=30, socket_keepalive=True, **kwargs)
 
 
-def cluster_retry():
+def cluster_retry(for_asyncio: bool = False):
     """How a cluster client rides out a failover (a master down until a replica is promoted: about the
     cluster's node timeout): the command is retried with jittered backoff for ~15 s, the slot map re-read
-    between tries; past that the error reaches the task, which requeues its message (workers/shell.py)."""
+    between tries; past that the error reaches the task, which requeues its message (workers/shell.py).
+    ``for_asyncio``: the same policy for the gateway's asyncio client."""
     from redis.backoff import ExponentialWithJitterBackoff
-    from redis.retry import Retry
 
+    if for_asyncio:
+        from redis.asyncio.retry import Retry
+    else:
+        from redis.retry import Retry
     return Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), 20)
 
 
@@ -82,10 +86,8 @@ def aconnect(url: str, **kwargs):
     """The asyncio client for ``url`` (cluster or single Redis), for the gateway's event loop."""
     if is_cluster(url):
         from redis.asyncio.cluster import RedisCluster
-        from redis.asyncio.retry import Retry as AsyncRetry
-        from redis.backoff import ExponentialWithJitterBackoff
 
-        kwargs.setdefault("retry", AsyncRetry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), 20))
+        kwargs.setdefault("retry", cluster_retry(for_asyncio=True))
         return RedisCluster.from_url(plain_url(url), **kwargs)
     import redis.asyncio as aredis
 
