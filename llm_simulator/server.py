@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 
+import anyio
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -192,6 +193,7 @@ def create_app(config: SimConfig, sleep: Sleep = asyncio.sleep) -> Starlette:
 def run(config: SimConfig) -> None:
     """Serve until interrupted."""
     get_encoding(None)  # load the tokenizer before the first request
+    anyio.run(anyio.sleep, 0)  # imports anyio's asyncio backend, which the first streamed answer would (~40 ms)
     print(f"LLM simulator listening on http://{config.host}:{config.port}/v1", flush=True)
     uvicorn.run(create_app(config), host=config.host, port=config.port, log_level=config.log_level,
                 access_log=False, lifespan="off")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import Celery
 from celery.signals import worker_init
 
@@ -10,6 +12,9 @@ from shared.infra import log_setup, tracing
 from shared.infra.queueing import celery_config
 from workers import heartbeat, kombu_fixes, lease, query_warmup, soft_shutdown, watchdog
 from workers.metrics_signals import install as install_celery_signal_handlers
+from workers.runtime import runtime
+
+log = logging.getLogger(__name__)
 
 kombu_fixes.install()  # Redis restarts must not stop the consumer (see workers/kombu_fixes.py)
 soft_shutdown.install()  # SIGTERM on a threads pool requeues what still runs (workers/soft_shutdown.py)
@@ -48,3 +53,7 @@ def _warm_up(**_kwargs) -> None:
     settings = get_settings()
     for model in {settings.llm_model, settings.effective_summary_model, settings.embedding_model, None}:
         get_encoding(model)
+    try:  # the clients: their modules (the SDK's HTTP stack: ~0.1 s of imports) load now, before a prefork pool
+        runtime()  # forks its children (each then builds its own runtime without importing them again)
+    except Exception:  # noqa: BLE001 - Redis not up yet: the first task builds it
+        log.warning("worker runtime not built before consuming", exc_info=True)

@@ -21,6 +21,7 @@ from celery.signals import worker_init, worker_ready, worker_shutdown
 
 from shared.infra.cache_warmup import CacheWarmer, recent_tenants
 from shared.infra.llm.client import sdk_http
+from shared.infra.llm.usage import CallContext
 from shared.infra.lru import CACHED_TENANTS
 from shared.infra.metrics import observe_cache_warmup
 from shared.infra.queueing import QUERY, ROUTES
@@ -34,8 +35,11 @@ START_WARM_S = 5.0  # before consuming, recent tenants are warmed for at most th
 
 
 def _warmed(tenant: str, seconds: float) -> None:
+    """After a tenant's caches: the embedder probe, if no process measured it yet (a new deployment's first
+    index): one 20-word embedding call, booked to that tenant as its first query would have been."""
     observe_cache_warmup(seconds)
     log.info("query caches of tenant %s warmed in %.3f s", tenant, seconds)
+    runtime().lexical_embedder(CallContext(tenant=tenant, stage="embed", queue=ROUTES[QUERY]))
 
 
 def _warmer(rt, warm_recent: int = 0) -> CacheWarmer:

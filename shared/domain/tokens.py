@@ -128,6 +128,20 @@ def count_tokens(text: str, model: str | None = None) -> int:
     return n
 
 
+ESTIMATE_ABOVE_CHARS = 4096  # shorter texts are counted exactly (microseconds, and mostly memoized)
+CHARS_PER_TOKEN = 4  # OpenAI's rule of thumb for English; its own rate limiter estimates from characters too
+
+
+def estimate_tokens(text: str, model: str | None = None) -> int:
+    """Tokens of ``text`` as a rate-limit reservation needs them, before the call: exact when short or already
+    counted, else characters / 4. Encoding a 30,000-token prompt only to reserve budget costs ~8 ms of CPU per
+    call; the reservation is reconciled with the usage the API reports once the call returns."""
+    if len(text) <= ESTIMATE_ABOVE_CHARS:
+        return count_tokens(text, model)
+    cached = _count_cache.get(get_encoding(model).name, text)
+    return cached if cached is not None else -(-len(text) // CHARS_PER_TOKEN)
+
+
 def count_tokens_batch(texts: Sequence[str], model: str | None = None) -> list[int]:
     """Token counts for many texts: memoized per process; misses are encoded sequentially when few,
     else in one batched (multi-threaded) encode call."""

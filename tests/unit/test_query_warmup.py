@@ -167,3 +167,39 @@ def test_warm_clients_loads_the_chat_and_embedding_tokenizers_in_a_fresh_process
     before, after = (set(names) for names in json.loads(out.stdout.strip().splitlines()[-1]))
     assert {"o200k_base", "cl100k_base"} <= after
     assert "cl100k_base" not in before  # loaded by warm_clients, not by building the runtime
+
+
+def test_warming_a_tenant_measures_the_embedder_once_so_the_first_query_does_not(redis_server, redis_client, simulator,
+                                                                                 tenant):
+    """A new deployment's first index: the query worker probes the embedding model (one 20-word call, booked
+    to the tenant it warmed) when it warms that tenant, not during the tenant's first query; once known (kept
+    in Redis for every process), warming makes no call."""
+    import json
+    import subprocess
+    import sys
+    import uuid
+
+    import httpx
+
+    from shared.infra.keys import embedder_lexical_key
+    from shared.infra.llm.usage import read_usage
+    from tests.unit.test_secure_defaults import worker_env
+
+    model = f"text-embedding-probe-{uuid.uuid4().hex[:8]}"  # never probed by another test
+    code = ("import json, sys\nfrom workers.query_warmup import _warmed\nfrom workers.runtime import runtime\n"
+            "_warmed(sys.argv[1], 0.0)\nprint(json.dumps(runtime()._lexical))")
+    env = worker_env(redis_server.url, GRAPHFLEET_LLM_BASE_URL=simulator, GRAPHFLEET_LLM_API_KEY="sk-test",
+                     GRAPHFLEET_EMBEDDING_MODEL=model)
+    stats = simulator.removesuffix("/v1") + "/stats"
+
+    def warm() -> tuple[bool, int]:
+        before = httpx.get(stats).json()["embeddings"]["calls"]
+        out = subprocess.run([sys.executable, "-c", code, tenant], env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1]), httpx.get(stats).json()["embeddings"]["calls"] - before
+
+    assert warm() == (True, 1)  # the simulator's hashed bag of words is lexical: measured with one call
+    assert redis_client.get(embedder_lexical_key(model)) in (b"1", "1")
+    assert [(r.stage, r.model) for r in read_usage(redis_client, tenant)] == [("embed", model)]
+    assert warm() == (True, 0)  # a second process (or a restart) reads the answer

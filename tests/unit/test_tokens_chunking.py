@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 
 from shared.domain.chunking import chunk_by_separators, chunk_by_tokens
 from shared.domain.tokens import (
+    ESTIMATE_ABOVE_CHARS,
     count_tokens,
     count_tokens_batch,
+    estimate_tokens,
     get_encoding,
     truncate_list_by_token_size,
     truncate_text,
@@ -41,6 +43,19 @@ def test_unknown_model_falls_back_with_warning(caplog):
 def test_batch_counts_match_single_counts():
     texts = ["hello world", "", "Scrooge's nephew", "x" * 1000]
     assert count_tokens_batch(texts) == [count_tokens(t) for t in texts]
+
+
+def test_estimates_are_exact_when_short_or_counted_and_close_for_a_long_english_prompt():
+    short = "Who is Ebenezer Scrooge and how does he change?"
+    assert estimate_tokens(short, "gpt-4o-mini") == count_tokens(short, "gpt-4o-mini")
+    prose = SAMPLE.read_text(encoding="utf-8-sig")[:120_000] + " (a prompt no one counted yet)"
+    assert len(prose) > ESTIMATE_ABOVE_CHARS
+    guess, exact = estimate_tokens(prose, "gpt-4o-mini"), len(get_encoding("gpt-4o-mini").encode_ordinary(prose))
+    assert guess == -(-len(prose) // 4)  # not encoded: characters / 4
+    assert 0.8 < guess / exact < 1.25  # English prose: within a quarter of the real count
+    assert estimate_tokens(prose, "gpt-4o-mini") == guess
+    counted = count_tokens(prose, "gpt-4o-mini")  # once counted (the context builder's exact fit), it is exact
+    assert estimate_tokens(prose, "gpt-4o-mini") == counted == exact
 
 
 @settings(max_examples=60, deadline=None)

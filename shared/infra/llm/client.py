@@ -22,7 +22,7 @@ import openai
 
 from shared.domain.models import UsageRecord
 from shared.domain.pricing import cost_usd
-from shared.domain.tokens import count_tokens
+from shared.domain.tokens import count_tokens, estimate_tokens
 from shared.infra.keys import Keys
 from shared.infra.llm.ratelimit import CompletionEstimate, RateLimitTimeout
 from shared.infra.llm.usage import CallContext, UsageRecorder
@@ -225,7 +225,7 @@ class LLMClient:
     def _call_with_retries(self, messages, ctx: CallContext, model: str, params: dict,
                            on_token: Callable[[str], None] | None = None) -> ChatResult:
         cfg = self.settings.llm
-        estimate = sum(count_tokens(m.get("content") or "", model) + 4 for m in messages)
+        estimate = sum(estimate_tokens(m.get("content") or "", model) + 4 for m in messages)
         reserve = estimate + self.completions.reserve(model, ctx.stage, estimate, params.get("max_tokens"))
         attempt = 0
         while True:
@@ -251,7 +251,8 @@ class LLMClient:
                 time.sleep(min(wait, cfg.backoff_max_s))
                 continue
             latency = time.perf_counter() - started
-            p_tok = usage.prompt_tokens if usage else estimate
+            p_tok = usage.prompt_tokens if usage else sum(count_tokens(m.get("content") or "", model) + 4
+                                                          for m in messages)
             c_tok = usage.completion_tokens if usage else count_tokens(text, model)
             self.limiter.reconcile(reservation, p_tok + c_tok)
             self.completions.observe(model, ctx.stage, p_tok, c_tok)
