@@ -18,6 +18,23 @@ from shared.infra.redis_conn import EmbeddedRedis, free_port
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "graphfleet_cli" / "sample" / "christmas_carol.txt"
 
+# Distinct local questions about the Carol (people, places, things of the story): a bench that asks one
+# question again and again measures the per-process memo of its context's token counts, not the context
+# build a new question pays. Benches cycle through these (`carol_question`).
+_CAROL_SUBJECTS = (
+    "Ebenezer Scrooge", "Jacob Marley", "Bob Cratchit", "Tiny Tim", "Scrooge's nephew Fred", "Mrs. Cratchit",
+    "Mr. Fezziwig", "Belle", "the Ghost of Christmas Past", "the Ghost of Christmas Present",
+    "the Ghost of Christmas Yet to Come", "Martha Cratchit", "Peter Cratchit", "Topper", "Dick Wilkins", "Old Joe",
+    "Mrs. Dilber", "Fan, Scrooge's sister", "Ignorance and Want", "the portly gentlemen collecting for the poor",
+)
+_CAROL_TEMPLATES = ("Who is {} and what do they do in the story?", "What happens to {} and why does it matter?")
+CAROL_QUESTIONS = tuple(t.format(s) for t in _CAROL_TEMPLATES for s in _CAROL_SUBJECTS)
+
+
+def carol_question(i: int) -> str:
+    """The ``i``-th question of the cycle, marked with ``i`` so that no LLM cache answers a repeat."""
+    return f"{CAROL_QUESTIONS[i % len(CAROL_QUESTIONS)]} (run {i})"
+
 
 @contextlib.contextmanager
 def simulator(latency_ms: float = 0.0, seed: int = 7, ms_per_completion_token: float = 0.0, **flags):

@@ -39,6 +39,7 @@ MODES = {
     "nano": ["local", "global", "naive"],
     "lightrag": ["local", "global", "hybrid", "naive"],
 }
+NANO_BUDGET = 12_000  # nano-graphrag's local max_total_tokens (graphfleet's default is 30,000, seed 004)
 PEERS_VENV = ROOT / ".bench" / "peers-venv"
 PEERS_TIKTOKEN = ROOT / ".bench" / "tiktoken"
 
@@ -74,15 +75,17 @@ def graphfleet_run(llm: str, corpus: Path, latency: float, run: int, concurrency
                     "chunks": stats["chunks"], "entities": stats["entities"], "relations": stats["relations"],
                     "communities": sum(levels.values()), "communities_by_level": levels,
                     "reports": stats["reports"], "stage_times": view.get("stage_times")})
-        for mode in MODES["graphfleet"]:
-            for only in (True, False):
-                param = QueryParam(query=question(mode, run, only), mode=mode, only_need_context=only, model=MODEL)
-                before = sim_stats(llm)
-                res = run_query(client, tenant, param, 600)
-                out.append({"bench": "compare_query", **base, "mode": mode, "only_need_context": only,
-                            "seconds": res["seconds"], "status": res["status"],
-                            "context_tokens": count_tokens(res["context"] or "", MODEL) if only else None,
-                            **delta(before, sim_stats(llm))})
+        cases = [(mode, only, {}) for mode in MODES["graphfleet"] for only in (True, False)]
+        cases.append((f"local@{NANO_BUDGET}", False, {"max_total_tokens": NANO_BUDGET}))  # nano's budget
+        for mode, only, extra in cases:
+            param = QueryParam(query=question(mode.split("@")[0], run, only) + (" (budget)" if extra else ""),
+                               mode=mode.split("@")[0], only_need_context=only, model=MODEL, **extra)
+            before = sim_stats(llm)
+            res = run_query(client, tenant, param, 600)
+            out.append({"bench": "compare_query", **base, "mode": mode, "only_need_context": only,
+                        "seconds": res["seconds"], "status": res["status"],
+                        "context_tokens": count_tokens(res["context"] or "", MODEL) if only else None,
+                        **delta(before, sim_stats(llm))})
     return out
 
 

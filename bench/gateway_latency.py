@@ -10,8 +10,11 @@ One simulator, one embedded Redis: the Christmas Carol is ingested through the g
 2. ``fresh_stack``: the workers and the gateway are stopped and started again on the same Redis (a
    restart, or a new deployment over existing data); its first query, then ``--repeat`` warm ones.
 
-Each question text is distinct (``(run i)``), so no LLM cache answers. Wall seconds are measured by the
-client (httpx, keep-alive); ``seconds`` (submission to result, written by the worker) is recorded beside.
+The questions cycle through 40 distinct ones about the Carol (``bench.common.CAROL_QUESTIONS``), each marked
+``(run i)`` so that no LLM cache answers: every query builds a context the process has not packed before, as a
+new user question does (one question asked again would find its context's token counts memoized). Wall seconds
+are measured by the client (httpx, keep-alive); ``seconds`` (submission to result, written by the worker) is
+recorded beside.
 """
 
 from __future__ import annotations
@@ -25,16 +28,13 @@ from pathlib import Path
 
 import httpx
 
-from bench.common import SAMPLE, emit, machine, redis_server, simulator
+from bench.common import SAMPLE, carol_question, emit, machine, redis_server, simulator
 from bench.ingest_bench import cpu_seconds
 from graphfleet_cli.stack import Stack
 from shared.infra.redis_conn import free_port
 
 ADMIN_KEY = "adm-bench-gateway-latency"
-QUESTIONS = {
-    "local": "Who is Ebenezer Scrooge and how does he change?",
-    "naive": "What happens on Christmas morning?",
-}
+MODES = ("local", "naive")
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -78,7 +78,7 @@ def _phase(gw: httpx.Client, headers: dict, phase: str, mode: str, repeat: int, 
     """The first query, then ``repeat`` warm ones; ``cpu``: CPU seconds used so far per process group."""
     def ask() -> tuple[float, float | None]:
         run[0] += 1
-        return _query(gw, headers, mode, f"{QUESTIONS[mode]} (run {run[0]})")
+        return _query(gw, headers, mode, carol_question(run[0]))
 
     first_wall, first_worker = ask()
     before = cpu()
@@ -128,7 +128,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--latency", type=float, default=0.0, help="simulator latency per call, ms")
     ap.add_argument("--repeat", type=int, default=40, help="warm queries per phase")
-    ap.add_argument("--mode", default="local", choices=sorted(QUESTIONS))
+    ap.add_argument("--mode", default="local", choices=MODES)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     records = run(args.latency, args.repeat, args.mode, args.out)

@@ -29,14 +29,31 @@ def query_param(jobs: JobStore, query_id: str, settings) -> QueryParam:
     return param
 
 
+SNIPPET_CHARS = 300  # evidence text kept in a result that does not carry its context (``include_context``)
+
+
+def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    """``text`` cut to ``limit`` characters at a word boundary, marked with an ellipsis when cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip() + "…"
+
+
 def save_result(jobs: JobStore, query_id: str, result: QueryResult) -> None:
     """Finish the query with its result, the usage booked to it per phase, and its seconds since submission.
-    A query with no answer at all because its retrieval was cut short ends failed."""
+    A query with no answer at all because its retrieval was cut short ends failed. The evidence keeps its
+    whole text only in a result that carries its context (the query asked for it): otherwise each item names
+    its source (kind, citation, key, documents, pages, score) with a snippet, since the whole texts are the
+    context again (about 130 KB for the 30,000-token default, stored, sent and parsed on every answer)."""
     usage = jobs.usage(query_id)
     result.usage = {stage: PhaseUsage(calls=v.get("calls", 0), prompt_tokens=v.get("prompt_tokens", 0),
                                       completion_tokens=v.get("completion_tokens", 0))
                     for stage, v in usage["by_stage"].items()}
     payload = result.model_dump(mode="json")
+    if result.context is None:
+        for item in payload["sources"]["evidence"]:
+            item["text"] = snippet(item["text"])
     started = float(jobs.get_field(query_id, "created_at") or time.time())
     payload["seconds"] = round(time.time() - started, 4)
     payload["total_usage"] = {k: usage[k] for k in ("calls", "prompt_tokens", "completion_tokens", "cost_usd")}

@@ -39,8 +39,11 @@ def test_answer_rows_ratio_and_targets():
     assert (glob.ratio, glob.met) == ("2.00", False)
     assert "250 ms over" in glob.gap
     assert local.graphfleet == "0.075 s" and local.met is True  # 75 ms <= 59 + 20 ms, although 1.27x nano
-    slow = by_label([answer("graphfleet", 0.0, "local", 0.085), answer("nano", 0.0, "local", 0.059)])
+    slow = by_label([answer("graphfleet", 0.0, "local", 0.085), answer("nano", 0.0, "local", 0.059),
+                     answer("graphfleet", 0.0, "local@12000", 0.07)])
     assert slow["local answer at 0 ms (Carol)"].met is False
+    same = slow["local answer at 0 ms (Carol), both at nano's max_total_tokens 12,000"]  # against nano's own local
+    assert (same.graphfleet, same.nano, same.met) == ("0.070 s", "0.059 s", True)
 
 
 def test_missing_records_render_not_measured():
@@ -92,12 +95,14 @@ def test_ingest_rows_per_process_count_and_token_latency():
 
 def test_gateway_and_first_query():
     recs = [{**RUN, "bench": "gateway_latency", "phase": "after_ingest", "first_s": 0.05, "warm_p50_s": 0.05,
-             "warm_p95_s": 0.09, "warm_runs": 40},
+             "warm_p95_s": 0.09, "warm_runs": 40,
+             "warm_cpu_ms_per_query": {"gateway": 10.0, "query": 30.0, "redis": 4.0, "simulator": 35.0, "map": 0.0}},
             {**RUN, "bench": "gateway_latency", "phase": "fresh_stack", "first_s": 0.18, "warm_p50_s": 0.05,
              "warm_p95_s": 0.06, "warm_runs": 40}]
     table = by_label(recs)
     gw = table["local answer through the gateway, p50 / p95, 0 ms"]
     assert gw.met is False and "1.80× p50" in gw.gap and "p50" not in gw.gap.split("p95")[0]  # p50 50 ms is fine
+    assert "graphfleet's processes 44 ms (gateway 10, query 30, redis 4), the LLM simulator 35 ms" in gw.gap
     fresh = table["first query on a fresh stack vs warm"]
     assert (fresh.met, fresh.ratio) == (False, "first/p50 3.60") and "120 ms" in fresh.gap
     assert table["first query after an ingestion vs warm"].met is True

@@ -118,3 +118,19 @@ def test_joined_sections_are_counted_exactly_from_their_own_counts(sections, mod
     texts = [t for t in texts if t]
     if texts:
         assert joined_tokens(texts, model) == count_tokens(SECTION_SEPARATOR.join(texts), model)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.text(ROW_CHARS, max_size=40), min_size=1, max_size=6), st.sampled_from(["", "id,x", "a, b\t"]),
+       st.sampled_from(["gpt-4o-mini", "gpt-4", "o200k_base", "cl100k_base"]))
+def test_a_section_is_counted_exactly_from_its_lines(rows, header, model):
+    """The allocator counts a rendered section from its head, each row with its line break (memoized per row)
+    and the fence: exactly the rendered text's count, whatever the rows hold (rows the line rule does not cover,
+    such as one starting with a space or a slash, make it count the whole text)."""
+    from shared.domain.query.budget import Section, _exact_lines, section_tokens
+
+    sec = Section("entities", rows, header=header)
+    assert section_tokens(sec, rows, model) == count_tokens(sec.render(rows), model)
+    lined = [f"E{i}{row}" for i, row in enumerate(rows)]  # rows as the builders write them: an id first
+    assert _exact_lines(lined, model) or get_encoding(model).name not in ("o200k_base", "cl100k_base")
+    assert section_tokens(sec, lined, model) == count_tokens(sec.render(lined), model)

@@ -44,6 +44,8 @@ MODEL_CONTEXT_LIMITS: dict[str, int] = {
 }
 DEFAULT_CONTEXT_LIMIT = 16385  # unknown models: assume a small window (seed 001 falls back to 16k)
 SECTION_SEPARATOR = "\n\n"
+FENCE, RULE = "```", "-----"  # how a rendered section ends and begins (``Section.render``)
+SEAM_ENCODINGS = ("o200k_base", "cl100k_base")  # whose split patterns the seam and line rules are tested on
 PRIORITY = ("entities", "relationships", "reports", "sources")  # seed 000 overflow order
 # budget_split="evidence": passages first, then graph rows in the room they leave (each within its cap)
 EVIDENCE_PRIORITY = ("sources", "entities", "relationships", "reports")
@@ -210,13 +212,12 @@ class Section:
     min_partial: int | None = None  # smallest room worth a shortened row (default: the query's)
     row_tokens: Sequence[int] | None = None  # estimated tokens per row (the fit is checked exactly after)
 
-    def render(self, rows: Sequence[str]) -> str:
-        if not rows:
-            return ""
+    def head(self) -> str:
         head = f"-----{self.title or self.name.capitalize()}-----\n```csv\n"
-        if self.header:
-            head += self.header + "\n"
-        return head + "\n".join(rows) + "\n```"
+        return head + self.header + "\n" if self.header else head
+
+    def render(self, rows: Sequence[str]) -> str:
+        return self.head() + "\n".join(rows) + "\n```" if rows else ""
 
 
 @dataclass
@@ -232,15 +233,39 @@ class Allocation:
 FILL_FLOOR = 8  # a filling section stops looking for a row that fits when less room than this is left
 
 
+def _line_splits(row: str) -> bool:
+    """Whether the encoder starts a piece where ``row`` begins after a line break: its pattern ends a piece at
+    a line break unless the next character is more whitespace or (after punctuation, o200k) a ``/``."""
+    return bool(row) and not row[0].isspace() and row[0] != "/"
+
+
+def _exact_lines(rows: Sequence[str], model: str | None) -> bool:
+    return get_encoding(model).name in SEAM_ENCODINGS and all(map(_line_splits, rows))
+
+
+def section_tokens(sec: Section, rows: Sequence[str], model: str | None) -> int:
+    """Tokens of ``sec.render(rows)``, exactly, from the memoized counts of its lines: the encoder splits text
+    into pieces by its pattern and merges tokens only within a piece, and a piece ends at each line break that a
+    row follows (``_line_splits``), so the rendered section counts as its head, each row with its line break,
+    and the closing fence. A row seen by an earlier query of the process costs a lookup, not an encode. Rows of
+    another shape, or another encoding, count the rendered text whole (tests/unit/test_row_tokens.py)."""
+    if not rows:
+        return 0
+    if not _exact_lines(rows, model):
+        return count_tokens(sec.render(rows), model)
+    lines = sum(count_tokens_batch([f"{row}\n" for row in rows], model))
+    return count_tokens(sec.head(), model) + lines + count_tokens(FENCE, model)
+
+
 def _row_counts(sec: Section, model: str | None):
-    """(index, tokens) of the rows in order, counted in growing batches: a section that fills after a
-    few rows never encodes the hundreds of candidates behind them."""
+    """(index, tokens) of the rows in order, each with its line break, counted in growing batches: a section
+    that fills after a few rows never encodes the hundreds of candidates behind them."""
     if sec.row_tokens is not None:
         yield from enumerate(sec.row_tokens)
         return
     start, size = 0, 16
     while start < len(sec.rows):
-        batch = list(sec.rows[start:start + size])
+        batch = [f"{row}\n" for row in sec.rows[start:start + size]]
         yield from enumerate(count_tokens_batch(batch, model), start=start)
         start, size = start + len(batch), size * 2
 
@@ -252,8 +277,9 @@ def fit_section(sec: Section, allowed: int, model: str | None, min_partial: int
     into the room that is left when that room is worth it."""
     if allowed <= 0 or not sec.rows:
         return [], [], False
-    overhead = count_tokens(sec.render(["x"]), model)
-    kept, running, first_out = fit_rows(_row_counts(sec, model), allowed, overhead,
+    overhead = count_tokens(sec.head(), model) + count_tokens(FENCE, model)
+    sep = 1 if sec.row_tokens is not None else 0  # counted rows include their line break; estimates do not
+    kept, running, first_out = fit_rows(_row_counts(sec, model), allowed, overhead, sep=sep,
                                         fill_floor=FILL_FLOOR if sec.fill else None)
     texts = {i: sec.rows[i] for i in kept}
     partial = False
@@ -265,7 +291,7 @@ def fit_section(sec: Section, allowed: int, model: str | None, min_partial: int
             texts[first_out], partial = short, True
     idx = sorted(texts)
     rows = [texts[i] for i in idx]
-    while rows and count_tokens(sec.render(rows), model) > allowed:  # exact check, BPE is not additive
+    while rows and section_tokens(sec, rows, model) > allowed:  # exact check: estimates may be off
         drop = idx.index(first_out) if partial else len(rows) - 1
         partial = False
         rows.pop(drop)
@@ -292,7 +318,7 @@ def allocate(
         allowed = 0 if stopped else (remaining if sec.cap is None else min(sec.cap, remaining))
         idx, rows, partial = fit_section(sec, allowed, model, min_partial)
         text = sec.render(rows)
-        used = count_tokens(text, model) if text else 0
+        used = section_tokens(sec, rows, model)
         cut_by = None
         if len(idx) < len(sec.rows) or partial:
             cut_by = "section" if sec.cap is not None and sec.cap <= remaining and not stopped else "total"
@@ -317,35 +343,37 @@ def allocate(
         out.texts[victim.name] = by_name[victim.name].render(rows)
         rep = next(r for r in out.reports if r.name == victim.name)
         rep.kept, rep.truncated, rep.cut_by = len(rows), True, "total"
-        rep.tokens_used = count_tokens(out.texts[victim.name], model) if rows else 0
+        rep.tokens_used = section_tokens(by_name[victim.name], rows, model)
         _join(out, order, model)
     return out
 
 
 def _join(out: Allocation, order: Sequence[str], model: str | None) -> None:
-    texts = [out.texts[n] for n in order if out.texts.get(n)]
+    used = {r.name: r.tokens_used for r in out.reports}
+    names = [n for n in order if out.texts.get(n)]
+    texts = [out.texts[n] for n in names]
     out.context = SECTION_SEPARATOR.join(texts)
-    out.total_tokens = joined_tokens(texts, model) if out.context else 0
+    out.total_tokens = joined_tokens(texts, model, [used[n] for n in names]) if out.context else 0
 
 
-FENCE, RULE = "```", "-----"  # how a rendered section ends and begins (``Section.render``)
-SEAM_ENCODINGS = ("o200k_base", "cl100k_base")  # whose split patterns the seam rule is tested on
 
 
-def joined_tokens(texts: Sequence[str], model: str | None) -> int:
+def joined_tokens(texts: Sequence[str], model: str | None, counts: Sequence[int] | None = None) -> int:
     """Tokens of rendered sections joined by ``SECTION_SEPARATOR``, without encoding the whole context again:
     each section was counted when it was fitted (the count cache has it). The encoder splits text into pieces
     by its pattern before merging tokens within a piece, and a rendered section begins with a rule
     (``-----`` then its title's letters) and ends with a fence on a line of its own, so the joined text splits
     exactly as its sections do except around each seam (fence, separator, rule): the seam's own count corrects
-    the sum. Texts of another shape, or another encoding, are counted whole."""
+    the sum. ``counts``: the sections' own exact counts when known (``section_tokens``). Texts of another shape,
+    or another encoding, are counted whole."""
     shaped = all(t.startswith(RULE) and t[len(RULE):len(RULE) + 1].isalpha() and t.endswith("\n" + FENCE)
                  for t in texts)
     if len(texts) < 2 or not shaped or get_encoding(model).name not in SEAM_ENCODINGS:
         return count_tokens(SECTION_SEPARATOR.join(texts), model)
     seam = (count_tokens(FENCE + SECTION_SEPARATOR + RULE, model) - count_tokens(FENCE, model)
             - count_tokens(RULE, model))
-    return sum(count_tokens_batch(list(texts), model)) + seam * (len(texts) - 1)
+    own = counts if counts is not None else count_tokens_batch(list(texts), model)
+    return sum(own) + seam * (len(texts) - 1)
 
 
 def make_report(param: QueryParam, mode: str, tb: TotalBudget, alloc: Allocation | None) -> BudgetReport:
