@@ -80,13 +80,16 @@ def warm_global_index(store: GraphStore) -> None:
 
 WARM_QUESTION = "Who are the main people and what happens between them?"
 WARM_CHUNK_COUNTS = 5000  # a tenant's passages whose source rows are counted ahead (at most this many)
+WARM_GRAPH_ROWS = 5000  # a tenant's entity and relation rows are counted ahead when it has at most this many each
 
 
 def warm_query_path(store: GraphStore, bm25: BM25Cache, vectors=None, model: str | None = None) -> None:
     """A context-only local query without embedder or LLM (BM25 retrieval only): reads, parses and counts
-    what a first query would, and books nothing; then the token counts of the tenant's source rows (the
-    per-process count cache). A failure is logged, never raised."""
-    from shared.domain.query.context_common import source_body
+    what a first query would, and books nothing; then the token counts of the tenant's source rows, and of its
+    entity and relation rows when it has few enough (the per-process count cache: a first query then encodes
+    only the rows that changed). A failure is logged, never raised."""
+    from shared.domain.query.context_common import line_rest, source_body
+    from shared.domain.query.context_local import entity_cells, relation_cells
     from shared.domain.query.engine import answer_query
     from shared.domain.query.params import QueryParam
     from shared.domain.tokens import count_tokens_batch
@@ -96,6 +99,11 @@ def warm_query_path(store: GraphStore, bm25: BM25Cache, vectors=None, model: str
                      store, vectors, None, None, bm25, walk_provider=bm25.walk)
         ids = store.all_chunk_ids()[:WARM_CHUNK_COUNTS]  # every query's source rows are counted from these
         count_tokens_batch([source_body(c.text) for c in store.chunks(ids).values()], model)
+        sizes = store.stats()
+        if max(sizes["entities"], sizes["relations"]) <= WARM_GRAPH_ROWS:
+            lines = [line_rest(entity_cells("", e)) for e in store.all_entities().values()]
+            lines += [line_rest(relation_cells("", r)) for r in store.all_relations().values()]
+            count_tokens_batch(lines, model)
     except Exception:  # noqa: BLE001 - warming is a courtesy: the real query reports its own errors
         log.warning("warm-up query of tenant %s failed", store.tenant, exc_info=True)
 

@@ -135,10 +135,29 @@ def test_a_starting_warmer_warms_the_most_recently_indexed_tenants_and_runs_thei
         assert cache.tenants() == {tenant} and cache.builds == 2
         # the warm-up query packed a context: the rows a first query counts are counted already
         assert tokens._count_cache._counts, "the warm-up query counted its context's rows"
+
     finally:
         stop.set()
         thread.join(5)
     assert not thread.is_alive()
+
+
+def test_the_warm_up_counts_a_small_tenants_graph_rows_whatever_its_question_retrieves(redis_client, tenant,
+                                                                                      monkeypatch):
+    from shared.domain import tokens
+    from shared.domain.query import engine
+    from shared.domain.query.context_common import line_rest
+    from shared.domain.query.context_local import entity_cells
+    from shared.infra.cache_warmup import warm_query_path
+
+    _fill(redis_client, tenant, "black kite")
+    monkeypatch.setattr(engine, "answer_query", lambda *a, **k: None)  # the warm question retrieves nothing
+    tokens._count_cache.clear()
+    store = GraphStore(redis_client, tenant)
+    warm_query_path(store, BM25Cache(redis_client), model="gpt-4o-mini")
+    kite = store.entities(["BLACK KITE"])["BLACK KITE"]
+    line = line_rest(entity_cells("E7", kite))  # whatever rank a later query gives the row: counted already
+    assert tokens._count_cache.get(tokens.get_encoding("gpt-4o-mini").name, line) is not None
 
 
 def test_the_openai_sdk_warm_up_runs_in_memory_and_raises_nothing(caplog):

@@ -127,10 +127,13 @@ def test_a_section_is_counted_exactly_from_its_lines(rows, header, model):
     """The allocator counts a rendered section from its head, each row with its line break (memoized per row)
     and the fence: exactly the rendered text's count, whatever the rows hold (rows the line rule does not cover,
     such as one starting with a space or a slash, make it count the whole text)."""
-    from shared.domain.query.budget import Section, _exact_lines, section_tokens
+    from shared.domain.query.budget import Section, section_tokens
+    from shared.domain.query.line_tokens import exact_lines
 
     sec = Section("entities", rows, header=header)
     assert section_tokens(sec, rows, model) == count_tokens(sec.render(rows), model)
     lined = [f"E{i}{row}" for i, row in enumerate(rows)]  # rows as the builders write them: an id first
-    assert _exact_lines(lined, model) or get_encoding(model).name not in ("o200k_base", "cl100k_base")
+    assert exact_lines(lined, model) or get_encoding(model).name not in ("o200k_base", "cl100k_base")
     assert section_tokens(sec, lined, model) == count_tokens(sec.render(lined), model)
+    cited = [f"{'ESRx'[i % 4]}{i * 977},{row}" for i, row in enumerate(rows)]  # counted in two parts
+    assert section_tokens(sec, cited, model) == count_tokens(sec.render(cited), model)

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field, replace
 from pydantic import BaseModel
 
 from shared.domain.packing import fit_rows
+from shared.domain.query.line_tokens import FENCE, SECTION_SEPARATOR, exact_lines, joined_tokens, line_counts
 from shared.domain.query.params import QueryParam
-from shared.domain.tokens import count_tokens, count_tokens_batch, get_encoding
+from shared.domain.tokens import count_tokens
 
 # Total context windows (input + output). Seed 000 + seed 001 + current OpenAI models.
 MODEL_CONTEXT_LIMITS: dict[str, int] = {
@@ -43,9 +44,6 @@ MODEL_CONTEXT_LIMITS: dict[str, int] = {
     "gemini": 1048576,
 }
 DEFAULT_CONTEXT_LIMIT = 16385  # unknown models: assume a small window (seed 001 falls back to 16k)
-SECTION_SEPARATOR = "\n\n"
-FENCE, RULE = "```", "-----"  # how a rendered section ends and begins (``Section.render``)
-SEAM_ENCODINGS = ("o200k_base", "cl100k_base")  # whose split patterns the seam and line rules are tested on
 PRIORITY = ("entities", "relationships", "reports", "sources")  # seed 000 overflow order
 # budget_split="evidence": passages first, then graph rows in the room they leave (each within its cap)
 EVIDENCE_PRIORITY = ("sources", "entities", "relationships", "reports")
@@ -233,28 +231,17 @@ class Allocation:
 FILL_FLOOR = 8  # a filling section stops looking for a row that fits when less room than this is left
 
 
-def _line_splits(row: str) -> bool:
-    """Whether the encoder starts a piece where ``row`` begins after a line break: its pattern ends a piece at
-    a line break unless the next character is more whitespace or (after punctuation, o200k) a ``/``."""
-    return bool(row) and not row[0].isspace() and row[0] != "/"
-
-
-def _exact_lines(rows: Sequence[str], model: str | None) -> bool:
-    return get_encoding(model).name in SEAM_ENCODINGS and all(map(_line_splits, rows))
-
-
 def section_tokens(sec: Section, rows: Sequence[str], model: str | None) -> int:
     """Tokens of ``sec.render(rows)``, exactly, from the memoized counts of its lines: the encoder splits text
     into pieces by its pattern and merges tokens only within a piece, and a piece ends at each line break that a
-    row follows (``_line_splits``), so the rendered section counts as its head, each row with its line break,
+    row follows (``line_tokens.line_splits``), so the rendered section counts as its head, each row with its line break,
     and the closing fence. A row seen by an earlier query of the process costs a lookup, not an encode. Rows of
     another shape, or another encoding, count the rendered text whole (tests/unit/test_row_tokens.py)."""
     if not rows:
         return 0
-    if not _exact_lines(rows, model):
+    if not exact_lines(rows, model):
         return count_tokens(sec.render(rows), model)
-    lines = sum(count_tokens_batch([f"{row}\n" for row in rows], model))
-    return count_tokens(sec.head(), model) + lines + count_tokens(FENCE, model)
+    return count_tokens(sec.head(), model) + sum(line_counts(rows, model)) + count_tokens(FENCE, model)
 
 
 def _row_counts(sec: Section, model: str | None):
@@ -265,8 +252,8 @@ def _row_counts(sec: Section, model: str | None):
         return
     start, size = 0, 16
     while start < len(sec.rows):
-        batch = [f"{row}\n" for row in sec.rows[start:start + size]]
-        yield from enumerate(count_tokens_batch(batch, model), start=start)
+        batch = sec.rows[start:start + size]
+        yield from enumerate(line_counts(batch, model), start=start)
         start, size = start + len(batch), size * 2
 
 
@@ -356,24 +343,6 @@ def _join(out: Allocation, order: Sequence[str], model: str | None) -> None:
     out.total_tokens = joined_tokens(texts, model, [used[n] for n in names]) if out.context else 0
 
 
-
-
-def joined_tokens(texts: Sequence[str], model: str | None, counts: Sequence[int] | None = None) -> int:
-    """Tokens of rendered sections joined by ``SECTION_SEPARATOR``, without encoding the whole context again:
-    each section was counted when it was fitted (the count cache has it). The encoder splits text into pieces
-    by its pattern before merging tokens within a piece, and a rendered section begins with a rule
-    (``-----`` then its title's letters) and ends with a fence on a line of its own, so the joined text splits
-    exactly as its sections do except around each seam (fence, separator, rule): the seam's own count corrects
-    the sum. ``counts``: the sections' own exact counts when known (``section_tokens``). Texts of another shape,
-    or another encoding, are counted whole."""
-    shaped = all(t.startswith(RULE) and t[len(RULE):len(RULE) + 1].isalpha() and t.endswith("\n" + FENCE)
-                 for t in texts)
-    if len(texts) < 2 or not shaped or get_encoding(model).name not in SEAM_ENCODINGS:
-        return count_tokens(SECTION_SEPARATOR.join(texts), model)
-    seam = (count_tokens(FENCE + SECTION_SEPARATOR + RULE, model) - count_tokens(FENCE, model)
-            - count_tokens(RULE, model))
-    own = counts if counts is not None else count_tokens_batch(list(texts), model)
-    return sum(own) + seam * (len(texts) - 1)
 
 
 def make_report(param: QueryParam, mode: str, tb: TotalBudget, alloc: Allocation | None) -> BudgetReport:

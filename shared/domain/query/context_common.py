@@ -159,10 +159,17 @@ def order_chunks(ranked: Sequence[tuple[str, float]], chunks: dict[str, Chunk], 
     return items
 
 
+def line_rest(cells: Sequence) -> str:
+    """A row's line without its citation (the first cell), from its comma to its line break: the part of the row
+    that the allocator counts apart from the citation (``shared.domain.query.budget.line_counts``), the same
+    whichever rank the row takes; the per-process count cache keeps it from query to query, and
+    ``shared.infra.cache_warmup`` counts a tenant's ahead."""
+    return csv_row(["", *cells[1:]]) + "\n"
+
+
 def source_body(text: str) -> str:
-    """A source row without its citation: what a source row's tokens are estimated from (the per-process count
-    cache keeps it from query to query, and ``shared.infra.cache_warmup`` counts it ahead)."""
-    return csv_row(["", text])
+    """A source row's line without its citation (``line_rest``)."""
+    return line_rest(["", text])
 
 
 def sources_section(
@@ -203,11 +210,12 @@ def sources_section(
         return None
 
     fill = param.budget_split == "evidence"
-    # rows are counted from their texts, which the per-process count cache knows from earlier queries
-    # (a row's citation changes with its rank, its text does not); +1 covers the merge at the seam
+    # rows are counted from their texts, which the per-process count cache knows from earlier queries (a row's
+    # citation changes with its rank, its text does not): citation + the rest of the line, exactly as the
+    # allocator's check counts them (``line_counts``)
     bodies = count_tokens_batch([source_body(c.text) for c, _ in items], model)
     heads = count_tokens_batch(cites, model)
-    estimate = [b + h + 1 for b, h in zip(bodies, heads, strict=True)]
+    estimate = [b + h for b, h in zip(bodies, heads, strict=True)]
     return Section("sources", rows, title=title, header="id,content", cap=cap, shrink=shrink,
                    fill=fill, row_tokens=estimate), evidence
 

@@ -63,10 +63,18 @@ def order_relations(relations: Sequence[Relation], limit: int | None = None) -> 
 GRAPH_ROW_MIN_PARTIAL = 24  # a graph row cut to a sentence is worth it from this many tokens
 
 
+def entity_cells(cite: str, e: Entity) -> list:
+    return [cite, e.name, e.type, e.description, e.degree]
+
+
+def relation_cells(cite: str, r: Relation) -> list:
+    return [cite, r.src, r.tgt, r.description, r.weight, r.rank]
+
+
 def entity_section(entities: Sequence[Entity], cap: int | None, scores: dict[str, float] | None = None,
                    model: str | None = None) -> tuple[Section, list[Evidence]]:
     rows, ev = [], []
-    cells = [[f"E{i}", e.name, e.type, e.description, e.degree] for i, e in enumerate(entities, start=1)]
+    cells = [entity_cells(f"E{i}", e) for i, e in enumerate(entities, start=1)]
     for i, e in enumerate(entities, start=1):
         rows.append(csv_row(cells[i - 1]))
         ev.append(Evidence(kind="entity", cite=f"E{i}", key=e.name, text=f"{e.name}: {e.description}",
@@ -85,7 +93,7 @@ def entity_section(entities: Sequence[Entity], cap: int | None, scores: dict[str
 def relation_section(relations: Sequence[Relation], cap: int | None, model: str | None = None
                      ) -> tuple[Section, list[Evidence]]:
     rows, ev = [], []
-    cells = [[f"R{i}", r.src, r.tgt, r.description, r.weight, r.rank] for i, r in enumerate(relations, start=1)]
+    cells = [relation_cells(f"R{i}", r) for i, r in enumerate(relations, start=1)]
     for i, r in enumerate(relations, start=1):
         rows.append(csv_row(cells[i - 1]))
         ev.append(Evidence(kind="relation", cite=f"R{i}", key=rel_key(r.src, r.tgt),
