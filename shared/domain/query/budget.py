@@ -2,8 +2,8 @@
 
 All counting uses the query model's real encoding (``shared.domain.tokens``). The total (context-data)
 budget is resolved once per query (``TotalBudget``, by the engine) and passed to the context builders.
-Allocation fits rows with ``shared.domain.packing``, renders each section exactly as it will be sent and
-re-counts it, so a budget is never exceeded.
+Allocation fits rows with ``shared.domain.packing`` and checks each section exactly as it will be sent, from
+the memoized counts of its lines (``shared.domain.query.line_tokens``), so a budget is never exceeded.
 """
 
 from __future__ import annotations
