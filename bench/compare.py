@@ -75,14 +75,15 @@ def graphfleet_run(llm: str, corpus: Path, latency: float, run: int, concurrency
                     "chunks": stats["chunks"], "entities": stats["entities"], "relations": stats["relations"],
                     "communities": sum(levels.values()), "communities_by_level": levels,
                     "reports": stats["reports"], "stage_times": view.get("stage_times")})
-        cases = [(mode, only, {}) for mode in MODES["graphfleet"] for only in (True, False)]
-        cases.append((f"local@{NANO_BUDGET}", False, {"max_total_tokens": NANO_BUDGET}))  # nano's budget
-        for mode, only, extra in cases:
-            param = QueryParam(query=question(mode.split("@")[0], run, only) + (" (budget)" if extra else ""),
-                               mode=mode.split("@")[0], only_need_context=only, model=MODEL, **extra)
+        # (label, mode, context only, QueryParam overrides): every mode, and local at nano's budget
+        cases = [(mode, mode, only, {}) for mode in MODES["graphfleet"] for only in (True, False)]
+        cases.append((f"local@{NANO_BUDGET}", "local", False, {"max_total_tokens": NANO_BUDGET}))
+        for label, mode, only, extra in cases:
+            param = QueryParam(query=question(mode, run, only) + (" (budget)" if extra else ""), mode=mode,
+                               only_need_context=only, model=MODEL, **extra)
             before = sim_stats(llm)
             res = run_query(client, tenant, param, 600)
-            out.append({"bench": "compare_query", **base, "mode": mode, "only_need_context": only,
+            out.append({"bench": "compare_query", **base, "mode": label, "only_need_context": only,
                         "seconds": res["seconds"], "status": res["status"],
                         "context_tokens": count_tokens(res["context"] or "", MODEL) if only else None,
                         **delta(before, sim_stats(llm))})

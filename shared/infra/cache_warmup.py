@@ -99,8 +99,7 @@ def warm_query_path(store: GraphStore, bm25: BM25Cache, vectors=None, model: str
                      store, vectors, None, None, bm25, walk_provider=bm25.walk)
         ids = store.all_chunk_ids()[:WARM_CHUNK_COUNTS]  # every query's source rows are counted from these
         count_tokens_batch([source_body(c.text) for c in store.chunks(ids).values()], model)
-        sizes = store.stats()
-        if max(sizes["entities"], sizes["relations"]) <= WARM_GRAPH_ROWS:
+        if max(store.graph_sizes().values()) <= WARM_GRAPH_ROWS:
             lines = [line_rest(entity_cells("", e)) for e in store.all_entities().values()]
             lines += [line_rest(relation_cells("", r)) for r in store.all_relations().values()]
             count_tokens_batch(lines, model)

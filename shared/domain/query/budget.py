@@ -343,8 +343,6 @@ def _join(out: Allocation, order: Sequence[str], model: str | None) -> None:
     out.total_tokens = joined_tokens(texts, model, [used[n] for n in names]) if out.context else 0
 
 
-
-
 def make_report(param: QueryParam, mode: str, tb: TotalBudget, alloc: Allocation | None) -> BudgetReport:
     rep = BudgetReport(
         mode=mode, model=param.model or "gpt-4o-mini", model_limit=tb.model_limit,

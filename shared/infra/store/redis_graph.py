@@ -316,12 +316,15 @@ class GraphStore(DocumentStore, CommunityStore):
         return self.redis.lock(self.k.lock(name), timeout=timeout_s, blocking_timeout=None)
 
     # ---------------------------------------------------------------- stats
+    def graph_sizes(self) -> dict[str, int]:
+        """Entities and relations stored (two HLENs)."""
+        return {"entities": self.redis.hlen(self.k.entities()), "relations": self.redis.hlen(self.k.relations())}
+
     def stats(self) -> dict:
         return {
             "documents": self.document_count(),
             "chunks": self.redis.scard(self.k.chunks()),
-            "entities": self.redis.hlen(self.k.entities()),
-            "relations": self.redis.hlen(self.k.relations()),
+            **self.graph_sizes(),
             "communities_by_level": {str(k): v for k, v in sorted(self.community_levels().items())},
             "reports": self.redis.hlen(self.k.reports()),
         }
