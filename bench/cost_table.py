@@ -54,7 +54,7 @@ class SubBench:
 SUB_BENCHES = {
     "gateway_local_0": SubBench("bench.gateway_latency", ("--latency", "0"), ("--repeat", "5"),
                                 SubBench("bench.gateway_flow", ("--latency", "0"))),
-    "global_tokens": SubBench("bench.global_cost", ("--shares", "0.05", "0.2"),
+    "global_tokens": SubBench("bench.global_cost", ("--shares", "0.05", "0.1"),
                               ("--corpora", "carol", "--questions", "2")),
     "context_build": SubBench("bench.context_build", (), ("--repeat", "5")),
 }

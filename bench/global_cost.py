@@ -39,7 +39,8 @@ CAROL_QUESTIONS = [
     "Which places does Scrooge visit with the ghosts?",
     "What lessons does the story teach about money and generosity?",
 ]
-MUSIQUE_PASSAGES = 2000
+POOL_PASSAGES = 2000  # a dev set corpus: the first this many passages of its pool (MuSiQue: the table's)
+CORPORA = ("carol", "musique", "2wiki", "hotpotqa")
 
 
 def corpus_docs(name: str, questions: int) -> tuple[list, list[str]]:
@@ -50,8 +51,8 @@ def corpus_docs(name: str, questions: int) -> tuple[list, list[str]]:
         return [DocumentInput(text=SAMPLE.read_text(encoding="utf-8"), title=SAMPLE.name)], CAROL_QUESTIONS[:questions]
     from bench.datasets import load_named_set
 
-    ds = load_named_set("musique")
-    keys = list(ds.passages)[:MUSIQUE_PASSAGES]
+    ds = load_named_set(name)
+    keys = list(ds.passages)[:POOL_PASSAGES]
     docs = [DocumentInput(text=ds.docs[k], title=ds.titles.get(k, k)) for k in keys]
     return docs, [q["question"] for q in ds.questions[:questions]]
 
@@ -59,9 +60,12 @@ def corpus_docs(name: str, questions: int) -> tuple[list, list[str]]:
 def _tokens(before: dict, after: dict) -> dict:
     """The simulator's counters of one query (``peer_run.delta``), with calls by prompt type as counts."""
     d = delta(before, after)
+    by_type = d["calls_by_type"]
     return {"calls": d["llm_calls"], "prompt_tokens": d["prompt_tokens"], "completion_tokens": d["completion_tokens"],
             "tokens": d["prompt_tokens"] + d["completion_tokens"],
-            "calls_by_type": {kind: v["calls"] for kind, v in d["calls_by_type"].items()},
+            "calls_by_type": {kind: v["calls"] for kind, v in by_type.items()},
+            "tokens_by_type": {kind: v["prompt_tokens"] + v["completion_tokens"] for kind, v in by_type.items()},
+            "completion_by_type": {kind: v["completion_tokens"] for kind, v in by_type.items()},
             "embedding_calls": d["embedding_calls"]}
 
 
@@ -154,7 +158,8 @@ def nano_run(name: str, docs: list, questions: list[str], peers_python: str, out
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--corpora", nargs="+", default=["carol", "musique"], choices=["carol", "musique"])
+    ap.add_argument("--corpora", nargs="+", default=["carol", "musique"], choices=CORPORA,
+                    help="the Carol and the first 2,000 pooled passages of a public dev set (musique is the table's)")
     ap.add_argument("--questions", type=int, default=10, help="questions per corpus")
     ap.add_argument("--systems", nargs="+", default=["graphfleet", "nano"], choices=["graphfleet", "nano"])
     ap.add_argument("--peers-python", default=".bench/peers-venv/bin/python")

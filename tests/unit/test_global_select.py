@@ -54,6 +54,39 @@ def test_focused_view_keeps_title_summary_and_the_findings_on_the_question():
     assert focused_view(short, "anything", 120) is short  # a report within the cap is read whole
 
 
+def test_focused_view_says_each_sentence_once_and_a_long_reports_summary_only_where_it_bears_on_the_question():
+    desc = "The Pequod sailed from Nantucket in 1840."
+    single = CommunityReport(community_id="s", level=0, title="PEQUOD",
+                             summary=f"Community of 1 entities and 0 relationships. PEQUOD: {desc}",
+                             findings=[Finding(summary="PEQUOD", explanation=desc)])
+    view = focused_view(single, "When did the Pequod sail?", 150)
+    assert view.full_text.count("Nantucket") == 1 and count_tokens(view.full_text) < count_tokens(
+        "\n".join([f"# {single.title}", single.summary, f"- PEQUOD: {desc}"]))
+    shared = "Ahab commands the whaling ship and hunts the white whale across the oceans of the world."
+    long = CommunityReport(
+        community_id="l", level=0, title="AHAB and PEQUOD community",
+        summary="The community centres on AHAB, PEQUOD. The crew sings shanties on deck every evening.",
+        findings=[Finding(summary="AHAB", explanation=shared), Finding(summary="PEQUOD", explanation=shared),
+                  Finding(summary="CREW", explanation="lorem ipsum " * 200)])
+    view = focused_view(long, "Who commands the whaling ship?", 150)
+    assert "Ahab commands" in view.full_text and view.full_text.count("Ahab commands") == 1
+    assert "shanties" not in view.full_text and "lorem" not in view.full_text  # no word of the question
+    assert view.full_text.startswith("# AHAB and PEQUOD community")
+
+
+def test_selected_groups_hold_a_handful_of_ranked_views_without_the_importance_columns():
+    comms, reps = _corpus(60, filler=5)
+    p = resolve(QueryParam(query="orchard apple harvest", global_group_tokens=400, global_selection_min_tokens=0,
+                           global_selection_share=0.5, global_selected_group_reports=3))
+    plan = plan_global(comms, reps, p)
+    assert plan.selection.strategy == "relevance" and plan.selection.read == 10
+    assert [len(g.report_ids) for g in plan.groups] == [3, 3, 3, 1]
+    assert all("id,content\n" in g.context and "rating" not in g.context for g in plan.groups)
+    full = plan_global(comms, reps, resolve(QueryParam(query="orchard", global_selection="all",
+                                                       global_group_tokens=400)))
+    assert "id,content,rating,importance" in full.groups[0].context and len(full.groups[0].report_ids) > 3
+
+
 def test_auto_reads_everything_when_the_full_scan_is_one_call_else_selects_within_the_allowance():
     reader, _ = make_graph()
     small = plan_global(reader.communities(), reader.reports(), resolve(QueryParam(query="Cratchit")))

@@ -100,7 +100,7 @@ def test_reduce_keeps_positive_scores_sorted_within_budget():
     ] + [(3, MapPoint(description="filler " * 100, score=50)) for _ in range(5)]
     text, rep = reduce_points(pts, 300)
     assert count_tokens(text) <= 300
-    assert text.index("Importance Score: 90") < text.index("Importance Score: 50")
+    assert text.startswith("score,description\n90,") and text.index("90,high") < text.index("50,filler")
     assert "zero" not in text and rep.truncated
 
 

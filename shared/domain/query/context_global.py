@@ -27,6 +27,7 @@ from shared.domain.retrieval.bm25 import BM25Index
 from shared.domain.tokens import count_tokens, count_tokens_batch, truncate_text
 
 MAP_HEADER = "id,content,rating,importance"
+RANKED_HEADER = "id,content"
 
 
 class MapGroup(BaseModel):
@@ -132,28 +133,37 @@ def dynamic_selection(
     return [reports[c.id] for c in chosen], stats
 
 
-def _map_row(report: CommunityReport, communities: dict[str, Community], text: str | None = None) -> str:
-    """``id,content,rating,importance``: importance is the community's occurrence (0 when unknown)."""
+def _map_row(report: CommunityReport, communities: dict[str, Community] | None, text: str | None = None) -> str:
+    """``id,content,rating,importance`` (importance: the community's occurrence, 0 when unknown), or ``id,content``
+    without ``communities`` (the ranked views of the relevance selection)."""
+    content = report_text(report) if text is None else text
+    if communities is None:
+        return csv_row([report.community_id, content])
     occurrence = communities[report.community_id].occurrence if report.community_id in communities else 0
-    return csv_row([report.community_id, report_text(report) if text is None else text, report.rating, occurrence])
+    return csv_row([report.community_id, content, report.rating, occurrence])
 
 
 def group_reports(
-    reports: Sequence[CommunityReport], communities: dict[str, Community], budget: int, model: str | None
+    reports: Sequence[CommunityReport], communities: dict[str, Community], budget: int, model: str | None,
+    ranked: bool = False, most: int | None = None,
 ) -> list[MapGroup]:
-    """Consecutive groups whose rendered report table fits ``budget``; an oversized report is cut
-    (at a token boundary that decodes cleanly) and sent alone."""
-    rows = [_map_row(r, communities) for r in reports]
+    """Consecutive groups whose rendered report table fits ``budget`` (and holds at most ``most`` reports); an
+    oversized report is cut (at a token boundary that decodes cleanly) and sent alone. ``ranked``: the reports
+    are the relevance selection's views, best first, and their rows leave out rating and importance (the scan's
+    order by importance is what those columns tell the map; a ranked view's place already says more)."""
+    table = None if ranked else communities
+    rows = [_map_row(r, table) for r in reports]
     groups: list[MapGroup] = []
     start = 0
     while start < len(rows):
-        sec = Section("reports", rows[start:], "Reports", MAP_HEADER, budget)
+        end = start + most if most else len(rows)
+        sec = Section("reports", rows[start:end], "Reports", RANKED_HEADER if ranked else MAP_HEADER, budget)
         idx, kept, _ = fit_section(sec, budget, model, 1 << 30)
         if not kept:
             r = reports[start]
-            overhead = count_tokens(sec.render([csv_row([r.community_id, "", r.rating, 0])]), model)
+            overhead = count_tokens(sec.render([_map_row(r, table, "")]), model)
             short = truncate_text(report_text(r), max(0, budget - overhead - 8), model)
-            kept = [_map_row(r, communities, short)]
+            kept = [_map_row(r, table, short)]
             idx = [0]
             if count_tokens(sec.render(kept), model) > budget:
                 start += 1
@@ -212,9 +222,11 @@ def plan_global(
     full_scan = sum(count_tokens_batch([report_text(r) for r in static], model)) if static else 0
     strategy = _strategy(param, full_scan, group_budget, rate)
     chosen, dyn, sel = _choose(communities, reports, param, static, strategy, rate, anchors, full_scan)
-    if strategy == "relevance":
+    ranked = strategy == "relevance"
+    if ranked:
         group_budget = min(group_budget, param.global_selected_group_tokens)
-    groups = group_reports(chosen, communities, group_budget, model)
+    groups = group_reports(chosen, communities, group_budget, model, ranked,
+                           param.global_selected_group_reports if ranked else None)
     if dyn is not None:
         dyn.static_map_tokens = sum(g.tokens for g in group_reports(static, communities, group_budget, model))
         dyn.dynamic_map_tokens = sum(g.tokens for g in groups)
@@ -266,19 +278,26 @@ def build_reduce_messages(report_data: str, query: str, response_type: str) -> l
     ]
 
 
+POINTS_HEADER = "score,description"
+POINTS_HEADER_TOKENS = 4  # the header and its line break (o200k and cl100k: 3 tokens and 1)
+
+
 def reduce_points(
     points: Sequence[tuple[int, object]], budget: int, model: str | None = None
 ) -> tuple[str, SectionReport]:
-    """Keep points with score > 0, best first, rendered as analyst reports within ``budget``.
-    ``points``: (analyst/group index, MapPoint)."""
+    """Keep points with score > 0, best first, as a table of ``score,description`` rows within ``budget``.
+    ``points``: (analyst/group index, MapPoint). One row per point, not Microsoft GraphRAG's block per point
+    (``----Analyst n----`` / ``Importance Score: s``): which analyst found a point tells the reduce nothing its
+    score and report references do not, and the block's lines cost ~10 tokens a point (a tenth of the reduce's
+    input on a 2,000-passage corpus)."""
     useful = [(g, p) for g, p in points if p.score > 0]
     useful.sort(key=lambda gp: -gp[1].score)
-    blocks = [f"----Analyst {g}----\nImportance Score: {p.score:g}\n{p.description}\n" for g, p in useful]
-    kept = blocks[: prefix_fit(count_tokens_batch(blocks, model), budget)]
-    text = "\n".join(kept)
+    rows = [csv_row([f"{p.score:g}", p.description]) for _g, p in useful]
+    kept = rows[: prefix_fit([c + 1 for c in count_tokens_batch(rows, model)], budget - POINTS_HEADER_TOKENS)]
+    text = "\n".join([POINTS_HEADER, *kept]) if kept else ""
     while kept and count_tokens(text, model) > budget:
         kept.pop()
-        text = "\n".join(kept)
+        text = "\n".join([POINTS_HEADER, *kept]) if kept else ""
     tokens = count_tokens(text, model) if text else 0
     rep = SectionReport(name="points", candidates=len(points), kept=len(kept), tokens_used=tokens,
                         tokens_allowed=budget, truncated=len(kept) < len(useful),

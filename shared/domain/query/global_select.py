@@ -12,13 +12,15 @@ signals the index already has and fuses them by reciprocal rank:
   BM25 over names and descriptions fused with embedding cosine), so a report that shares no word
   with the question but holds the entities a real embedding model matches still ranks.
 
-The map then reads question-focused views (title, summary and the findings that bear on the
-question, Microsoft GraphRAG's ``use_community_summary`` made question-aware), best first, until the
-relevant reports end or the allowance (a share of the full scan's tokens, with a floor) is spent.
+The map then reads question-focused views (title, the summary's sentences and the findings that bear on
+the question, each sentence once: Microsoft GraphRAG's ``use_community_summary`` made question-aware), best
+first, in groups of a handful, until the relevant reports end or the allowance (a share of the full scan's
+tokens, with a floor) is spent.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -28,7 +30,7 @@ from pydantic import BaseModel
 from shared.domain.models import Community, CommunityReport
 from shared.domain.query.context_local import report_text
 from shared.domain.retrieval.bm25 import BM25Index, tokenize
-from shared.domain.tokens import count_tokens, count_tokens_batch, truncate_text
+from shared.domain.tokens import count_tokens, truncate_text
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant (Cormack et al. 2009), as in shared/domain/retrieval
 
@@ -101,35 +103,66 @@ def rank_reports(query: str, reports: Sequence[CommunityReport], anchors: dict[s
     return fused
 
 
-def _units(rep: CommunityReport) -> tuple[str, list[str]]:
-    """(header, body units): the findings when the report has them, else the lines of its text."""
+def _units(rep: CommunityReport) -> tuple[str, list[tuple[str, str]]]:
+    """(header, body units as (label, text)): the findings when the report has them, else the lines of its text."""
     if rep.findings:
         header = "\n".join(p for p in (f"# {rep.title}", rep.summary) if p)
-        return header, [f"- {f.summary}: {f.explanation}" if f.explanation else f"- {f.summary}" for f in rep.findings]
+        return header, [(f.summary, f.explanation) for f in rep.findings]
     lines = [ln for ln in report_text(rep).splitlines() if ln.strip()]
-    return (lines[0] if lines else ""), lines[1:]
+    return (lines[0] if lines else ""), [(ln, "") for ln in lines[1:]]
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _said(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+def _fresh_line(label: str, text: str, said: str) -> str:
+    """A unit as a view line without the sentences the view already holds (a finding that repeats the summary,
+    findings sharing one description): ``- label: new sentences``, ``- label`` when only the label is new,
+    '' when the unit adds nothing."""
+    fresh = [s for s in _SENTENCE_END.split(text.strip()) if s and _said(s).rstrip(".") not in said]
+    if fresh:
+        return f"- {label}: {' '.join(fresh)}" if label else "- " + " ".join(fresh)
+    return "" if _said(label) in said else (f"- {label}" if text else label)
+
+
+def _focused_header(rep: CommunityReport, terms: set[str]) -> str:
+    """The title, then the summary's sentences that share a word with the question."""
+    bearing = [t for t in _SENTENCE_END.split(rep.summary) if terms & set(tokenize(t))]
+    return "\n".join([f"# {rep.title}", " ".join(bearing)]) if bearing else f"# {rep.title}"
 
 
 def focused_view(rep: CommunityReport, query: str, cap: int, model: str | None = None) -> CommunityReport:
-    """The report as the map reads it under selection: its title and summary, then the findings (or lines)
-    sharing the most words with the question, while the view stays within ``cap`` tokens."""
+    """The report as the map reads it under selection: its title and summary, then its findings (or lines), each
+    without the sentences the view already holds. A report within ``cap`` keeps every finding in its order; a
+    longer one keeps the summary's sentences and the findings that share words with the question (most shared
+    first) while the view stays within ``cap`` tokens."""
     full = report_text(rep)
-    if count_tokens(full, model) <= cap:
-        return rep
+    whole = count_tokens(full, model) <= cap
     header, units = _units(rep)
-    terms = set(tokenize(query))
-    overlap = [len(terms & set(tokenize(u))) for u in units]
+    order = range(len(units))
+    if not whole:
+        terms = set(tokenize(query))
+        overlap = [len(terms & set(tokenize(f"{label} {text}"))) for label, text in units]
+        order = [i for i in sorted(order, key=lambda i: (-overlap[i], i)) if overlap[i] > 0]
+        header = _focused_header(rep, terms) if rep.findings else header
     kept = [header] if header else []
+    said = _said(header)
     used = count_tokens(header, model) if header else 0
-    costs = count_tokens_batch(units, model) if units else []
-    for i in sorted(range(len(units)), key=lambda i: (-overlap[i], i)):
-        if overlap[i] == 0:
-            break
-        if used + costs[i] + 1 > cap:
+    for i in order:
+        line = _fresh_line(*units[i], said)
+        cost = count_tokens(line, model) + 1 if line else 0
+        if not line or used + cost > cap:
             continue
-        kept.append(units[i])
-        used += costs[i] + 1
+        kept.append(line)
+        said += " " + _said(line)
+        used += cost
     text = truncate_text("\n".join(kept), cap, model)
+    if whole and count_tokens(text, model) >= count_tokens(full, model):
+        return rep  # nothing repeated: the report as written
     return rep.model_copy(update={"full_text": text})
 
 

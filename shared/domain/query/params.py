@@ -114,10 +114,13 @@ class QueryParam(BaseModel):
     # "dynamic" (MS GraphRAG's top-down LLM rating), "auto": "all" while the full scan is one map call, else
     # "relevance". ``dynamic_community_selection=true`` still means "dynamic".
     global_selection: GlobalSelection = "auto"
-    global_selection_share: float = Field(0.1, gt=0, le=1)  # allowance: this share of the full scan's tokens,
-    global_selection_min_tokens: int = Field(3000, ge=0)  # but at least this many
-    global_report_tokens: int = Field(200, ge=16)  # a focused view: title, summary, the findings on the question
-    global_selected_group_tokens: int = Field(600, ge=64)  # map groups of the selected scan: a handful of reports
+    global_selection_share: float = Field(0.07, gt=0, le=1)  # allowance: this share of the full scan's tokens,
+    global_selection_min_tokens: int = Field(1600, ge=0)  # but at least this many (two selected map groups)
+    global_report_tokens: int = Field(150, ge=16)  # a focused view: title, summary, the findings on the question
+    # map groups of the selected scan: at most as many reports as a map answer lists points (a report past them goes
+    # unnamed), and the tokens five focused views and the table's head take
+    global_selected_group_reports: int = Field(5, ge=1)
+    global_selected_group_tokens: int = Field(800, ge=64)
     global_anchor_entities: int = Field(10, ge=0)  # the question's best entity hits anchoring the selection
     dynamic_community_selection: bool = False
     dynamic_threshold: float = Field(1.0, ge=0)  # rate(report) >= threshold keeps it and opens its children
