@@ -1,6 +1,7 @@
 """Global search cost and coverage per question: graphfleet's default selection vs its full scan vs nano-graphrag.
 
-For each corpus (A Christmas Carol; the first 2,000 pooled MuSiQue passages of ``../shared/data``) one
+For each corpus (A Christmas Carol; the first 2,000 pooled passages of a public dev set of ``../shared/data``:
+MuSiQue for the issue's table; 2WikiMultihopQA and HotpotQA, the other sets the default is measured on) one
 simulator at 0 ms serves every system. graphfleet ingests into a fresh stack (LLM answer cache off, so
 every call reaches the simulator's meter), then asks each question twice through the queue and the
 workers: with ``global_selection="all"`` (the full scan: every report at or above the query level, as
@@ -14,7 +15,7 @@ default scan's points also cite (``--shares``: the same for other allowances, th
 more than one it drops first).
 
     .venv/bin/python -m bench.global_cost [--corpora carol musique] [--questions 10] \
-        [--systems graphfleet nano] [--shares 0.05 0.2] [--peers-python .bench/peers-venv/bin/python] \
+        [--systems graphfleet nano] [--shares 0.05 0.1] [--peers-python .bench/peers-venv/bin/python] \
         [--out bench/results/global_cost.jsonl]
 """
 
