@@ -86,11 +86,12 @@ WARM_GRAPH_ROWS = 5000  # a tenant's entity and relation rows are counted ahead 
 def warm_query_path(store: GraphStore, bm25: BM25Cache, vectors=None, model: str | None = None) -> None:
     """A context-only local query without embedder or LLM (BM25 retrieval only): reads, parses and counts
     what a first query would, and books nothing; then the token counts of the tenant's source rows, and of its
-    entity and relation rows when it has few enough (the per-process count cache: a first query then encodes
+    entity, relation and report rows when it has few enough (the per-process count cache: a first query then encodes
     only the rows that changed). A failure is logged, never raised."""
     from shared.domain.query.context_common import line_rest, source_body
-    from shared.domain.query.context_local import entity_cells, relation_cells
+    from shared.domain.query.context_local import entity_cells, relation_cells, report_section
     from shared.domain.query.engine import answer_query
+    from shared.domain.query.line_tokens import line_counts
     from shared.domain.query.params import QueryParam
     from shared.domain.tokens import count_tokens_batch
 
@@ -103,6 +104,8 @@ def warm_query_path(store: GraphStore, bm25: BM25Cache, vectors=None, model: str
             lines = [line_rest(entity_cells("", e)) for e in store.all_entities().values()]
             lines += [line_rest(relation_cells("", r)) for r in store.all_relations().values()]
             count_tokens_batch(lines, model)
+            reports = list(store.reports().values())  # a report's row is the same in every local context
+            line_counts(report_section(reports, None, model)[0].rows, model)
     except Exception:  # noqa: BLE001 - warming is a courtesy: the real query reports its own errors
         log.warning("warm-up query of tenant %s failed", store.tenant, exc_info=True)
 

@@ -145,9 +145,10 @@ def test_a_starting_warmer_warms_the_most_recently_indexed_tenants_and_runs_thei
 def test_the_warm_up_counts_a_small_tenants_graph_rows_whatever_its_question_retrieves(redis_client, tenant,
                                                                                       monkeypatch):
     from shared.domain import tokens
+    from shared.domain.models import CommunityReport
     from shared.domain.query import engine
     from shared.domain.query.context_common import line_rest
-    from shared.domain.query.context_local import entity_cells
+    from shared.domain.query.context_local import entity_cells, report_section
     from shared.infra.cache_warmup import warm_query_path
 
     _fill(redis_client, tenant, "black kite")
@@ -157,7 +158,14 @@ def test_the_warm_up_counts_a_small_tenants_graph_rows_whatever_its_question_ret
     warm_query_path(store, BM25Cache(redis_client), model="gpt-4o-mini")
     kite = store.entities(["BLACK KITE"])["BLACK KITE"]
     line = line_rest(entity_cells("E7", kite))  # whatever rank a later query gives the row: counted already
-    assert tokens._count_cache.get(tokens.get_encoding("gpt-4o-mini").name, line) is not None
+    encoding = tokens.get_encoding("gpt-4o-mini").name
+    assert tokens._count_cache.get(encoding, line) is not None
+    report = CommunityReport(community_id="L0-1", level=0, title="BLACK KITE", summary="A bird at the market.")
+    store.save_reports([report])
+    tokens._count_cache.clear()
+    warm_query_path(store, BM25Cache(redis_client), model="gpt-4o-mini")
+    row = report_section([report], None, "gpt-4o-mini")[0].rows[0]  # a report's row, as any local context has it
+    assert tokens._count_cache.get(encoding, row + "\n") is not None
 
 
 def test_the_openai_sdk_warm_up_runs_in_memory_and_raises_nothing(caplog):
