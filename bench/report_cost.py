@@ -10,6 +10,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from shared.domain.query.params import QueryParam
+
 NOT_MEASURED = "not measured"
 LOCAL_SLACK_S = 0.020  # local answer: <= nano + 20 ms
 GATEWAY_P50_S, GATEWAY_SPREAD = 0.060, 1.5  # p50 <= 60 ms, p95 <= 1.5x p50
@@ -349,8 +351,8 @@ def curve_table(rows: list[dict]) -> list[str]:
         return []
     return ["### Global answer: cost against coverage", "",
             "Means over each corpus's questions: `graphfleet` is the default (`global_selection=auto`, allowance "
-            "`global_selection_share` 0.1), `graphfleet@<share>` the same with another allowance, `graphfleet-full` "
-            "the full scan.", "",
+            f"`global_selection_share` {QueryParam().global_selection_share:g}), `graphfleet@<share>` the same with "
+            "another allowance, `graphfleet-full` the full scan.", "",
             "| corpus | system | tokens per question | / nano | map calls | coverage (mean) | coverage (worst) |",
             "|---|---|---|---|---|---|---|", *lines, ""]
 

@@ -294,10 +294,9 @@ def reduce_points(
     useful.sort(key=lambda gp: -gp[1].score)
     rows = [csv_row([f"{p.score:g}", p.description]) for _g, p in useful]
     kept = rows[: prefix_fit([c + 1 for c in count_tokens_batch(rows, model)], budget - POINTS_HEADER_TOKENS)]
-    text = "\n".join([POINTS_HEADER, *kept]) if kept else ""
-    while kept and count_tokens(text, model) > budget:
+    while kept and count_tokens(text := "\n".join([POINTS_HEADER, *kept]), model) > budget:
         kept.pop()
-        text = "\n".join([POINTS_HEADER, *kept]) if kept else ""
+    text = "\n".join([POINTS_HEADER, *kept]) if kept else ""
     tokens = count_tokens(text, model) if text else 0
     rep = SectionReport(name="points", candidates=len(points), kept=len(kept), tokens_used=tokens,
                         tokens_allowed=budget, truncated=len(kept) < len(useful),
