@@ -279,7 +279,6 @@ def build_reduce_messages(report_data: str, query: str, response_type: str) -> l
 
 
 POINTS_HEADER = "score,description"
-POINTS_HEADER_TOKENS = 4  # the header and its line break (o200k and cl100k: 3 tokens and 1)
 
 
 def reduce_points(
@@ -293,8 +292,9 @@ def reduce_points(
     useful = [(g, p) for g, p in points if p.score > 0]
     useful.sort(key=lambda gp: -gp[1].score)
     rows = [csv_row([f"{p.score:g}", p.description]) for _g, p in useful]
-    kept = rows[: prefix_fit([c + 1 for c in count_tokens_batch(rows, model)], budget - POINTS_HEADER_TOKENS)]
-    while kept and count_tokens(text := "\n".join([POINTS_HEADER, *kept]), model) > budget:
+    head = count_tokens(POINTS_HEADER, model) + 1  # the header and its line break
+    kept = rows[: prefix_fit([c + 1 for c in count_tokens_batch(rows, model)], budget - head)]
+    while kept and count_tokens("\n".join([POINTS_HEADER, *kept]), model) > budget:
         kept.pop()
     text = "\n".join([POINTS_HEADER, *kept]) if kept else ""
     tokens = count_tokens(text, model) if text else 0
