@@ -21,6 +21,7 @@ from celery.signals import worker_init, worker_ready, worker_shutdown
 
 from shared.infra.cache_warmup import CacheWarmer, recent_tenants
 from shared.infra.llm.client import sdk_http
+from shared.infra.llm.stream import stream_chat
 from shared.infra.llm.usage import CallContext
 from shared.infra.lru import CACHED_TENANTS
 from shared.infra.metrics import observe_cache_warmup
@@ -83,10 +84,10 @@ _EMBEDDING = {"object": "list", "model": "warm", "data": [{"object": "embedding"
 
 
 def warm_openai_sdk() -> None:
-    """One chat completion (plain and streamed) and one embedding through the SDK against an in-memory
-    transport: the SDK builds its request transforms and response models on first use (tens of ms of CPU at
-    a process's first query); these caches are the SDK's, shared by every client of the process. No request
-    leaves the process, nothing is booked. Best effort."""
+    """One chat completion (plain, and streamed as ``LLMClient`` reads it) and one embedding through the SDK
+    against an in-memory transport: the SDK builds its request transforms and response models on first use
+    (tens of ms of CPU at a process's first query); these caches are the SDK's, shared by every client of the
+    process. No request leaves the process, nothing is booked. Best effort."""
     try:
         import openai
 
@@ -105,9 +106,7 @@ def warm_openai_sdk() -> None:
                                http_client=openai.DefaultHttpxClient(transport=http.MockTransport(answer)))
         messages = [{"role": "user", "content": "warm"}]
         client.chat.completions.create(model="warm", messages=messages, temperature=0.0)
-        for _chunk in client.chat.completions.create(model="warm", messages=messages, temperature=0.0, stream=True,
-                                                     stream_options={"include_usage": True}):
-            pass
+        stream_chat(client, lambda _piece: None, model="warm", messages=messages, temperature=0.0)
         client.embeddings.create(model="warm", input=["warm"])
     except Exception:  # noqa: BLE001 - the first query builds them instead
         log.warning("OpenAI SDK warm-up failed", exc_info=True)

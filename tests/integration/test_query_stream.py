@@ -12,6 +12,7 @@ import pytest
 
 from shared.config import get_settings, reset_settings_cache
 from shared.infra.jobs import JobStore
+from shared.infra.llm import stream as llm_stream
 from shared.infra.llm.client import LLMClient
 from shared.infra.llm.usage import CallContext, UsageRecorder
 from tests.gateway.e2e_corpus import SYNTHETIC
@@ -125,18 +126,20 @@ def test_a_streamed_llm_call_books_the_same_usage_and_cost(live, redis_server, m
     messages = [{"role": "system", "content": "Answer in a few sentences."},
                 {"role": "user", "content": "Who charted the Glimmering Shoals?"}]
     reported: list = []  # the usage the LLM itself reported in each response (the stream's last chunk)
-    create = client._client.chat.completions.create
+    create, read_chunks = client._client.chat.completions.create, llm_stream.read_chunks
 
     def spy(**kwargs):
         response = create(**kwargs)
-        if not kwargs.get("stream"):
+        if not kwargs.get("stream"):  # a streamed body is read by read_chunks
             reported.append(response.usage)
-            return response
-        chunks = list(response)
-        reported.append(next((c.usage for c in reversed(chunks) if c.usage), None))
-        return iter(chunks)
+        return response
+
+    def stream_spy(*args, **kwargs):
+        reported.append(read_chunks(*args, **kwargs))
+        return reported[-1]
 
     monkeypatch.setattr(client._client.chat.completions, "create", spy)
+    monkeypatch.setattr(llm_stream, "read_chunks", stream_spy)
     pieces: list[str] = []
     plain = client.chat(messages, CallContext(tenant="streamusage", stage="answer", job_id="plain"), use_cache=False)
     streamed = client.chat(messages, CallContext(tenant="streamusage", stage="answer", job_id="streamed"),

@@ -25,6 +25,7 @@ from shared.domain.pricing import cost_usd
 from shared.domain.tokens import count_tokens, estimate_tokens
 from shared.infra.keys import Keys
 from shared.infra.llm.ratelimit import CompletionEstimate, RateLimitTimeout
+from shared.infra.llm.stream import stream_chat
 from shared.infra.llm.usage import CallContext, UsageRecorder
 
 log = logging.getLogger(__name__)
@@ -211,15 +212,12 @@ class LLMClient:
         if on_token is None:
             resp = self._client.chat.completions.create(model=model, messages=messages, **params)
             return (resp.choices[0].message.content or "" if resp.choices else ""), resp.usage
-        usage = None
-        stream = self._client.chat.completions.create(model=model, messages=messages, stream=True,
-                                                      stream_options={"include_usage": True}, **params)
-        for chunk in stream:
-            usage = chunk.usage or usage
-            for piece in (c.delta.content for c in chunk.choices if c.delta is not None):
-                if piece:
-                    streamed.append(piece)
-                    on_token(piece)
+
+        def piece(text: str) -> None:
+            streamed.append(text)
+            on_token(text)
+
+        usage = stream_chat(self._client, piece, model=model, messages=messages, **params)
         return "".join(streamed), usage
 
     def _call_with_retries(self, messages, ctx: CallContext, model: str, params: dict,
