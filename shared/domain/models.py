@@ -10,8 +10,8 @@ class Document(BaseModel):
     tenant: str
     title: str = ""
     text_hash: str = ""
-    metadata: dict[str, str] = {}
-    chunk_ids: list[str] = []
+    metadata: dict[str, str] = Field(default_factory=dict)
+    chunk_ids: list[str] = Field(default_factory=list)
     status: str = "pending"  # pending | processing | processed | failed | deleted
     created_at: float = 0.0
     error: str | None = None
@@ -23,7 +23,7 @@ class Chunk(BaseModel):
     index: int
     text: str
     tokens: int
-    pages: list[int] = []  # the pages of a paged document (PDF) the chunk quotes; [] otherwise
+    pages: list[int] = Field(default_factory=list)  # the pages of a paged document (PDF) the chunk quotes; [] otherwise
 
 
 class EntityFragment(BaseModel):
@@ -49,21 +49,21 @@ class RelationFragment(BaseModel):
 
 class ExtractionResult(BaseModel):
     chunk_id: str
-    entities: list[EntityFragment] = []
-    relations: list[RelationFragment] = []
-    warnings: list[str] = []
+    entities: list[EntityFragment] = Field(default_factory=list)
+    relations: list[RelationFragment] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
 
 
 class Entity(BaseModel):
     name: str
     type: str = "unknown"
     description: str = ""
-    source_ids: list[str] = []
-    doc_ids: list[str] = []
+    source_ids: list[str] = Field(default_factory=list)
+    doc_ids: list[str] = Field(default_factory=list)
     degree: int = 0
     summarized: bool = False
     # tokens of ``description`` by encoding name, counted when the entity is written (absent in older data)
-    text_tokens: dict[str, int] = {}
+    text_tokens: dict[str, int] = Field(default_factory=dict)
 
 
 class Relation(BaseModel):
@@ -72,20 +72,21 @@ class Relation(BaseModel):
     description: str = ""
     keywords: str = ""
     weight: float = 1.0
-    source_ids: list[str] = []
-    doc_ids: list[str] = []
+    source_ids: list[str] = Field(default_factory=list)
+    doc_ids: list[str] = Field(default_factory=list)
     rank: int = 0
-    text_tokens: dict[str, int] = {}  # tokens of ``description`` by encoding name, as for Entity
+    # tokens of ``description`` by encoding name, as for Entity
+    text_tokens: dict[str, int] = Field(default_factory=dict)
 
 
 class Community(BaseModel):
     id: str  # "L{level}-{index}" stable within a clustering
     level: int
     nodes: list[str]
-    edges: list[tuple[str, str]] = []
-    chunk_ids: list[str] = []
+    edges: list[tuple[str, str]] = Field(default_factory=list)
+    chunk_ids: list[str] = Field(default_factory=list)
     parent: str | None = None
-    children: list[str] = []
+    children: list[str] = Field(default_factory=list)
     occurrence: float = 0.0
     signature: str = ""  # content hash of members + their descriptions: drives incremental reports
 
@@ -102,7 +103,7 @@ class CommunityReport(BaseModel):
     summary: str
     rating: float = 0.0
     rating_explanation: str = ""
-    findings: list[Finding] = []
+    findings: list[Finding] = Field(default_factory=list)
     signature: str = ""
     generated_by: str = "llm"  # llm | extractive
     full_text: str = ""

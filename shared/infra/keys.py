@@ -138,6 +138,9 @@ class Keys:
     def graph_version(self) -> str:
         return f"{self.p}graphver"
 
+    def graph_epoch(self) -> str:  # set once per incarnation of a tenant's graph (a deleted one counts from 0 again)
+        return f"{self.p}graphepoch"
+
     def job_flags(self, job_id: str) -> str:  # hash: stage -> task id that advanced it
         return f"{self.p}job:{job_id}:flags"
 

@@ -43,3 +43,19 @@ def test_a_cached_answer_expires(sim_url, redis_client, tenant, llm, bound):
 def test_the_cache_ttl_cannot_be_disabled():
     with pytest.raises(pydantic.ValidationError):
         Settings(llm={"cache_ttl_s": 0})
+
+
+def test_the_cache_digest_tells_apart_every_change_of_model_parameters_roles_and_texts():
+    def msgs(*texts, role="user"):
+        return [{"role": role, "content": t} for t in texts]
+
+    base = cache_digest("m", msgs("ab", "c"), {"temperature": 0})
+    assert base == cache_digest("m", msgs("ab", "c"), {"temperature": 0})
+    others = [cache_digest("m", msgs("a", "bc"), {"temperature": 0}),  # same bytes, another split
+              cache_digest("m", msgs("abc"), {"temperature": 0}),
+              cache_digest("m", msgs("ab", "c", role="system"), {"temperature": 0}),
+              cache_digest("n", msgs("ab", "c"), {"temperature": 0}),
+              cache_digest("m", msgs("ab", "c"), {"temperature": 0.5}),
+              cache_digest("m", msgs("äb", "c"), {"temperature": 0}),
+              cache_digest("m", [{"role": "user", "content": [{"type": "text", "text": "abc"}]}], {"temperature": 0})]
+    assert len({base, *others}) == len(others) + 1

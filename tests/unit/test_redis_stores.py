@@ -198,3 +198,51 @@ def test_wait_finished_wakes_on_the_end_of_job_message_and_only_for_that_tenants
     assert jobs.wait_finished("q2", timeout=0.2, recheck_s=0.05) is None
     jobs.cancel("q2")
     assert jobs.wait_finished("q2", timeout=5) == "canceled"
+
+
+def test_parsed_entity_and_relation_rows_follow_every_graph_write_and_a_rebuilt_tenant(
+        redis_server, redis_client, tenant):
+    """Entity and relation rows are parsed once per (graph version, epoch) and process: a merge by another
+    process's client is seen at the next read, a degree written apart from the version too, and a tenant deleted
+    and rebuilt (its version counter starts again) never gets the old incarnation's rows."""
+    from shared.domain.merge import merge_relation
+    from shared.infra.redis_conn import connect
+    from shared.infra.store.redis_graph import split_rel_field
+
+    reader = GraphStore(redis_client, tenant)
+    other = connect(redis_server.url)
+    try:
+        writer = GraphStore(other, tenant)
+
+        def write(description: str, chunk: str = "c1") -> None:
+            writer.save_extraction(ExtractionResult(chunk_id=chunk, entities=[
+                EntityFragment(name="A", type="person", description=description, source_id=chunk)], relations=[
+                RelationFragment(src="A", tgt="B", description=description, source_id=chunk)]))
+            writer.merge_batch("entities", ["A"], _merge)
+            writer.merge_batch("relations", writer.dirty_members("relations"),
+                               lambda field, frags: merge_relation(*split_rel_field(field), frags))
+
+        write("first")
+        assert reader.entities(["A", "nobody"])["A"].description == "first"
+        rel = reader.relations([("B", "A")])[("A", "B")]
+        assert rel.description == "first" and reader.relations([("A", "B")])[("A", "B")] is rel  # parsed once
+        reader.entities(["A"])["A"].description = "changed by a caller"  # each caller gets its own entity
+        assert reader.entities(["A"])["A"].description == "first"
+
+        write("second", "c2")
+        assert reader.entities(["A"])["A"].description == "first<SEP>second"
+        assert "second" in reader.relations([("A", "B")])[("A", "B")].description
+        writer.set_degrees({"A": 7})
+        assert reader.entities(["A"])["A"].degree == 7
+        assert set(reader.neighbors(["A"])["A"]) == {"B"}
+
+        other.delete(*other.scan_iter(match=f"{writer.k.p}*"))  # deleted, then rebuilt to the same version (4)
+        write("rebuilt")
+        write("again", "c2")
+        assert reader.entities(["A"])["A"].description == "again<SEP>rebuilt"
+        assert "rebuilt" in reader.relations([("A", "B")])[("A", "B")].description
+        assert GraphStore(redis_client, tenant + "x").entities(["A"]) == {}  # never another tenant's rows
+        other.delete(*other.scan_iter(match=f"{writer.k.p}*"))
+        assert reader.entities(["A"]) == {} and reader.relations([("A", "B")]) == {}
+    finally:
+        other.close()

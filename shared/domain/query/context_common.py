@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from shared.domain.models import Chunk
 from shared.domain.packing import csv_row
@@ -23,21 +23,22 @@ class Evidence(BaseModel):
     cite: str  # id as it appears in the context ("E3", "R1", "L0-2", chunk id)
     key: str  # entity name, "src->tgt", community id, chunk id
     text: str
-    doc_ids: list[str] = []
-    chunk_ids: list[str] = []
-    pages: list[int] = []  # a chunk of a paged document: the pages it quotes
+    doc_ids: list[str] = Field(default_factory=list)
+    chunk_ids: list[str] = Field(default_factory=list)
+    pages: list[int] = Field(default_factory=list)  # a chunk of a paged document: the pages it quotes
     score: float = 0.0
 
 
 class Sources(BaseModel):
-    entities: list[str] = []
-    relations: list[str] = []
-    reports: list[str] = []
-    chunks: list[str] = []
-    documents: list[str] = []
-    evidence: list[Evidence] = []
-    omitted_chunks: list[str] = []  # candidate chunks the budget left out (map-reduce input)
-    pages: dict[str, list[int]] = {}  # chunk id -> the pages it quotes, for chunks of paged documents (PDF)
+    entities: list[str] = Field(default_factory=list)
+    relations: list[str] = Field(default_factory=list)
+    reports: list[str] = Field(default_factory=list)
+    chunks: list[str] = Field(default_factory=list)
+    documents: list[str] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=list)
+    omitted_chunks: list[str] = Field(default_factory=list)  # candidate chunks the budget left out (map-reduce input)
+    # chunk id -> the pages it quotes, for chunks of paged documents (PDF)
+    pages: dict[str, list[int]] = Field(default_factory=dict)
 
     def add(self, ev: Evidence) -> None:
         self.evidence.append(ev)

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from shared.domain.pricing import cost_usd
 from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP
@@ -28,7 +28,7 @@ class PhaseUsage(BaseModel):
 
 class FormatCheck(BaseModel):
     ok: bool = True
-    problems: list[str] = []
+    problems: list[str] = Field(default_factory=list)
     repaired: bool = False  # one re-ask was made (its usage is under phase "repair")
     checked: bool = False
 
@@ -38,16 +38,19 @@ class QueryResult(BaseModel):
     answer_kind: Literal["llm", "extractive", "none"] = "none"
     mode: str = ""
     context: str | None = None
-    budget: BudgetReport = BudgetReport()
-    sources: Sources = Sources()
-    citations: dict[str, str] = {}  # id as cited in the context -> entity / relation / report / chunk id
-    quality: dict = {}
-    format_check: FormatCheck = FormatCheck()
-    usage: dict[str, PhaseUsage] = {}  # by phase; the worker may overwrite from its usage records
+    budget: BudgetReport = Field(default_factory=BudgetReport)
+    sources: Sources = Field(default_factory=Sources)
+    # id as cited in the context -> entity / relation / report / chunk id
+    citations: dict[str, str] = Field(default_factory=dict)
+    quality: dict = Field(default_factory=dict)
+    format_check: FormatCheck = Field(default_factory=FormatCheck)
+    # by phase; the worker may overwrite from its usage records
+    usage: dict[str, PhaseUsage] = Field(default_factory=dict)
     partial: bool = False
     partial_reason: str | None = None
-    notes: list[str] = []
-    details: dict = {}  # mode-specific: global plan / dynamic selection, refinement history, keywords
+    notes: list[str] = Field(default_factory=list)
+    # mode-specific: global plan / dynamic selection, refinement history, keywords
+    details: dict = Field(default_factory=dict)
 
     def total_usage(self) -> PhaseUsage:
         t = PhaseUsage()

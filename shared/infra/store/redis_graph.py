@@ -10,6 +10,7 @@ and reports (``redis_communities``) and, here, extraction fragments, merging and
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable
 
 from shared.domain.models import (
@@ -25,10 +26,13 @@ from shared.infra.lru import CACHED_TENANTS, LRU
 from shared.infra.redis_conn import to_str
 from shared.infra.store.redis_communities import CommunityStore
 from shared.infra.store.redis_documents import DocumentStore
+from shared.infra.store.row_cache import VersionRows
 
 # Neighbour lists per tenant, keyed by the graph version. Read cache, never coordination.
-_ADJACENCY: LRU[str, tuple[int, object, tuple[dict[str, list[str]], dict[tuple[str, str], float]]]] = LRU(
+_ADJACENCY: LRU[str, tuple[tuple, object, tuple[dict[str, list[str]], dict[tuple[str, str], float]]]] = LRU(
     CACHED_TENANTS)
+_ENTITY_ROWS: VersionRows[Entity] = VersionRows()
+_RELATION_ROWS: VersionRows[Relation] = VersionRows()
 
 
 def rel_field(src: str, tgt: str) -> str:
@@ -106,7 +110,7 @@ class GraphStore(DocumentStore, CommunityStore):
             else:
                 pipe.hset(self.k.entities(), name, entity.model_dump_json())
             pipe.sadd(self.k.dirty("embed_entities"), name)
-            pipe.incr(self.k.graph_version())
+            self._bump(pipe)
             pipe.execute()
             return entity is not None
 
@@ -126,7 +130,7 @@ class GraphStore(DocumentStore, CommunityStore):
             else:
                 pipe.hset(self.k.relations(), field, relation.model_dump_json())
                 pipe.hset(self.k.edges(), field, relation.weight)
-            pipe.incr(self.k.graph_version())
+            self._bump(pipe)
             pipe.execute()
             return relation is not None
 
@@ -191,7 +195,7 @@ class GraphStore(DocumentStore, CommunityStore):
                     else:
                         pipe.hset(target, key, value.model_dump_json())
                         pipe.hset(self.k.edges(), key, value.weight)
-                pipe.incr(self.k.graph_version())
+                self._bump(pipe)
                 pipe.execute()
                 return True
             except redis_lib.WatchError:
@@ -217,19 +221,22 @@ class GraphStore(DocumentStore, CommunityStore):
 
     # ---------------------------------------------------------------- graph
     def entities(self, names: Iterable[str]) -> dict[str, Entity]:
+        """Entities by name (absent names left out), parsed once per graph version per process (``row_cache``);
+        each caller gets its own copy, with the degree read now."""
         names = list(dict.fromkeys(names))
         if not names:
             return {}
         pipe = self.redis.pipeline(transaction=False)
-        pipe.hmget(self.k.entities(), names)
+        pipe.get(self.k.graph_version())
+        pipe.get(self.k.graph_epoch())
         pipe.hmget(self.k.degrees(), names)
-        raws, degrees = pipe.execute()
+        version, epoch, degrees = pipe.execute()
+        rows = _ENTITY_ROWS.rows(self.k.p, (version, epoch), self.redis, names, lambda missing: [
+            Entity.model_validate_json(raw) if raw else None for raw in self.redis.hmget(self.k.entities(), missing)])
         out = {}
-        for name, raw, deg in zip(names, raws, degrees, strict=True):
-            if raw:
-                ent = Entity.model_validate_json(raw)
-                ent.degree = int(deg or 0)
-                out[name] = ent
+        for name, deg in zip(names, degrees, strict=True):
+            if (ent := rows.get(name)) is not None:
+                out[name] = ent.model_copy(update={"degree": int(deg or 0)})
         return out
 
     def all_entity_names(self) -> list[str]:
@@ -259,11 +266,15 @@ class GraphStore(DocumentStore, CommunityStore):
         return [(*split_rel_field(to_str(k)), float(v)) for k, v in self.redis.hscan_iter(self.k.edges(), count=5000)]
 
     def relations(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Relation]:
+        """Relations by (src, tgt) (absent ones left out), parsed once per graph version per process
+        (``row_cache``); shared read-only rows."""
         fields = list(dict.fromkeys(rel_field(a, b) for a, b in keys))
         if not fields:
             return {}
-        raws = self.redis.hmget(self.k.relations(), fields)
-        return {split_rel_field(f): Relation.model_validate_json(r) for f, r in zip(fields, raws, strict=True) if r}
+        rows = _RELATION_ROWS.rows(self.k.p, self._revision(), self.redis, fields, lambda missing: [
+            Relation.model_validate_json(raw) if raw else None
+            for raw in self.redis.hmget(self.k.relations(), missing)])
+        return {split_rel_field(f): rel for f in fields if (rel := rows.get(f)) is not None}
 
     def adjacency(self) -> dict[str, list[str]]:
         """Neighbour lists, cached per process until the tenant's graph version changes."""
@@ -271,7 +282,7 @@ class GraphStore(DocumentStore, CommunityStore):
 
     def _graph_index(self) -> tuple[dict[str, list[str]], dict[tuple[str, str], float]]:
         """(neighbour lists, edge weights by sorted pair), cached per process per graph version."""
-        version = self.graph_version()
+        version = self._revision()
         cached = _ADJACENCY.get(self.k.p)
         if cached and cached[0] == version and cached[1] is self.redis:
             return cached[2]
@@ -306,6 +317,16 @@ class GraphStore(DocumentStore, CommunityStore):
 
     def graph_version(self) -> int:
         return int(self.redis.get(self.k.graph_version()) or 0)
+
+    def _bump(self, pipe) -> None:
+        """In a write's transaction: a new graph version, and an epoch if the graph has none yet (a tenant deleted
+        and rebuilt counts its versions from 0 again; with the epoch, (version, epoch) never repeats)."""
+        pipe.incr(self.k.graph_version())
+        pipe.set(self.k.graph_epoch(), uuid.uuid4().hex, nx=True)
+
+    def _revision(self) -> tuple:
+        """(version, epoch): what the per-process parsed rows are keyed by (``row_cache``)."""
+        return tuple(self.redis.mget(self.k.graph_version(), self.k.graph_epoch()))
 
     def clustered_current(self) -> bool:
         """Whether the stored communities were computed from the graph as it is now (clustering can be skipped)."""
