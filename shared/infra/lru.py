@@ -67,6 +67,11 @@ class LRU(Generic[K, V]):
         with self._lock:
             return iter(list(self._items))
 
+    def values(self) -> list[V]:
+        """A snapshot of the values, without touching their recency."""
+        with self._lock:
+            return list(self._items.values())
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()

@@ -22,7 +22,9 @@ from shared.infra.lru import CACHED_TENANTS, LRU
 
 T = TypeVar("T")
 
-MAX_ROWS = 200_000  # per tenant and kind: beyond it the tenant's rows start afresh (memory stays bounded)
+# rows of one kind held per process, over all tenants: beyond it they start afresh. A parsed row with its
+# description is ~1-2 KB, so a process holds at most ~150 MB of each kind; a query reads a few hundred rows
+MAX_ROWS = 100_000
 
 
 class VersionRows(Generic[T]):
@@ -37,7 +39,11 @@ class VersionRows(Generic[T]):
         """The rows of ``keys`` at ``version``; ``read(missing)`` reads and parses those not held yet."""
         with self._lock:
             held = self._tenants.get(tenant)
-            if held is None or held[0] != version or held[1] is not redis or len(held[2]) > MAX_ROWS:
+            if held is None or held[0] != version or held[1] is not redis:
+                held = (version, redis, {})
+                self._tenants.put(tenant, held)
+            if sum(len(rows) for _v, _r, rows in self._tenants.values()) > MAX_ROWS:
+                self._tenants.clear()
                 held = (version, redis, {})
                 self._tenants.put(tenant, held)
             rows = held[2]

@@ -1,0 +1,34 @@
+"""``row_cache.VersionRows``: rows read once per tenant and version, held within a bound over all tenants."""
+
+from __future__ import annotations
+
+from shared.infra.store import row_cache
+from shared.infra.store.row_cache import VersionRows
+
+
+def test_rows_are_read_once_per_version_and_tenant_and_stay_within_the_bound(monkeypatch):
+    reads: list[tuple[str, list[str]]] = []
+
+    def reader(tenant: str, version: int):
+        def read(missing: list[str]) -> list[str | None]:
+            reads.append((tenant, list(missing)))
+            return [None if k == "absent" else f"{tenant}:{k}@{version}" for k in missing]
+        return read
+
+    cache: VersionRows[str] = VersionRows(capacity=4)
+    redis = object()
+    assert cache.rows("t1", 1, redis, ["a", "absent"], reader("t1", 1))["a"] == "t1:a@1"
+    rows = cache.rows("t1", 1, redis, ["a", "b", "absent"], reader("t1", 1))
+    assert (rows["b"], rows["absent"]) == ("t1:b@1", None)
+    assert reads == [("t1", ["a", "absent"]), ("t1", ["b"])]  # an absent row is remembered too
+    assert cache.rows("t2", 1, redis, ["a"], reader("t2", 1))["a"] == "t2:a@1"  # tenants apart
+    assert cache.rows("t1", 2, redis, ["a"], reader("t1", 2))["a"] == "t1:a@2"  # a new version: read again
+    assert cache.rows("t1", 2, object(), ["a"], reader("t1", 2))["a"] == "t1:a@2"  # another server: again
+    assert len(reads) == 5
+
+    monkeypatch.setattr(row_cache, "MAX_ROWS", 3)
+    reads.clear()
+    cache.rows("t3", 1, redis, ["x", "y", "z"], reader("t3", 1))
+    cache.rows("t4", 1, redis, ["x"], reader("t4", 1))  # over the bound: every tenant starts afresh
+    cache.rows("t3", 1, redis, ["x"], reader("t3", 1))
+    assert reads == [("t3", ["x", "y", "z"]), ("t4", ["x"]), ("t3", ["x"])]
