@@ -32,3 +32,22 @@ def test_rows_are_read_once_per_version_and_tenant_and_stay_within_the_bound(mon
     cache.rows("t4", 1, redis, ["x"], reader("t4", 1))  # over the bound: every tenant starts afresh
     cache.rows("t3", 1, redis, ["x"], reader("t3", 1))
     assert reads == [("t3", ["x", "y", "z"]), ("t4", ["x"]), ("t3", ["x"])]
+
+
+def test_a_tenant_s_new_version_releases_the_old_version_s_rows_from_the_bound(monkeypatch):
+    monkeypatch.setattr(row_cache, "MAX_ROWS", 3)
+    reads: list[int] = []
+
+    def read(version: int):
+        def rows(missing: list[str]) -> list[str]:
+            reads.append(version)
+            return [f"{k}@{version}" for k in missing]
+        return rows
+
+    cache: VersionRows[str] = VersionRows(capacity=4)
+    redis = object()
+    cache.rows("other", 1, redis, ["p"], read(0))
+    for version in range(1, 6):  # two rows a version and the other tenant's one: only the current version counts
+        cache.rows("t", version, redis, ["a", "b"], read(version))
+        assert cache.rows("other", 1, redis, ["p"], read(0))["p"] == "p@0"  # never cleared
+    assert reads == [0, 1, 2, 3, 4, 5]

@@ -10,6 +10,10 @@ eighth of the worker's CPU per local answer (a real model streams a chunk per to
 Server-sent events (https://html.spec.whatwg.org/multipage/server-sent-events.html): ``data:`` lines
 (one optional space after the colon) accumulate until a blank line ends the event; ``[DONE]`` ends the
 stream; an event carrying ``error`` raises ``openai.APIError``, as the SDK's ``Stream`` does.
+
+Why the ~20 lines of SSE framing are written here: the SDK's own decoder (``openai._streaming.SSEDecoder``) is
+private API that may change in any release, and ``httpx-sse`` reads an ``httpx.Response``, while the body here
+comes from the SDK's raw response, whose line iterator is all that is needed.
 """
 
 from __future__ import annotations

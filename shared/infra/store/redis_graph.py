@@ -227,11 +227,10 @@ class GraphStore(DocumentStore, CommunityStore):
         if not names:
             return {}
         pipe = self.redis.pipeline(transaction=False)
-        pipe.get(self.k.graph_version())
-        pipe.get(self.k.graph_epoch())
+        pipe.mget(*self._revision_keys())
         pipe.hmget(self.k.degrees(), names)
-        version, epoch, degrees = pipe.execute()
-        rows = _ENTITY_ROWS.rows(self.k.p, (version, epoch), self.redis, names, lambda missing: [
+        revision, degrees = pipe.execute()
+        rows = _ENTITY_ROWS.rows(self.k.p, tuple(revision), self.redis, names, lambda missing: [
             Entity.model_validate_json(raw) if raw else None for raw in self.redis.hmget(self.k.entities(), missing)])
         out = {}
         for name, deg in zip(names, degrees, strict=True):
@@ -265,27 +264,28 @@ class GraphStore(DocumentStore, CommunityStore):
     def edge_list(self) -> list[tuple[str, str, float]]:
         return [(*split_rel_field(to_str(k)), float(v)) for k, v in self.redis.hscan_iter(self.k.edges(), count=5000)]
 
-    def relations(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Relation]:
+    def relations(self, keys: Iterable[tuple[str, str]], revision: tuple | None = None
+                  ) -> dict[tuple[str, str], Relation]:
         """Relations by (src, tgt) (absent ones left out), parsed once per graph version per process
-        (``row_cache``); shared read-only rows."""
+        (``row_cache``); shared read-only rows. ``revision``: the (version, epoch) the caller has just read."""
         fields = list(dict.fromkeys(rel_field(a, b) for a, b in keys))
         if not fields:
             return {}
-        rows = _RELATION_ROWS.rows(self.k.p, self._revision(), self.redis, fields, lambda missing: [
+        rows = _RELATION_ROWS.rows(self.k.p, revision or self._revision(), self.redis, fields, lambda missing: [
             Relation.model_validate_json(raw) if raw else None
             for raw in self.redis.hmget(self.k.relations(), missing)])
         return {split_rel_field(f): rel for f in fields if (rel := rows.get(f)) is not None}
 
     def adjacency(self) -> dict[str, list[str]]:
         """Neighbour lists, cached per process until the tenant's graph version changes."""
-        return self._graph_index()[0]
+        return self._graph_index()[1]
 
-    def _graph_index(self) -> tuple[dict[str, list[str]], dict[tuple[str, str], float]]:
-        """(neighbour lists, edge weights by sorted pair), cached per process per graph version."""
+    def _graph_index(self) -> tuple[tuple, dict[str, list[str]], dict[tuple[str, str], float]]:
+        """(revision read, neighbour lists, edge weights by sorted pair), cached per process per graph version."""
         version = self._revision()
         cached = _ADJACENCY.get(self.k.p)
         if cached and cached[0] == version and cached[1] is self.redis:
-            return cached[2]
+            return (version, *cached[2])
         adj: dict[str, list[str]] = {}
         weights: dict[tuple[str, str], float] = {}
         for a, b, w in self.edge_list():
@@ -293,7 +293,7 @@ class GraphStore(DocumentStore, CommunityStore):
             adj.setdefault(b, []).append(a)
             weights[(a, b) if a <= b else (b, a)] = w
         _ADJACENCY.put(self.k.p, (version, self.redis, (adj, weights)))
-        return adj, weights
+        return version, adj, weights
 
     def neighbors(self, names: Iterable[str]) -> dict[str, list[str]]:
         adj = self.adjacency()
@@ -302,11 +302,11 @@ class GraphStore(DocumentStore, CommunityStore):
     def relations_of(self, names: Iterable[str], limit: int | None = None) -> list[Relation]:
         """The relations of ``names``; with ``limit``, only the heaviest ``limit`` (chosen from the cached
         edge weights before anything is read: a hub has thousands)."""
-        adj, weights = self._graph_index()
+        revision, adj, weights = self._graph_index()
         keys = {(a, b) if a <= b else (b, a) for a in set(names) for b in adj.get(a, ())}
         if limit is not None and len(keys) > limit:
             keys = set(sorted(keys, key=lambda k: (-weights.get(k, 0.0), k))[:limit])
-        return list(self.relations(keys).values())
+        return list(self.relations(keys, revision).values())
 
     def set_degrees(self, degrees: dict[str, int]) -> None:
         pipe = self.redis.pipeline(transaction=True)
@@ -324,9 +324,12 @@ class GraphStore(DocumentStore, CommunityStore):
         pipe.incr(self.k.graph_version())
         pipe.set(self.k.graph_epoch(), uuid.uuid4().hex, nx=True)
 
+    def _revision_keys(self) -> tuple[str, str]:
+        return self.k.graph_version(), self.k.graph_epoch()
+
     def _revision(self) -> tuple:
         """(version, epoch): what the per-process parsed rows are keyed by (``row_cache``)."""
-        return tuple(self.redis.mget(self.k.graph_version(), self.k.graph_epoch()))
+        return tuple(self.redis.mget(*self._revision_keys()))
 
     def clustered_current(self) -> bool:
         """Whether the stored communities were computed from the graph as it is now (clustering can be skipped)."""
