@@ -227,9 +227,10 @@ class GraphStore(DocumentStore, CommunityStore):
         if not names:
             return {}
         pipe = self.redis.pipeline(transaction=False)
-        pipe.mget(*self._revision_keys())
+        for key in self._revision_keys():  # GETs, not an MGET: a cluster pipeline takes single-key commands
+            pipe.get(key)
         pipe.hmget(self.k.degrees(), names)
-        revision, degrees = pipe.execute()
+        *revision, degrees = pipe.execute()
         rows = _ENTITY_ROWS.rows(self.k.p, tuple(revision), self.redis, names, lambda missing: [
             Entity.model_validate_json(raw) if raw else None for raw in self.redis.hmget(self.k.entities(), missing)])
         out = {}
