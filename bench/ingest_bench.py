@@ -3,54 +3,59 @@
     .venv/bin/python -m bench.ingest_bench [--latency 0 200] [--repeat 3] [--ms-per-completion-token 12.5]
         [--processes 1|N|auto] [--concurrency 16] [--out bench/results/ingest.jsonl]
 
-Prints wall seconds, LLM calls by stage, prompt/completion tokens and when each stage first started per run,
-then medians. ``--ms-per-completion-token`` adds generation time per answer token (12.5: ~80 tokens/s);
-``--processes auto`` sizes the worker groups as ``graphfleet up`` does (``--concurrency 0``: the configured
-threads per LLM-bound worker).
+Prints wall seconds, LLM calls by stage, prompt/completion tokens, when each stage first started and the CPU
+seconds of each process (with the cores busy on average) per run, then medians. ``--ms-per-completion-token``
+adds generation time per answer token (12.5: ~80 tokens/s); ``--processes auto`` sizes the worker groups as
+``graphfleet up`` does (``--concurrency 0``: the configured threads per LLM-bound worker).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from pathlib import Path
 
 from bench.common import SAMPLE, emit, machine, redis_server, sim_stats, simulator, stack
+from bench.cpu_timeline import CpuTimeline
 from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.stack import parse_processes
+
+
+def processes(stack_obj, *urls: str) -> dict[str, list]:
+    """label -> psutil processes: each worker process of the stack with its pool children (``ingest1``...), and
+    the processes serving ``urls`` (``simulator``, ``redis``). Empty without psutil."""
+    try:
+        import psutil
+    except ImportError:
+        return {}
+    out: dict[str, list] = {}
+    for name, popen in stack_obj.procs:
+        try:
+            parent = psutil.Process(popen.pid)
+            out[name] = [parent, *parent.children(recursive=True)]
+        except psutil.Error:
+            pass
+    for label, url in zip(("simulator", "redis"), urls, strict=False):
+        port = url.rsplit(":", 1)[-1].split("/")[0]
+        out[label] = [p for p in psutil.process_iter(["cmdline"])
+                      if any(part == port or part.endswith(f":{port}") for part in p.info["cmdline"] or ())]
+    return out
 
 
 def cpu_seconds(stack_obj, *urls: str) -> dict[str, float]:
     """CPU seconds used so far by the stack's worker groups (each with its pool children) and by the processes
     serving ``urls`` (the simulator, Redis): on a 2-core machine their sum bounds the wall time from below."""
-    try:
-        import psutil
-    except ImportError:
-        return {}
+    return group_cpu(processes(stack_obj, *urls))
 
-    def used(procs) -> float:
-        total = 0.0
-        for proc in procs:
-            try:
-                times = proc.cpu_times()
-                total += times.user + times.system
-            except psutil.Error:
-                pass
-        return total
 
+def group_cpu(procs: dict[str, list]) -> dict[str, float]:
+    """CPU seconds used so far by each worker group (its processes summed), the simulator and Redis."""
     out: dict[str, float] = {}
-    for name, popen in stack_obj.procs:
-        try:
-            parent = psutil.Process(popen.pid)
-            group = name.rstrip("0123456789")
-            out[group] = out.get(group, 0.0) + used([parent, *parent.children(recursive=True)])
-        except psutil.Error:
-            pass
-    for label, url in zip(("simulator", "redis"), urls, strict=False):
-        port = url.rsplit(":", 1)[-1].split("/")[0]
-        out[label] = used(p for p in psutil.process_iter(["cmdline"])
-                          if any(part == port or part.endswith(f":{port}") for part in p.info["cmdline"] or ()))
+    for label, group in CpuTimeline(procs).read().items():
+        key = label.rstrip("0123456789")
+        out[key] = out.get(key, 0.0) + group
     return out
 
 
@@ -59,12 +64,14 @@ def run_once(latency: float, concurrency: int, run: int, processes: int | str = 
           stack(redis_url, llm, concurrency or None, processes) as st):
         client = LocalClient(redis_url)
         tenant = f"bench{run}"
-        cpu_before = cpu_seconds(st, llm, redis_url)
-        started = time.perf_counter()
-        job = client.ingest_files(tenant, [SAMPLE])
-        view = client.wait(tenant, job["job_id"], timeout=1800)
-        seconds = time.perf_counter() - started
-        cpu = {k: round(v - cpu_before.get(k, 0.0), 2) for k, v in cpu_seconds(st, llm, redis_url).items()}
+        procs = processes(st, llm, redis_url)
+        cpu_before = group_cpu(procs)
+        with CpuTimeline(procs) as timeline:
+            started = time.perf_counter()
+            job = client.ingest_files(tenant, [SAMPLE])
+            view = client.wait(tenant, job["job_id"], timeout=1800)
+            seconds = time.perf_counter() - started
+        cpu = {k: round(v - cpu_before.get(k, 0.0), 2) for k, v in group_cpu(procs).items()}
         stats = client.stats(tenant)
         sim = sim_stats(llm)
         usage = view["usage"]
@@ -76,6 +83,11 @@ def run_once(latency: float, concurrency: int, run: int, processes: int | str = 
             "prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
             "stage_times": view.get("stage_times"),
             "cpu_seconds": cpu, "cpu_seconds_total": round(sum(cpu.values()), 2),
+            # cores busy on average over the run (CPU seconds / wall seconds): at the machine's core count the
+            # run is CPU-bound; well below it, it waits on the LLM or on one process's GIL
+            "cores_busy": round(sum(cpu.values()) / seconds, 2), "cores": os.cpu_count(),
+            # seconds in which one process used a whole core (its GIL), and in which every core was busy
+            "saturated": timeline.summary(),
             "sim_chat_calls": sim["chat"]["calls"],
             "sim_embedding_calls": sim["embeddings"]["calls"],
             **{k: stats[k] for k in ("chunks", "entities", "relations", "communities_by_level", "reports")},
@@ -102,6 +114,7 @@ def main() -> None:
               "processes": args.processes, "runs": len(runs),
               "seconds_median": statistics.median(r["seconds"] for r in runs),
               "cpu_seconds_median": statistics.median(r["cpu_seconds_total"] for r in runs),
+              "cores_busy_median": statistics.median(r["cores_busy"] for r in runs),
               "llm_calls": runs[0]["llm_calls"], "prompt_tokens": runs[0]["prompt_tokens"],
               "completion_tokens": runs[0]["completion_tokens"]}, args.out)
 

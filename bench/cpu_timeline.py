@@ -1,0 +1,74 @@
+"""When, during a run, one process held a whole core and when the machine's cores were all busy.
+
+Total CPU seconds say how much work a run did, not whether it waited on the cores: a run can use half the
+machine on average and still be bound by one process whose Python threads share one GIL (at most one core of
+Python at a time) in bursts after each wave of LLM answers. ``CpuTimeline`` samples the CPU time of each
+process every ``interval`` seconds in a daemon thread; ``summary`` gives, per process, the seconds in which it
+used at least ``SATURATED`` of one core, and the seconds in which all processes together used at least
+``SATURATED`` of every core. Only psutil's per-process counters are read (``/proc``), nothing is attached.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+SATURATED = 0.9  # share of a core (or of all cores) that counts as busy in a sample
+
+
+class CpuTimeline:
+    def __init__(self, procs: dict[str, list], interval: float = 0.05, cores: int | None = None):
+        """``procs``: label -> psutil processes (a worker process and its pool children)."""
+        self.procs = procs
+        self.interval = interval
+        self.cores = cores or os.cpu_count() or 1
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-timeline", daemon=True)
+
+    def read(self) -> dict[str, float]:
+        out = {}
+        for label, procs in self.procs.items():
+            total = 0.0
+            for proc in procs:
+                try:
+                    times = proc.cpu_times()
+                    total += times.user + times.system
+                except Exception:  # noqa: BLE001 - a process that exited counts no more
+                    pass
+            out[label] = total
+        return out
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.perf_counter(), self.read()))
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> CpuTimeline:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append((time.perf_counter(), self.read()))
+
+    def summary(self) -> dict:
+        """{"one_core_s": {label: seconds it used ≥ SATURATED of a core}, "all_cores_s": seconds every core was
+        ≥ SATURATED busy, "seconds": the span sampled}."""
+        one: dict[str, float] = {label: 0.0 for label in self.procs}
+        all_cores = 0.0
+        for (t0, a), (t1, b) in zip(self.samples, self.samples[1:], strict=False):
+            span = t1 - t0
+            if span <= 0:
+                continue
+            used = {label: b[label] - a.get(label, 0.0) for label in b}
+            for label, cpu in used.items():
+                if cpu >= SATURATED * span:
+                    one[label] += span
+            if sum(used.values()) >= SATURATED * span * self.cores:
+                all_cores += span
+        seconds = self.samples[-1][0] - self.samples[0][0] if self.samples else 0.0
+        return {"one_core_s": {k: round(v, 2) for k, v in one.items()}, "all_cores_s": round(all_cores, 2),
+                "seconds": round(seconds, 2)}
