@@ -23,7 +23,7 @@ from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.stack import parse_processes
 
 
-def processes(stack_obj, *urls: str) -> dict[str, list]:
+def stack_processes(stack_obj, *urls: str) -> dict[str, list]:
     """label -> psutil processes: each worker process of the stack with its pool children (``ingest1``...), and
     the processes serving ``urls`` (``simulator``, ``redis``). Empty without psutil."""
     try:
@@ -47,7 +47,7 @@ def processes(stack_obj, *urls: str) -> dict[str, list]:
 def cpu_seconds(stack_obj, *urls: str) -> dict[str, float]:
     """CPU seconds used so far by the stack's worker groups (each with its pool children) and by the processes
     serving ``urls`` (the simulator, Redis): on a 2-core machine their sum bounds the wall time from below."""
-    return group_cpu(processes(stack_obj, *urls))
+    return group_cpu(stack_processes(stack_obj, *urls))
 
 
 def group_cpu(procs: dict[str, list]) -> dict[str, float]:
@@ -64,7 +64,7 @@ def run_once(latency: float, concurrency: int, run: int, processes: int | str = 
           stack(redis_url, llm, concurrency or None, processes) as st):
         client = LocalClient(redis_url)
         tenant = f"bench{run}"
-        procs = processes(st, llm, redis_url)
+        procs = stack_processes(st, llm, redis_url)
         cpu_before = group_cpu(procs)
         with CpuTimeline(procs) as timeline:
             started = time.perf_counter()
