@@ -17,6 +17,21 @@ import time
 SATURATED = 0.9  # share of a core (or of all cores) that counts as busy in a sample
 
 
+def cpu_of(procs: dict[str, list]) -> dict[str, float]:
+    """label -> CPU seconds (user + system) its processes have used so far; a process that exited counts no more."""
+    out = {}
+    for label, group in procs.items():
+        total = 0.0
+        for proc in group:
+            try:
+                times = proc.cpu_times()
+                total += times.user + times.system
+            except Exception:  # noqa: BLE001 - psutil.NoSuchProcess and the like
+                pass
+        out[label] = total
+    return out
+
+
 class CpuTimeline:
     def __init__(self, procs: dict[str, list], interval: float = 0.05, cores: int | None = None):
         """``procs``: label -> psutil processes (a worker process and its pool children)."""
@@ -27,22 +42,9 @@ class CpuTimeline:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-timeline", daemon=True)
 
-    def read(self) -> dict[str, float]:
-        out = {}
-        for label, procs in self.procs.items():
-            total = 0.0
-            for proc in procs:
-                try:
-                    times = proc.cpu_times()
-                    total += times.user + times.system
-                except Exception:  # noqa: BLE001 - a process that exited counts no more
-                    pass
-            out[label] = total
-        return out
-
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.samples.append((time.perf_counter(), self.read()))
+            self.samples.append((time.perf_counter(), cpu_of(self.procs)))
             self._stop.wait(self.interval)
 
     def __enter__(self) -> CpuTimeline:
@@ -52,7 +54,7 @@ class CpuTimeline:
     def __exit__(self, *_exc) -> None:
         self._stop.set()
         self._thread.join()
-        self.samples.append((time.perf_counter(), self.read()))
+        self.samples.append((time.perf_counter(), cpu_of(self.procs)))
 
     def summary(self) -> dict:
         """{"one_core_s": {label: seconds it used ≥ SATURATED of a core}, "all_cores_s": seconds every core was

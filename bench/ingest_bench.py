@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from bench.common import SAMPLE, emit, machine, redis_server, sim_stats, simulator, stack
-from bench.cpu_timeline import CpuTimeline
+from bench.cpu_timeline import CpuTimeline, cpu_of
 from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.stack import parse_processes
 
@@ -53,7 +53,7 @@ def cpu_seconds(stack_obj, *urls: str) -> dict[str, float]:
 def group_cpu(procs: dict[str, list]) -> dict[str, float]:
     """CPU seconds used so far by each worker group (its processes summed), the simulator and Redis."""
     out: dict[str, float] = {}
-    for label, group in CpuTimeline(procs).read().items():
+    for label, group in cpu_of(procs).items():
         key = label.rstrip("0123456789")
         out[key] = out.get(key, 0.0) + group
     return out
