@@ -33,7 +33,6 @@ class VersionRows(Generic[T]):
     def __init__(self, capacity: int = CACHED_TENANTS):
         self._tenants: LRU[str, tuple[Hashable, object, dict[str, T | None]]] = LRU(capacity)
         self._lock = threading.Lock()
-        self._held = 0  # rows held, counted as added (a tenant the LRU evicts stays counted until the next clear)
 
     def rows(self, tenant: str, version: Hashable, redis, keys: Iterable[str],
              read: Callable[[list[str]], list[T | None]]) -> dict[str, T | None]:
@@ -41,12 +40,10 @@ class VersionRows(Generic[T]):
         with self._lock:
             held = self._tenants.get(tenant)
             if held is None or held[0] != version or held[1] is not redis:
-                self._held -= len(held[2]) if held else 0
                 held = (version, redis, {})
                 self._tenants.put(tenant, held)
-            if self._held > MAX_ROWS:
+            if sum(len(rows) for _v, _r, rows in self._tenants.values()) > MAX_ROWS:
                 self._tenants.clear()
-                self._held = 0
                 held = (version, redis, {})
                 self._tenants.put(tenant, held)
             rows = held[2]
@@ -55,10 +52,8 @@ class VersionRows(Generic[T]):
             fresh = dict(zip(missing, read(missing), strict=True))
             with self._lock:
                 rows.update(fresh)
-                self._held += len(fresh)
         return rows
 
     def clear(self) -> None:
         with self._lock:
             self._tenants.clear()
-            self._held = 0
