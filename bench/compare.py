@@ -11,8 +11,11 @@ has, with and without the answer call (``only_need_context``), a distinct questi
 no LLM cache answers. Calls, tokens and embedding calls come from the simulator's counters (``GET
 /stats`` before and after each phase), the same counters for every system; graphfleet's own usage
 ledger is recorded beside them. Context tokens are the returned context counted with the model's
-tokenizer (gpt-4o-mini, o200k). Runs interleave the systems so machine noise spreads evenly;
-medians over ``--repeat`` runs are emitted as ``compare_median`` lines.
+tokenizer (gpt-4o-mini, o200k). Runs interleave the systems so machine noise spreads evenly, the order
+reversed every other round; ``--warmup`` unmeasured rounds come first (records marked ``warmup``), since the
+simulator memoizes its per-chunk analysis and its word vectors and a system's first run on a fresh one would
+pay for compute a hosted model does not do. Medians over the ``--repeat`` measured runs are emitted as
+``compare_median`` lines.
 """
 
 from __future__ import annotations
@@ -131,9 +134,29 @@ def peer_run(python: str, system: str, llm: str, corpus: Path, latency: float, r
     return out
 
 
-def medians(rows: list[dict]) -> list[dict]:
-    """One ``compare_median`` line per (system, latency) for ingestion and per query mode."""
+def schedule(systems: list[str], repeat: int, warmup: int) -> list[tuple[int, str, bool]]:
+    """(run, system, is warm-up) in running order: ``warmup`` rounds, then ``repeat`` measured ones, each round
+    every system once, in the reverse order of the round before (so no system always runs first)."""
     out = []
+    for run in range(warmup + repeat):
+        out += [(run, system, run < warmup) for system in (systems if run % 2 == 0 else systems[::-1])]
+    return out
+
+
+def run_system(system: str, llm: str, corpus: Path, latency: float, run: int, warmup: bool, args,
+               graphfleet_concurrency: int) -> list[dict]:
+    """One ingestion and its queries of ``system``; warm-up records are marked so no median counts them."""
+    if system == "graphfleet":
+        recs = graphfleet_run(llm, corpus, latency, run, graphfleet_concurrency, args.processes)
+    else:
+        recs = peer_run(args.peers_python, system, llm, corpus, latency, run, args.concurrency)
+    return [{**r, "warmup": True} for r in recs] if warmup else recs
+
+
+def medians(rows: list[dict]) -> list[dict]:
+    """One ``compare_median`` line per (system, latency) for ingestion and per query mode (warm-ups left out)."""
+    out = []
+    rows = [r for r in rows if not r.get("warmup")]
     ingests = [r for r in rows if r["bench"] == "compare_ingest" and r["status"] == "succeeded"]
     for key in sorted({(r["system"], r["latency_ms"]) for r in ingests}):
         runs = [r for r in ingests if (r["system"], r["latency_ms"]) == key]
@@ -161,6 +184,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--latency", type=float, nargs="+", default=[0.0, 200.0])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first (the simulator's caches)")
     ap.add_argument("--systems", nargs="+", default=list(MODES), choices=list(MODES))
     ap.add_argument("--corpus", type=Path, default=SAMPLE)
     ap.add_argument("--concurrency", type=int, default=16, help="LLM calls in flight per system")
@@ -172,22 +196,18 @@ def main() -> None:
     args = ap.parse_args()
     peers = [s for s in args.systems if s != "graphfleet"]
     versions = peer_versions(args.peers_python) if peers else {}
-    emit({"bench": "machine", **machine(), "corpus": args.corpus.name, "repeat": args.repeat,
+    emit({"bench": "machine", **machine(), "corpus": args.corpus.name, "repeat": args.repeat, "warmup": args.warmup,
           "concurrency": args.concurrency, "model": MODEL, "embedding_dim": EMBEDDING_DIM, "versions": versions,
           "graphfleet_versions": own_versions(),
           "command": "python -m bench.compare " + " ".join(sys.argv[1:])}, args.out)
     rows: list[dict] = []
     for latency in args.latency:
         with simulator(latency_ms=latency, ms_per_completion_token=args.ms_per_completion_token) as llm:
-            for run in range(args.repeat):
-                for system in args.systems:
-                    if system == "graphfleet":
-                        recs = graphfleet_run(llm, args.corpus, latency, run, args.concurrency, args.processes)
-                    else:
-                        recs = peer_run(args.peers_python, system, llm, args.corpus, latency, run, args.concurrency)
-                    for r in recs:
-                        emit(r, args.out)
-                    rows += recs
+            for run, system, warm in schedule(args.systems, args.repeat, args.warmup):
+                recs = run_system(system, llm, args.corpus, latency, run, warm, args, args.concurrency)
+                for r in recs:
+                    emit(r, args.out)
+                rows += recs
     for m in medians(rows):
         emit(m, args.out)
 

@@ -83,18 +83,18 @@ def row_name(cfg: dict) -> str:
 
 
 def run_config(cfg: dict, args, tag: dict, out: Path) -> None:
-    """One simulator, ``--repeat`` interleaved runs of each system (emitted as they finish), then the medians
-    and the critical path; every record tagged with the configuration."""
+    """One simulator, ``--warmup`` unmeasured rounds then ``--repeat`` measured ones, each system once a round
+    in alternating order (``compare.schedule``; records emitted as they finish), then the medians and the
+    critical path; every record tagged with the configuration."""
     base = {**tag, "row": row_name(cfg), "latency_ms": cfg["latency_ms"], "ms_per_token": cfg["ms_per_token"],
             "processes": cfg["processes"]}
     rows: list[dict] = []
     with simulator(latency_ms=cfg["latency_ms"], ms_per_completion_token=cfg["ms_per_token"]) as llm:
-        for run in range(args.repeat):
-            for system in cfg["systems"]:
-                recs = _run_system(system, llm, cfg, run, args)
-                for rec in recs:
-                    emit({**rec, **base}, out)
-                rows += [{**r, **base} for r in recs]
+        for run, system, warm in compare.schedule(cfg["systems"], args.repeat, args.warmup):
+            recs = [{**r, "warmup": True} if warm else r for r in _run_system(system, llm, cfg, run, args)]
+            for rec in recs:
+                emit({**rec, **base}, out)
+            rows += [{**r, **base} for r in recs]
     medians = [{**m, **base} for m in compare.medians(rows)]
     path = critical_path(cfg, medians, rows, graphfleet_in_flight(args) * cfg["processes"])
     for rec in medians + ([{**base, **path}] if path else []):
@@ -148,7 +148,7 @@ def critical_path(cfg: dict, medians: list[dict], rows: list[dict], in_flight: i
     gf = next((m for m in medians if m["phase"] == "ingest" and m["system"] == "graphfleet"), None)
     if gf is None:
         return None
-    timeline = next((r.get("stage_times") for r in rows if r["bench"] == "compare_ingest"
+    timeline = next((r.get("stage_times") for r in rows if r["bench"] == "compare_ingest" and not r.get("warmup")
                      and r["system"] == "graphfleet" and r.get("stage_times")), None)
     waves, source = _waves(gf.get("calls_by_type") or {}, timeline)
     by_type = gf.get("calls_by_type") or {}
@@ -233,6 +233,8 @@ def run_sub_bench(row: str, args, tag: dict) -> list[dict]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=3, help="runs per compare configuration (medians)")
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="unmeasured runs of each system first on each simulator (it memoizes its analysis)")
     ap.add_argument("--latency", type=float, nargs="*", default=[0.0, 200.0],
                     help="ms per call (none: only the per-token run)")
     ap.add_argument("--processes", type=int, nargs="+", default=[1, 2], help="graphfleet processes per group")
@@ -250,7 +252,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     argv = sys.argv[1:] if argv is None else argv
     args = ap.parse_args(argv)
     if args.quick:
-        args.repeat = 1
+        args.repeat, args.warmup = 1, 0
         if "--ms-per-completion-token" not in argv:
             args.ms_per_completion_token = None
     args.command = "python -m bench.cost_table " + " ".join(argv)
@@ -264,7 +266,7 @@ def main(argv: list[str] | None = None) -> None:
     tag = {"run_id": time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), "quick": args.quick}
     started = time.perf_counter()
     emit({**tag, "bench": "cost_run", "row": "run", "system": "all", "command": args.command,
-          "repeat": args.repeat, "machine": machine(), "graphfleet_versions": own_versions(),
+          "repeat": args.repeat, "warmup": args.warmup, "machine": machine(), "graphfleet_versions": own_versions(),
           "peer_versions": compare.peer_versions(args.peers_python) if "compare" in args.rows else {}}, out)
     if "compare" in args.rows:
         for cfg in configs(args):

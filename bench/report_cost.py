@@ -322,7 +322,8 @@ def _commands(rows: list[dict]) -> list[str]:
                 for r in rows if str(r.get("bench")).endswith("_error")]
     end = next((r for r in rows if r.get("bench") == "cost_run_end"), {})
     out = [f"Command: `.venv/bin/{head.get('command', 'python -m bench.cost_table')}` (run `{head.get('run_id')}`, "
-           f"{end.get('seconds', '?')} s; medians of {head.get('repeat')} runs per compare configuration; "
+           f"{end.get('seconds', '?')} s; medians of {head.get('repeat')} runs per compare configuration"
+           f"{', after ' + str(head['warmup']) + ' unmeasured warm-up round' if head.get('warmup') else ''}; "
            f"nano-graphrag "
            f"{(head.get('peer_versions') or {}).get('nano-graphrag', '?')}). It ran: `bench.compare`'s functions per "
            "configuration" + "".join(f", `{c}`" for c in subs) + "."]

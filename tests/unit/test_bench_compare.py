@@ -4,7 +4,7 @@ bench/scaling_bench.py)."""
 
 from __future__ import annotations
 
-from bench.compare import medians, question
+from bench.compare import medians, question, schedule
 from bench.make_report import by_stage, compare_tables, retrieval_runs, retrieval_table, scaling_table
 from bench.peers.peer_run import delta
 from bench.scaling_bench import renamed
@@ -54,6 +54,20 @@ def test_medians_and_tables_show_ratios_graphfleet_over_peer():
     assert "| 4.50 |" in nano_row and "| 0.44 |" in nano_row  # 2.0 / 4.5
     query_row = next(line for line in table.splitlines() if "| local |" in line)
     assert "| 0.200 | 0.100 | 2.00 |" in query_row
+
+
+def test_warm_up_rounds_come_first_and_no_system_always_runs_first():
+    order = schedule(["graphfleet", "nano"], repeat=3, warmup=1)
+    assert order == [(0, "graphfleet", True), (0, "nano", True), (1, "nano", False), (1, "graphfleet", False),
+                     (2, "graphfleet", False), (2, "nano", False), (3, "nano", False), (3, "graphfleet", False)]
+    assert schedule(["graphfleet"], repeat=2, warmup=0) == [(0, "graphfleet", False), (1, "graphfleet", False)]
+
+
+def test_medians_leave_out_the_warm_up_runs():
+    rows = [{**_ingest("graphfleet", 9.0, 0), "warmup": True}, _ingest("graphfleet", 2.0, 1),
+            _ingest("graphfleet", 4.0, 2)]
+    gf = next(m for m in medians(rows) if m["phase"] == "ingest")
+    assert gf["runs"] == 2 and gf["seconds_median"] == 3.0 and gf["seconds_all"] == [2.0, 4.0]
 
 
 def test_stages_group_each_systems_prompt_kinds():
