@@ -11,7 +11,9 @@ embedder over HTTP, BM25 and walk caches), nano's ``aquery`` (``bench/peers/peer
 run embeds its question once (one call to the simulator, the same for both) and assembles the context; the
 questions cycle through 40 distinct ones about the Carol (``bench.common.CAROL_QUESTIONS``), the same sequence for
 both systems, so that each run packs rows and sections its process has not counted before (one question asked
-again would time graphfleet's per-process memo of token counts, not a new question's context build). nano's
+again would time graphfleet's per-process memo of token counts, not a new question's context build). Each case
+(mode, budget) starts where the one before stopped (``case_questions``), so a later case does not re-ask the
+earlier cases' questions (until the 40 run out: ``(repeat + 1) x cases`` above 40 wraps around). nano's
 budget for 30,000 keeps its local shares (0.33 / 0.40 / 0.27).
 Context tokens are the returned context counted with the model's tokenizer (gpt-4o-mini, o200k).
 """
@@ -38,6 +40,12 @@ def _summary(seconds: list[float]) -> dict:
             "seconds_min": round(ordered[0], 5)}
 
 
+def case_questions(case: int, repeat: int) -> list[str]:
+    """The warm-up question and the ``repeat`` timed ones of the ``case``-th (mode, budget) case."""
+    first = case * (repeat + 1)
+    return [carol_question(first + i) for i in range(repeat + 1)]
+
+
 def graphfleet_builds(llm: str, corpus: Path, modes: list[str], budgets: list[int], repeat: int) -> list[dict]:
     from graphfleet_cli.local_client import LocalClient
 
@@ -50,10 +58,11 @@ def graphfleet_builds(llm: str, corpus: Path, modes: list[str], budgets: list[in
         from shared.config import reset_settings_cache
 
         reset_settings_cache()
-        return [_graphfleet_case(mode, budget, repeat) for mode in modes for budget in budgets]
+        cases = [(mode, budget) for mode in modes for budget in budgets]
+        return [_graphfleet_case(mode, budget, case_questions(k, repeat)) for k, (mode, budget) in enumerate(cases)]
 
 
-def _graphfleet_case(mode: str, budget: int, repeat: int) -> dict:
+def _graphfleet_case(mode: str, budget: int, questions: list[str]) -> dict:
     from shared.domain.query.engine import answer_query
     from shared.domain.query.params import QueryParam
     from shared.infra.llm.usage import CallContext
@@ -64,14 +73,14 @@ def _graphfleet_case(mode: str, budget: int, repeat: int) -> dict:
     indexes = rt.indexes()
 
     def build(i: int):
-        param = QueryParam(query=carol_question(i), mode=mode, only_need_context=True, model=MODEL,
+        param = QueryParam(query=questions[i], mode=mode, only_need_context=True, model=MODEL,
                            max_total_tokens=budget)
         return answer_query(param, rt.store("ctx"), rt.vectors, lambda texts: rt.embedder.embed(texts, ctx), None,
                             indexes, walk_provider=indexes.walk, lexical_embedder=rt.lexical_embedder(ctx))
 
     build(0)  # warm: caches, code paths
     seconds, context_ms, result, exact = [], [], None, True
-    for i in range(1, repeat + 1):
+    for i in range(1, len(questions)):
         started = time.perf_counter()
         result = build(i)
         seconds.append(time.perf_counter() - started)
@@ -85,9 +94,10 @@ def _graphfleet_case(mode: str, budget: int, repeat: int) -> dict:
 
 def nano_builds(python: str, llm: str, corpus: Path, modes: list[str], budgets: list[int], repeat: int
                 ) -> list[dict]:
-    queries = [{"id": f"{mode}-{budget}-{i}", "mode": mode, "query": carol_question(i), "only_need_context": True,
+    plan = [(mode, budget) for mode in modes for budget in budgets]
+    queries = [{"id": f"{mode}-{budget}-{i}", "mode": mode, "query": text, "only_need_context": True,
                 "repeat": 1, "budget": budget}
-               for mode in modes for budget in budgets for i in range(repeat + 1)]
+               for k, (mode, budget) in enumerate(plan) for i, text in enumerate(case_questions(k, repeat))]
     lines, proc = run_peer_process(python, "nano", llm, [corpus.read_text(encoding="utf-8")], queries, None, 16)
     cases: dict[tuple[str, int], list[dict]] = {}
     for rec in lines:

@@ -5,6 +5,7 @@ bench/scaling_bench.py)."""
 from __future__ import annotations
 
 from bench.compare import medians, question, schedule
+from bench.context_build import case_questions
 from bench.make_report import by_stage, compare_tables, retrieval_runs, retrieval_table, scaling_table
 from bench.peers.peer_run import delta
 from bench.scaling_bench import renamed
@@ -122,3 +123,9 @@ def test_retrieval_report_takes_each_systems_newest_finished_run_per_llm_setting
     assert [r["system"] for r in merged[False] if r["bench"] == "retrieval_mode"] == ["graphfleet", "bm25"]
     text = "\n".join(retrieval_table(rows))
     assert "| nano-graphrag | local | 2 | 0.20 |" in text and "LightRAG" not in text
+
+
+def test_each_context_build_case_asks_questions_no_earlier_case_asked():
+    cases = [case_questions(k, repeat=5) for k in range(4)]
+    assert all(len(c) == 6 for c in cases)
+    assert len({q for c in cases for q in c}) == 24
