@@ -143,6 +143,11 @@ def schedule(systems: list[str], repeat: int, warmup: int) -> list[tuple[int, st
     return out
 
 
+def marked(recs: list[dict], warmup: bool) -> list[dict]:
+    """A run's records, marked ``warmup`` when the run was one (no median counts them)."""
+    return [{**r, "warmup": True} for r in recs] if warmup else recs
+
+
 def run_system(system: str, llm: str, corpus: Path, latency: float, run: int, warmup: bool, args,
                graphfleet_concurrency: int) -> list[dict]:
     """One ingestion and its queries of ``system``; warm-up records are marked so no median counts them."""
@@ -150,7 +155,7 @@ def run_system(system: str, llm: str, corpus: Path, latency: float, run: int, wa
         recs = graphfleet_run(llm, corpus, latency, run, graphfleet_concurrency, args.processes)
     else:
         recs = peer_run(args.peers_python, system, llm, corpus, latency, run, args.concurrency)
-    return [{**r, "warmup": True} for r in recs] if warmup else recs
+    return marked(recs, warmup)
 
 
 def medians(rows: list[dict]) -> list[dict]:

@@ -46,6 +46,12 @@ def case_questions(case: int, repeat: int) -> list[str]:
     return [carol_question(first + i) for i in range(repeat + 1)]
 
 
+def case_plan(modes: list[str], budgets: list[int], repeat: int) -> list[tuple[str, int, list[str]]]:
+    """(mode, budget, questions) of every case in running order, the same for both systems."""
+    pairs = [(mode, budget) for mode in modes for budget in budgets]
+    return [(mode, budget, case_questions(k, repeat)) for k, (mode, budget) in enumerate(pairs)]
+
+
 def graphfleet_builds(llm: str, corpus: Path, modes: list[str], budgets: list[int], repeat: int) -> list[dict]:
     from graphfleet_cli.local_client import LocalClient
 
@@ -58,8 +64,8 @@ def graphfleet_builds(llm: str, corpus: Path, modes: list[str], budgets: list[in
         from shared.config import reset_settings_cache
 
         reset_settings_cache()
-        cases = [(mode, budget) for mode in modes for budget in budgets]
-        return [_graphfleet_case(mode, budget, case_questions(k, repeat)) for k, (mode, budget) in enumerate(cases)]
+        return [_graphfleet_case(mode, budget, questions)
+                for mode, budget, questions in case_plan(modes, budgets, repeat)]
 
 
 def _graphfleet_case(mode: str, budget: int, questions: list[str]) -> dict:
@@ -94,10 +100,9 @@ def _graphfleet_case(mode: str, budget: int, questions: list[str]) -> dict:
 
 def nano_builds(python: str, llm: str, corpus: Path, modes: list[str], budgets: list[int], repeat: int
                 ) -> list[dict]:
-    plan = [(mode, budget) for mode in modes for budget in budgets]
     queries = [{"id": f"{mode}-{budget}-{i}", "mode": mode, "query": text, "only_need_context": True,
                 "repeat": 1, "budget": budget}
-               for k, (mode, budget) in enumerate(plan) for i, text in enumerate(case_questions(k, repeat))]
+               for mode, budget, questions in case_plan(modes, budgets, repeat) for i, text in enumerate(questions)]
     lines, proc = run_peer_process(python, "nano", llm, [corpus.read_text(encoding="utf-8")], queries, None, 16)
     cases: dict[tuple[str, int], list[dict]] = {}
     for rec in lines:

@@ -91,7 +91,7 @@ def run_config(cfg: dict, args, tag: dict, out: Path) -> None:
     rows: list[dict] = []
     with simulator(latency_ms=cfg["latency_ms"], ms_per_completion_token=cfg["ms_per_token"]) as llm:
         for run, system, warm in compare.schedule(cfg["systems"], args.repeat, args.warmup):
-            recs = [{**r, "warmup": True} if warm else r for r in _run_system(system, llm, cfg, run, args)]
+            recs = compare.marked(_run_system(system, llm, cfg, run, args), warm)
             for rec in recs:
                 emit({**rec, **base}, out)
             rows += [{**r, **base} for r in recs]
