@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from shared.domain.models import Chunk
 from shared.domain.packing import csv_row
 from shared.domain.query.budget import Section
+from shared.domain.query.lazy import BatchedCounts
 from shared.domain.query.params import QueryParam
 from shared.domain.query.truncation import shorten, split_sentences
 from shared.domain.retrieval.fusion import rrf
@@ -99,31 +100,34 @@ def row_shrinker(values: Callable[[int], Sequence], text_column: int, model: str
 
 
 def graph_row_tokens(cells: Sequence[Sequence], text_column: int, stored: Sequence[dict[str, int]],
-                     model: str | None) -> list[int] | None:
+                     model: str | None) -> Sequence[int] | None:
     """Estimated tokens of each graph row (a Section's ``row_tokens``) from its text's token count stored at
     ingestion (``stored[i]``: encoding name -> count), the rest of the row counted (a few short cells that
     recur from query to query); a row with no stored count for the model's encoding (older data) is counted
     whole. None when no row has one. An estimate only: the allocator checks the fit of the rendered section
-    exactly, so a context never exceeds its budget whatever the stored counts say."""
+    exactly, so a context never exceeds its budget whatever the stored counts say. Counted in batches as the
+    allocator reads them (``lazy.BatchedCounts``): rows the budget never reaches are not rendered or counted."""
     encoding = get_encoding(model).name
     if not any(encoding in counts for counts in stored):
         return None
-    heads, whole = [], []
-    for row, counts in zip(cells, stored, strict=True):
-        if encoding in counts:
-            heads.append(csv_row([*row[:text_column], "", *row[text_column + 1:]]))
-        else:
-            whole.append(csv_row(row))
-    head_counts, whole_counts = iter(count_tokens_batch(heads, model)), iter(count_tokens_batch(whole, model))
-    out = []
-    for row, counts in zip(cells, stored, strict=True):
-        if encoding not in counts:
-            out.append(next(whole_counts))
-            continue
-        text = str(row[text_column])
-        quoting = 2 + text.count('"') if any(c in text for c in ',"\n') else 0  # the quotes the CSV adds
-        out.append(next(head_counts) + counts[encoding] + quoting + 1)  # +1: the merge at the seams
-    return out
+
+    def estimate(start: int, stop: int) -> list[int]:
+        rows = [(cells[i], stored[i]) for i in range(start, stop)]
+        heads = [csv_row([*row[:text_column], "", *row[text_column + 1:]]) for row, counts in rows
+                 if encoding in counts]
+        whole = [csv_row(row) for row, counts in rows if encoding not in counts]
+        head_counts, whole_counts = iter(count_tokens_batch(heads, model)), iter(count_tokens_batch(whole, model))
+        out = []
+        for row, counts in rows:
+            if encoding not in counts:
+                out.append(next(whole_counts))
+                continue
+            text = str(row[text_column])
+            quoting = 2 + text.count('"') if any(c in text for c in ',"\n') else 0  # the quotes the CSV adds
+            out.append(next(head_counts) + counts[encoding] + quoting + 1)  # +1: the merge at the seams
+        return out
+
+    return BatchedCounts(len(stored), estimate)
 
 
 def rel_key(src: str, tgt: str) -> str:

@@ -30,6 +30,7 @@ from shared.domain.query.context_common import (
     row_shrinker,
     sources_section,
 )
+from shared.domain.query.lazy import lazy_map
 from shared.domain.query.params import QueryParam
 from shared.domain.query.passages import Ranking
 
@@ -72,40 +73,37 @@ def relation_cells(cite: str, r: Relation) -> list:
 
 
 def entity_section(entities: Sequence[Entity], cap: int | None, scores: dict[str, float] | None = None,
-                   model: str | None = None) -> tuple[Section, list[Evidence]]:
-    rows, ev = [], []
-    cells = [entity_cells(f"E{i}", e) for i, e in enumerate(entities, start=1)]
-    for i, e in enumerate(entities, start=1):
-        rows.append(csv_row(cells[i - 1]))
-        ev.append(Evidence(kind="entity", cite=f"E{i}", key=e.name, text=f"{e.name}: {e.description}",
-                           doc_ids=list(e.doc_ids), chunk_ids=list(e.source_ids),
-                           score=(scores or {}).get(e.name, 0.0)))
+                   model: str | None = None) -> tuple[Section, Sequence[Evidence]]:
+    """Rows, evidence and token estimates made as the allocator reads them (``lazy``)."""
+    scores = scores or {}
+    cells = lazy_map(entities, lambda i, e: entity_cells(f"E{i + 1}", e))
+    ev = lazy_map(entities, lambda i, e: Evidence(
+        kind="entity", cite=f"E{i + 1}", key=e.name, text=f"{e.name}: {e.description}", doc_ids=list(e.doc_ids),
+        chunk_ids=list(e.source_ids), score=scores.get(e.name, 0.0)))
 
     def shortened(i: int, text: str) -> None:
         ev[i] = ev[i].model_copy(update={"text": f"{entities[i].name}: {text}"})
 
     shrink = row_shrinker(lambda i: cells[i], 3, model, shortened)
-    return Section("entities", rows, "Entities", "id,entity,type,description,rank", cap, shrink=shrink,
-                   min_partial=GRAPH_ROW_MIN_PARTIAL,
+    return Section("entities", lazy_map(cells, lambda _i, c: csv_row(c)), "Entities",
+                   "id,entity,type,description,rank", cap, shrink=shrink, min_partial=GRAPH_ROW_MIN_PARTIAL,
                    row_tokens=graph_row_tokens(cells, 3, [e.text_tokens for e in entities], model)), ev
 
 
 def relation_section(relations: Sequence[Relation], cap: int | None, model: str | None = None
-                     ) -> tuple[Section, list[Evidence]]:
-    rows, ev = [], []
-    cells = [relation_cells(f"R{i}", r) for i, r in enumerate(relations, start=1)]
-    for i, r in enumerate(relations, start=1):
-        rows.append(csv_row(cells[i - 1]))
-        ev.append(Evidence(kind="relation", cite=f"R{i}", key=rel_key(r.src, r.tgt),
-                           text=f"{r.src} -> {r.tgt}: {r.description}", doc_ids=list(r.doc_ids),
-                           chunk_ids=list(r.source_ids), score=r.weight))
+                     ) -> tuple[Section, Sequence[Evidence]]:
+    """Rows, evidence and token estimates made as the allocator reads them (``lazy``)."""
+    cells = lazy_map(relations, lambda i, r: relation_cells(f"R{i + 1}", r))
+    ev = lazy_map(relations, lambda i, r: Evidence(
+        kind="relation", cite=f"R{i + 1}", key=rel_key(r.src, r.tgt), text=f"{r.src} -> {r.tgt}: {r.description}",
+        doc_ids=list(r.doc_ids), chunk_ids=list(r.source_ids), score=r.weight))
 
     def shortened(i: int, text: str) -> None:
         ev[i] = ev[i].model_copy(update={"text": f"{relations[i].src} -> {relations[i].tgt}: {text}"})
 
     shrink = row_shrinker(lambda i: cells[i], 3, model, shortened)
-    return Section("relationships", rows, "Relationships", "id,source,target,description,weight,rank", cap,
-                   shrink=shrink, min_partial=GRAPH_ROW_MIN_PARTIAL,
+    return Section("relationships", lazy_map(cells, lambda _i, c: csv_row(c)), "Relationships",
+                   "id,source,target,description,weight,rank", cap, shrink=shrink, min_partial=GRAPH_ROW_MIN_PARTIAL,
                    row_tokens=graph_row_tokens(cells, 3, [r.text_tokens for r in relations], model)), ev
 
 
