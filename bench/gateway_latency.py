@@ -14,7 +14,9 @@ The questions cycle through 40 distinct ones about the Carol (``bench.common.CAR
 ``(run i)`` so that no LLM cache answers: every query builds a context the process has not packed before, as a
 new user question does (one question asked again would find its context's token counts memoized). Wall seconds
 are measured by the client (httpx, keep-alive); ``seconds`` (submission to result, written by the worker) is
-recorded beside.
+recorded beside, and where a first query's extra time goes: its queue pickup (submission to a worker starting it)
+and its context build, against the warm queries' medians (``first_pickup_ms``, ``first_context_ms``,
+``warm_pickup_ms_p50``, ``warm_context_ms_p50``).
 """
 
 from __future__ import annotations
@@ -63,34 +65,55 @@ def _ingest(gw: httpx.Client, headers: dict) -> float:
     return time.perf_counter() - started
 
 
-def _query(gw: httpx.Client, headers: dict, mode: str, text: str) -> tuple[float, float | None]:
+def _query(gw: httpx.Client, headers: dict, mode: str, text: str) -> tuple[float, float | None, dict]:
     started = time.perf_counter()
     r = gw.post("/v1/queries", params={"wait": 60}, headers=headers, json={"mode": mode, "query": text})
     wall = time.perf_counter() - started
     body = r.json()
     if r.status_code != 200 or body.get("status") != "succeeded":
         raise RuntimeError(f"query did not finish within ?wait: {r.status_code} {body}")
-    return wall, body.get("seconds")
+    return wall, body.get("seconds"), {"query_id": body.get("query_id"),
+                                       "context_ms": (body.get("details") or {}).get("context_ms")}
+
+
+def _pickup_ms(gw: httpx.Client, headers: dict, query_id: str | None) -> float | None:
+    """Milliseconds from the query's submission to a worker starting it (its ``retrieve`` stage time; the job
+    records stage times to the millisecond): the queue's share of the worker's seconds."""
+    if not query_id:
+        return None
+    started = gw.get(f"/v1/jobs/{query_id}", headers=headers).json().get("stage_times", {}).get("retrieve")
+    return None if started is None else round(1000 * started, 1)
+
+
+def _breakdown(gw: httpx.Client, headers: dict, first: dict, warm: list[dict]) -> dict:
+    """Where a first query's extra time goes: the queue pickup and the context build, first against the warm
+    medians (read after the timed queries, so the reads cost them nothing)."""
+    pickups = [p for p in (_pickup_ms(gw, headers, w["query_id"]) for w in warm) if p is not None]
+    contexts = [w["context_ms"] for w in warm if w["context_ms"] is not None]
+    return {"first_pickup_ms": _pickup_ms(gw, headers, first["query_id"]), "first_context_ms": first["context_ms"],
+            "warm_pickup_ms_p50": statistics.median(pickups) if pickups else None,
+            "warm_context_ms_p50": round(statistics.median(contexts), 2) if contexts else None}
 
 
 def _phase(gw: httpx.Client, headers: dict, phase: str, mode: str, repeat: int, run: list[int],
            cpu: Callable[[], dict[str, float]]) -> dict:
     """The first query, then ``repeat`` warm ones; ``cpu``: CPU seconds used so far per process group."""
-    def ask() -> tuple[float, float | None]:
+    def ask() -> tuple[float, float | None, dict]:
         run[0] += 1
         return _query(gw, headers, mode, carol_question(run[0]))
 
-    first_wall, first_worker = ask()
+    first_wall, first_worker, first = ask()
     before = cpu()
     warm = [ask() for _ in range(repeat)]
     after = cpu()
-    walls = [w for w, _ in warm]
+    walls = [w for w, _, _ in warm]
     p50, p95 = statistics.median(walls), _percentile(walls, 0.95)
     return {"phase": phase, "mode": mode, "first_s": round(first_wall, 4), "first_worker_s": first_worker,
             "warm_runs": repeat, "warm_p50_s": round(p50, 4), "warm_p95_s": round(p95, 4),
             "warm_min_s": round(min(walls), 4), "warm_max_s": round(max(walls), 4),
             "p95_over_p50": round(p95 / p50, 2), "first_over_p50": round(first_wall / p50, 2),
-            "warm_worker_p50_s": statistics.median(s for _, s in warm if s is not None),
+            "warm_worker_p50_s": statistics.median(s for _, s, _ in warm if s is not None),
+            **_breakdown(gw, headers, first, [info for _, _, info in warm]),
             # one query's path is serial (gateway -> worker -> LLM -> worker -> gateway): what each process
             # computed per warm query, the simulator's share included, bounds the wall time from below
             "warm_cpu_ms_per_query": {k: round(1000 * (v - before.get(k, 0.0)) / repeat, 1)
