@@ -4,7 +4,8 @@ evidence and their token estimates.
 The allocator reads a section's rows in order only as far as its budget reaches, and keeps the evidence of the
 rows it keeps. Under the evidence split the passages come first and often fill the context, so a graph section's
 hundreds of candidate rows are never read: rendering each to CSV, estimating its tokens and building its
-evidence up front was a quarter of a 30,000-token local context's build (``bench.context_build``).
+evidence up front was about a fifth of a local context's build (``bench.context_build``, A/B in
+``bench/results/context_build_lazy_ab.jsonl``).
 Hand-written: a ``Sequence`` with a memo is a few lines, and ``functools.cache`` on a closure would not support
 the item replacement a shortened row needs (its evidence quotes the shortened text)."""
 
@@ -16,6 +17,14 @@ from typing import TypeVar, overload
 T = TypeVar("T")
 
 
+def _position(i: int, n: int) -> int:
+    """Index ``i`` (negative from the end) of a sequence of ``n`` items, or IndexError."""
+    j = i + n if i < 0 else i
+    if not 0 <= j < n:
+        raise IndexError(i)
+    return j
+
+
 class LazyList(Sequence[T]):
     """``n`` items, item ``i`` made by ``make(i)`` on first read and kept; an item can be replaced."""
 
@@ -24,12 +33,6 @@ class LazyList(Sequence[T]):
 
     def __len__(self) -> int:
         return self._n
-
-    def _index(self, i: int) -> int:
-        j = i + self._n if i < 0 else i
-        if not 0 <= j < self._n:
-            raise IndexError(i)
-        return j
 
     @overload
     def __getitem__(self, i: int) -> T: ...
@@ -40,13 +43,13 @@ class LazyList(Sequence[T]):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(self._n))]
-        j = self._index(i)
+        j = _position(i, self._n)
         if j not in self._items:
             self._items[j] = self._make(j)
         return self._items[j]
 
     def __setitem__(self, i: int, value: T) -> None:
-        self._items[self._index(i)] = value
+        self._items[_position(i, self._n)] = value
 
     def made(self) -> int:
         """How many items were made or set (what the laziness saved is ``len(self) - made()``)."""
@@ -80,9 +83,7 @@ class BatchedCounts(Sequence[int]):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(self._n))]
-        j = i + self._n if i < 0 else i
-        if not 0 <= j < self._n:
-            raise IndexError(i)
+        j = _position(i, self._n)
         self._upto(j + 1)
         return self._done[j]
 
