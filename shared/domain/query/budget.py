@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pydantic import BaseModel
 
 from shared.domain.packing import fit_rows
+from shared.domain.query.lazy import BatchedCounts
 from shared.domain.query.line_tokens import FENCE, SECTION_SEPARATOR, exact_lines, joined_tokens, line_counts
 from shared.domain.query.params import QueryParam
 from shared.domain.tokens import count_tokens
@@ -245,16 +246,12 @@ def section_tokens(sec: Section, rows: Sequence[str], model: str | None) -> int:
 
 
 def _row_counts(sec: Section, model: str | None):
-    """(index, tokens) of the rows in order, each with its line break, counted in growing batches: a section
-    that fills after a few rows never encodes the hundreds of candidates behind them."""
-    if sec.row_tokens is not None:
-        yield from enumerate(sec.row_tokens)
-        return
-    start, size = 0, 16
-    while start < len(sec.rows):
-        batch = sec.rows[start:start + size]
-        yield from enumerate(line_counts(batch, model), start=start)
-        start, size = start + len(batch), size * 2
+    """(index, tokens) of the rows in order, each with its line break, counted in growing batches
+    (``lazy.BatchedCounts``): a section that fills after a few rows never encodes the hundreds of candidates
+    behind them."""
+    counts = sec.row_tokens if sec.row_tokens is not None else BatchedCounts(
+        len(sec.rows), lambda start, stop: line_counts(sec.rows[start:stop], model))
+    return enumerate(counts)
 
 
 def fit_section(sec: Section, allowed: int, model: str | None, min_partial: int
