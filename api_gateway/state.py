@@ -62,11 +62,16 @@ class LockedCelery:
 
     def warm(self) -> None:
         """What the first ``send_task`` would pay (~0.2 s): the result backend and the Redis transport,
-        imported on first use, and a pooled producer's connection."""
+        imported on first use, a pooled producer's connection, Celery's task sender (built on first use) and
+        the declaration of every queue (the first publish to a queue declares it, on a new broker connection:
+        ~8 ms of a fresh gateway's first query, measured). Declaring is idempotent; the workers declare the same
+        queues."""
         with self._lock:
-            _ = self.app.backend
+            _ = self.app.backend, self.app.amqp.send_task_message
             with self.app.producer_or_acquire() as producer:
                 producer.connection.ensure_connection(max_retries=1)
+                for queue in self.app.amqp.queues.values():
+                    producer.maybe_declare(queue)
 
 
 @dataclass

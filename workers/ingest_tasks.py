@@ -146,5 +146,5 @@ def index(job: Job, msg: m.BuildIndex) -> None:
 def finalize(job: Job, msg: m.Finalize) -> None:
     job.jobs.mark_stage_time(msg.job_id, "finalize")
     status = run_finalize(job.store, job.jobs, msg.job_id)
-    job.rt.announce_index_update(msg.tenant)  # communities and reports are final: warm before the client reads
+    job.rt.announce_index_update(msg.tenant, msg.job_id)  # reports are final: the job ends once they are served warm
     job.jobs.finish(msg.job_id, status, result=json.dumps(job.store.stats()))

@@ -10,7 +10,7 @@ from celery.signals import worker_process_init
 
 from shared.config import get_settings
 from shared.domain.tokens import get_encoding
-from shared.infra.cache_warmup import announce_index_update
+from shared.infra.cache_warmup import announce_index_update, await_warm_ups
 from shared.infra.jobs import JobStore
 from shared.infra.key_layout import ensure_layout
 from shared.infra.keys import embedder_lexical_key
@@ -83,9 +83,11 @@ class Runtime:
             self._indexes = BM25Cache(self.redis)
         return self._indexes
 
-    def announce_index_update(self, tenant: str) -> None:
-        """Tell the query workers that ``tenant``'s index changed: they warm their caches."""
-        announce_index_update(self.redis, tenant)
+    def announce_index_update(self, tenant: str, job_id: str | None = None) -> None:
+        """Query workers warm ``tenant``'s changed index; with ``job_id``, wait (≤ workers.warm_wait_s) until done."""
+        listeners = announce_index_update(self.redis, tenant, job_id)
+        if job_id:
+            await_warm_ups(self.redis, tenant, job_id, listeners, self.settings.workers.warm_wait_s)
 
     def chat_fn(self, ctx: CallContext, model: str | None = None, cancel_check=None):
         """A ``chat(messages, stage) -> text`` callable bound to a call context, or None without an LLM."""
@@ -120,11 +122,9 @@ def build_runtime() -> Runtime:
 
 def make_limiter(settings, redis):
     """The global LLM rate limit from ``settings.ratelimit``, or None (no limit) when disabled."""
-    if not settings.ratelimit.enabled:
-        return None
     from shared.infra.llm.ratelimit import RedisRateLimiter
 
-    return RedisRateLimiter(redis, settings.ratelimit)
+    return RedisRateLimiter(redis, settings.ratelimit) if settings.ratelimit.enabled else None
 
 
 def _metric_listeners() -> list:

@@ -13,6 +13,10 @@ announcement costs at most one cold query or one cache hit. Besides the caches, 
 context-only local query with no embedder and no LLM (BM25 retrieval, nothing booked), so the code paths,
 parsed rows and token counts a first query uses are ready too. A process that starts warms the tenants
 whose index changed most recently (``recent_tenants``) the same way.
+
+The ingestion's last announcement names its job: every warmer that hears it acknowledges once warm, and the
+job ends after those acknowledgements (``await_warm_ups``, bounded by ``workers.warm_wait_s``), so a client
+that queries as soon as its ingestion is done does not race the warm-up in the query worker's process.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from shared.infra.keys import index_updated_channel, index_updated_key
+from shared.infra.keys import Keys, index_updated_channel, index_updated_key
+from shared.infra.lru import CACHED_TENANTS, LRU
 from shared.infra.redis_conn import to_str
 from shared.infra.store.bm25_cache import BM25Cache
 from shared.infra.store.redis_graph import GraphStore
@@ -31,17 +36,53 @@ log = logging.getLogger(__name__)
 RECENT_KEPT = 1000  # tenants remembered in the recently-indexed set
 
 
-def announce_index_update(redis, tenant: str) -> None:
+def announce_index_update(redis, tenant: str, job_id: str | None = None) -> int:
     """Tell every query worker that ``tenant``'s index changed, and remember when (a worker that starts
-    warms the most recent ones). Best effort: a lost message only leaves the next query cold."""
+    warms the most recent ones); how many warmers heard it. With ``job_id``, each of them acknowledges on the
+    job's key once its warm-up is done (``await_warm_ups``). Best effort: a lost message only leaves the next
+    query cold, and a failed announcement counts no listener."""
     try:
         pipe = redis.pipeline(transaction=False)
         pipe.zadd(index_updated_key(), {tenant: time.time()})
         pipe.zremrangebyrank(index_updated_key(), 0, -RECENT_KEPT - 1)
         pipe.execute()
-        redis.publish(index_updated_channel(), tenant)  # not in the pipeline: a cluster's node pipelines refuse it
+        # not in the pipeline: a cluster's node pipelines refuse it
+        return int(redis.publish(index_updated_channel(), f"{tenant} {job_id}" if job_id else tenant) or 0)
     except Exception:  # noqa: BLE001 - an announcement must never fail the pipeline step that made it
         log.warning("could not announce the index update of tenant %s", tenant, exc_info=True)
+        return 0
+
+
+ACK_TTL_S = 60  # an acknowledgement nobody waits for any more expires
+
+
+def acknowledge_warm_up(redis, tenant: str, job_id: str) -> None:
+    """A warmer's answer to an announcement that named a job: this process is done warming (or had no room)."""
+    key = Keys(tenant).job_warmed(job_id)
+    pipe = redis.pipeline(transaction=False)
+    pipe.rpush(key, "1")
+    pipe.expire(key, ACK_TTL_S)
+    pipe.execute()
+
+
+def await_warm_ups(redis, tenant: str, job_id: str, listeners: int, timeout_s: float) -> int:
+    """Wait until the ``listeners`` warmers that heard ``job_id``'s announcement acknowledged it, for at most
+    ``timeout_s``; how many did. A job that ends after this has an index its query workers serve warm (its
+    first query does not race the warm-up for the same process). In a Redis Cluster a publish counts the
+    listeners of one node only, so the wait covers those; the others warm as before. Never raises."""
+    key, acked = Keys(tenant).job_warmed(job_id), 0
+    deadline = time.monotonic() + timeout_s
+    try:
+        while acked < listeners:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if redis.blpop([key], timeout=max(0.01, min(left, 1.0))) is not None:  # BLPOP 0 would block forever
+                acked += 1
+        redis.delete(key)
+    except Exception:  # noqa: BLE001 - the job ends anyway; its first query may only be colder
+        log.warning("waiting for the warm-ups of job %s failed", job_id, exc_info=True)
+    return acked
 
 
 def recent_tenants(redis, limit: int) -> list[str]:
@@ -88,26 +129,46 @@ def warm_query_path(store: GraphStore, bm25: BM25Cache, vectors=None, model: str
     what a first query would, and books nothing; then the token counts of the tenant's source rows, and of its
     entity, relation and report rows when it has few enough (the per-process count cache: a first query then encodes
     only the rows that changed). A failure is logged, never raised."""
-    from shared.domain.query.context_common import line_rest, source_body
-    from shared.domain.query.context_local import entity_cells, relation_cells, report_section
+    from shared.domain.query.context_local import report_section
     from shared.domain.query.engine import answer_query
     from shared.domain.query.line_tokens import line_counts
     from shared.domain.query.params import QueryParam
-    from shared.domain.tokens import count_tokens_batch
 
     try:
         answer_query(QueryParam(query=WARM_QUESTION, mode="local", only_need_context=True, model=model),
                      store, vectors, None, None, bm25, walk_provider=bm25.walk)
-        ids = store.all_chunk_ids()[:WARM_CHUNK_COUNTS]  # every query's source rows are counted from these
-        count_tokens_batch([source_body(c.text) for c in store.chunks(ids).values()], model)
-        if max(store.graph_sizes().values()) <= WARM_GRAPH_ROWS:
-            lines = [line_rest(entity_cells("", e)) for e in store.all_entities().values()]
-            lines += [line_rest(relation_cells("", r)) for r in store.all_relations().values()]
-            count_tokens_batch(lines, model)
+        small = max(store.graph_sizes().values()) <= WARM_GRAPH_ROWS
+        _count_rows(store, model, small)
+        if small:
             reports = list(store.reports().values())  # a report's row is the same in every local context
             line_counts(report_section(reports, None, model)[0].rows, model)
     except Exception:  # noqa: BLE001 - warming is a courtesy: the real query reports its own errors
         log.warning("warm-up query of tenant %s failed", store.tenant, exc_info=True)
+
+
+# tenant -> the revision (graph version and epoch, passages' version) whose rows this process counted last
+_ROWS_COUNTED: LRU[str, tuple] = LRU(CACHED_TENANTS)
+
+
+def _count_rows(store: GraphStore, model: str | None, graph_rows: bool) -> None:
+    """The source rows' token counts, and the entity and relation rows' when ``graph_rows``: once per revision.
+    An ingestion announces twice (its index, then its final reports); the second finds the passages and the
+    graph as the first counted them, and skips the ~1,000 rows it would render and look up again."""
+    from shared.domain.query.context_common import line_rest, source_body
+    from shared.domain.query.context_local import entity_cells, relation_cells
+    from shared.domain.tokens import count_tokens_batch
+
+    keys = Keys(store.tenant)
+    revision = tuple(store.redis.mget([keys.graph_version(), keys.graph_epoch(), keys.vector_version("chunks")]))
+    if _ROWS_COUNTED.get(store.tenant) == (revision, graph_rows, model):
+        return
+    ids = store.all_chunk_ids()[:WARM_CHUNK_COUNTS]  # every query's source rows are counted from these
+    count_tokens_batch([source_body(c.text) for c in store.chunks(ids).values()], model)
+    if graph_rows:
+        lines = [line_rest(entity_cells("", e)) for e in store.all_entities().values()]
+        lines += [line_rest(relation_cells("", r)) for r in store.all_relations().values()]
+        count_tokens_batch(lines, model)
+    _ROWS_COUNTED.put(store.tenant, (revision, graph_rows, model))
 
 
 class CacheWarmer:
@@ -132,6 +193,15 @@ class CacheWarmer:
             self.on_warm(tenant, seconds)
         return True
 
+    def on_message(self, data: str) -> None:
+        """An announcement: ``tenant``, or ``tenant job_id`` when a job waits for the warm-up's acknowledgement."""
+        tenant, _, job_id = data.partition(" ")
+        try:
+            self.handle(tenant)
+        finally:
+            if job_id:
+                acknowledge_warm_up(self.redis, tenant, job_id)
+
     def _warm_recent(self, stop: threading.Event) -> None:
         """Once per process (after subscribing, so no update meanwhile is missed): the recent tenants."""
         tenants, self.warm_recent = recent_tenants(self.redis, self.warm_recent) if self.warm_recent else [], 0
@@ -151,7 +221,7 @@ class CacheWarmer:
                 while not stop.is_set():
                     message = pubsub.get_message(timeout=self.poll_s)
                     if message and message.get("type") == "message":
-                        self.handle(to_str(message["data"]))
+                        self.on_message(to_str(message["data"]))
             except Exception:  # noqa: BLE001 - Redis down or restarting: listen again shortly
                 self.subscribed.clear()
                 log.warning("query cache warmer: listening again in %.1f s", self.retry_s, exc_info=True)

@@ -108,6 +108,9 @@ class Keys:
     def job_stage_done(self, job_id: str, stage: str) -> str:  # set of finished batch ids
         return f"{self.p}job:{job_id}:stage:{stage}"
 
+    def job_warmed(self, job_id: str) -> str:  # list: one entry per query worker that warmed the job's index
+        return f"{self.p}job:{job_id}:warmed"
+
     def job_usage(self, job_id: str) -> str:  # hash of counters
         return f"{self.p}job:{job_id}:usage"
 
@@ -306,9 +309,11 @@ def consumers_key(queue: str) -> str:  # zset worker hostname -> last heartbeat 
 
 # ---- backups (graphfleet_cli/backup.py): every graphfleet key but the short-lived coordination ones
 BACKUP_PATTERN = f"{ROOT}:*"  # SCAN MATCH; the broker's queues are not graphfleet state and are not backed up
-# locks, rate-limit windows, consumer heartbeats, and the warm-up hints (re-announced by a restore, probed again)
+# locks, rate-limit windows, consumer heartbeats, and the warm-up hints and acknowledgements (re-announced by a
+# restore, probed again)
 _TRANSIENT = re.compile(
-    rf"^{ROOT}:(rl:|consumers:|watchdog:lock$|layout:lock$|index_updated_at$|embedder_lexical:|t:[^:]+:(lock:|rl:|quota:rate$))")
+    rf"^{ROOT}:(rl:|consumers:|watchdog:lock$|layout:lock$|index_updated_at$|embedder_lexical:"
+    rf"|t:[^:]+:(lock:|rl:|quota:rate$|job:[^:]+:warmed$))")
 
 
 def index_updated_key() -> str:  # zset tenant -> time of its last index update (ids only, no tenant data)

@@ -11,7 +11,7 @@ import pytest
 from shared.domain.models import Chunk, Entity, EntityFragment, ExtractionResult
 from shared.domain.storage import VectorItem
 from shared.infra.cache_warmup import CacheWarmer, announce_index_update, warm_tenant
-from shared.infra.keys import Keys
+from shared.infra.keys import Keys, index_updated_channel
 from shared.infra.lru import LRU
 from shared.infra.store.bm25_cache import BM25Cache
 from shared.infra.store.redis_graph import GraphStore
@@ -105,6 +105,71 @@ def test_warmer_rebuilds_a_tenants_caches_when_its_index_update_is_announced(red
     assert not thread.is_alive()
 
 
+def test_a_job_that_names_itself_in_its_announcement_ends_after_the_warm_up_not_during_it(redis_client, tenant):
+    """The ingestion's last announcement names its job: the warmers that heard it acknowledge once warm, and
+    ``await_warm_ups`` returns only then (the client's first query does not race the warm-up)."""
+    from shared.infra.cache_warmup import await_warm_ups
+
+    _fill(redis_client, tenant, "brown bear")
+    cache = BM25Cache(redis_client)
+    warmed: list[str] = []
+    release = threading.Event()
+
+    def on_warm(name: str, _seconds: float) -> None:
+        release.wait(20)  # the warm-up is still running until the test says so
+        warmed.append(name)
+
+    warmer = CacheWarmer(redis_client, lambda: cache, on_warm=on_warm, poll_s=0.05)
+    stop = threading.Event()
+    thread = threading.Thread(target=warmer.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        assert warmer.subscribed.wait(10)
+        listeners = announce_index_update(redis_client, tenant, "job-1")
+        assert listeners >= 1
+        assert await_warm_ups(redis_client, tenant, "job-1", listeners, timeout_s=0.3) < listeners  # still warming
+        assert warmed == []
+        release.set()
+        assert await_warm_ups(redis_client, tenant, "job-1", listeners, timeout_s=20) == listeners
+        assert warmed == [tenant]  # acknowledged after the warm-up, not before
+        assert not redis_client.exists(Keys(tenant).job_warmed("job-1"))  # the wait cleans its key
+        announce_index_update(redis_client, tenant)  # an announcement without a job: warmed, nothing acknowledged
+        assert _wait(lambda: warmed == [tenant, tenant])
+        assert not redis_client.exists(Keys(tenant).job_warmed("job-1"))
+    finally:
+        release.set()
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_a_warm_up_that_fails_or_has_no_room_still_acknowledges_and_a_silent_listener_only_costs_the_bound(
+        redis_client, tenant):
+    from shared.infra.cache_warmup import await_warm_ups
+
+    full = BM25Cache(redis_client, capacity=1)
+    full.warm(tenant + "-other")
+    assert await_warm_ups(redis_client, tenant, "j0", 0, timeout_s=5) == 0  # nobody heard it: no wait
+    CacheWarmer(redis_client, lambda: full).on_message(f"{tenant} j1")  # no room: not warmed, acknowledged
+    assert await_warm_ups(redis_client, tenant, "j1", 1, timeout_s=5) == 1
+
+    def broken():
+        raise RuntimeError("index unreadable")
+
+    with pytest.raises(RuntimeError):
+        CacheWarmer(redis_client, broken).on_message(f"{tenant} j2")
+    assert await_warm_ups(redis_client, tenant, "j2", 1, timeout_s=5) == 1  # acknowledged all the same
+    silent = redis_client.pubsub(ignore_subscribe_messages=True)
+    silent.subscribe(index_updated_channel())  # a listener that never acknowledges (an older worker)
+    try:
+        _wait(lambda: redis_client.pubsub_numsub(index_updated_channel())[0][1] >= 1)
+        listeners = announce_index_update(redis_client, tenant, "j3")
+        assert listeners >= 1
+        assert await_warm_ups(redis_client, tenant, "j3", listeners, timeout_s=0.2) < listeners  # the bound, then on
+    finally:
+        silent.close()
+
+
 def test_warmer_never_evicts_a_cached_tenant_for_one_it_has_no_room_for(redis_client, tenant):
     cache = BM25Cache(redis_client, capacity=1)
     cache.warm(tenant)
@@ -166,6 +231,13 @@ def test_the_warm_up_counts_a_small_tenants_graph_rows_whatever_its_question_ret
     warm_query_path(store, BM25Cache(redis_client), model="gpt-4o-mini")
     row = report_section([report], None, "gpt-4o-mini")[0].rows[0]  # a report's row, as any local context has it
     assert tokens._count_cache.get(encoding, row + "\n") is not None
+    # only the reports changed (an ingestion's final announcement after its index-time one): the graph's rows,
+    # counted for this revision already, are not rendered and looked up again
+    assert tokens._count_cache.get(encoding, line) is None
+    _fill(redis_client, tenant, "black kite")  # a graph write: a new revision, counted again
+    warm_query_path(store, BM25Cache(redis_client), model="gpt-4o-mini")
+    kite = store.entities(["BLACK KITE"])["BLACK KITE"]
+    assert tokens._count_cache.get(encoding, line_rest(entity_cells("E7", kite))) is not None
 
 
 def test_the_openai_sdk_warm_up_runs_in_memory_and_raises_nothing(caplog):
