@@ -135,3 +135,39 @@ def test_map_reduce_helper_summarizes_until_it_fits():
     assert count_tokens(out) <= 50 and n == len(calls) >= 3
     same, zero = map_reduce(["tiny"], "q", 50, summarize)
     assert same == "tiny" and zero == 0
+
+
+@pytest.mark.parametrize("mode", ["local", "naive", "hybrid", "causal", "global"])
+def test_the_question_is_embedded_only_when_a_search_reads_its_embedding(mode):
+    """Over a lexical embedder BM25 has the whole say (its share is 1) wherever the tenant has BM25 indexes: the
+    question's embedding (an API round trip, booked tokens) would never be read, so it is not asked for. A
+    model embedder's share, an explicit share below 1, or a tenant without BM25 indexes embed as before; the
+    contexts are the same either way."""
+    reader, store = make_graph()
+    calls: list[list[str]] = []
+
+    def embed(texts):
+        calls.append(list(texts))
+        return hash_embed(texts)
+
+    def ask(lexical: bool, bm25=True, weight=None):
+        calls.clear()
+        param = QueryParam(mode=mode, query="Who is Scrooge's clerk?", only_need_context=True, bm25_weight=weight)
+        res = answer_query(param, reader, store, embed, None, bm25_provider_for(reader) if bm25 else None,
+                           lexical_embedder=lexical)
+        return res.context, len(calls)
+
+    skipped, none = ask(lexical=True)
+    assert none == 0
+    assert ask(lexical=True, weight=1.0) == (skipped, 0)
+    with_model = ask(lexical=False)
+    assert with_model[1] >= 1  # a model embedder gets an equal say: its embedding is read
+    assert ask(lexical=True, weight=0.5)[1] >= 1
+    assert ask(lexical=True, bm25=False)[1] >= 1  # no BM25 index: the vectors are all there is
+    from shared.domain.retrieval.hybrid import hybrid_search
+
+    for kind in ("entities", "chunks"):  # at BM25's share 1 the search gives the same hits with the vector or without
+        index = bm25_provider_for(reader)(reader.tenant, kind)
+        question = "Who is Scrooge's clerk?"
+        with_vector = hybrid_search(question, hash_embed([question])[0], store, reader.tenant, kind, index, 10, 1.0)
+        assert with_vector and with_vector == hybrid_search(question, None, store, reader.tenant, kind, index, 10, 1.0)

@@ -59,9 +59,18 @@ class Retriever:
         self.weight = rp.bm25_weight if rp.bm25_weight is not None else default
 
     def vectors(self, texts: list[str]) -> list:
-        if self.embed is None or self.store is None:
+        """The texts' embeddings, or Nones when no search would read them (``reads_vectors``)."""
+        if self.embed is None or self.store is None or not self.reads_vectors():
             return [None] * len(texts)
         return list(self.embed(texts))
+
+    def reads_vectors(self) -> bool:
+        """Whether a search reads the question's embedding. With BM25's share at 1 (the default over a lexical
+        embedder) it ranks by BM25 alone wherever the tenant has its BM25 indexes: the embedding would cost an
+        API round trip and booked tokens and never be read. A model embedder's share (0.5) always reads it."""
+        if self.weight < 1.0 or self.bm25 is None:
+            return True
+        return any(self.bm25(self.tenant, kind) is None for kind in ("entities", "chunks"))
 
     def search(self, kind: str, text: str, vector, top_k: int) -> list[tuple[str, float]]:
         index = self.bm25(self.tenant, kind) if self.bm25 else None
