@@ -20,24 +20,28 @@ def test_the_gateway_builds_every_router_before_its_first_request(gw_env):
         assert client.get("/v1/jobs/nope").status_code == 401
 
 
-def test_the_gateway_declares_every_queue_before_its_first_send(redis_server):
+def test_the_gateway_declares_every_queue_before_its_first_send(tmp_path):
     """The first publish to a queue declares it on a fresh broker connection (~8 ms of a fresh gateway's first
     query): ``LockedCelery.warm`` declares them all at start-up, so the first send declares nothing, and the
-    message still lands on its queue."""
+    message still lands on its queue. A Redis of its own: no worker of another test consumes the message."""
     from api_gateway.state import LockedCelery
     from shared.config import get_settings
     from shared.infra.messages import RunQuery, send
     from shared.infra.queueing import QUERY, QUEUES, ROUTES, make_celery, settings_for
+    from shared.infra.redis_conn import EmbeddedRedis, connect
 
-    celery = LockedCelery(make_celery(settings_for(get_settings(), redis_server.url)))
-    celery.warm()
-    queues = celery.app.amqp.queues
-    assert set(QUEUES) <= set(queues)
-    with celery.app.producer_or_acquire() as producer:
-        declared = set(producer.connection.declared_entities)  # kombu keeps the hash of each declared entity
-    assert {hash(queues[name]) for name in QUEUES} <= declared
-    send(celery, RunQuery(tenant="acme", job_id="q-warm-1"))
-    with celery.app.producer_or_acquire() as producer:
-        assert set(producer.connection.declared_entities) == declared  # the send declared nothing new
-        with producer.connection.channel() as channel:
-            assert channel.queue_declare(ROUTES[QUERY], passive=True).message_count >= 1
+    server = EmbeddedRedis(tmp_path / "redis", persist=False).start()
+    try:
+        celery = LockedCelery(make_celery(settings_for(get_settings(), server.url, broker=server.url)))
+        celery.warm()
+        queues = celery.app.amqp.queues
+        assert set(QUEUES) <= set(queues)
+        with celery.app.producer_or_acquire() as producer:
+            declared = set(producer.connection.declared_entities)  # kombu keeps the hash of each declared entity
+        assert {hash(queues[name]) for name in QUEUES} <= declared
+        send(celery, RunQuery(tenant="acme", job_id="q-warm-1"))
+        with celery.app.producer_or_acquire() as producer:
+            assert set(producer.connection.declared_entities) == declared  # the send declared nothing new
+        assert connect(server.url).llen(ROUTES[QUERY]) == 1  # kombu's Redis transport: a queue is a list
+    finally:
+        server.stop()
