@@ -158,8 +158,7 @@ def _count_rows(store: GraphStore, model: str | None, graph_rows: bool) -> None:
     from shared.domain.query.context_local import entity_cells, relation_cells
     from shared.domain.tokens import count_tokens_batch
 
-    keys = Keys(store.tenant)
-    revision = tuple(store.redis.mget([keys.graph_version(), keys.graph_epoch(), keys.vector_version("chunks")]))
+    revision = store.revision(store.k.vector_version("chunks"))
     if _ROWS_COUNTED.get(store.tenant) == (revision, graph_rows, model):
         return
     ids = store.all_chunk_ids()[:WARM_CHUNK_COUNTS]  # every query's source rows are counted from these

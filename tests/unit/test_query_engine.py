@@ -171,3 +171,21 @@ def test_the_question_is_embedded_only_when_a_search_reads_its_embedding(mode):
         question = "Who is Scrooge's clerk?"
         with_vector = hybrid_search(question, hash_embed([question])[0], store, reader.tenant, kind, index, 10, 1.0)
         assert with_vector and with_vector == hybrid_search(question, None, store, reader.tenant, kind, index, 10, 1.0)
+
+
+@pytest.mark.parametrize("mode", ["local", "naive", "hybrid", "causal"])
+def test_each_bm25_index_is_looked_up_once_per_query(mode):
+    """Deciding whether the embedding is read and the searches themselves share one lookup per kind: a service's
+    provider reads the index's version from Redis on every call, and one query sees one snapshot of each."""
+    reader, store = make_graph()
+    provider = bm25_provider_for(reader)
+    asked: list[str] = []
+
+    def counting(tenant, kind):
+        asked.append(kind)
+        return provider(tenant, kind)
+
+    param = QueryParam(mode=mode, query="Who is Scrooge's clerk?", only_need_context=True)
+    res = answer_query(param, reader, store, hash_embed, None, counting, lexical_embedder=True)
+    assert res.context and asked  # the searches ran on the indexes
+    assert sorted(asked) == sorted(set(asked))

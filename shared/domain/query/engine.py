@@ -55,6 +55,7 @@ class Retriever:
                  walk: WalkProvider | None = None, lexical_embedder: bool = False):
         self.rp, self.tenant, self.store, self.embed, self.bm25 = rp, reader.tenant, store, embed, bm25
         self.reader, self.walk_provider = reader, walk
+        self._indexes: dict[str, BM25Index | None] = {}
         default = BM25_WEIGHT_LEXICAL_EMBEDDER if lexical_embedder else BM25_WEIGHT_MODEL_EMBEDDER
         self.weight = rp.bm25_weight if rp.bm25_weight is not None else default
 
@@ -70,10 +71,16 @@ class Retriever:
         API round trip and booked tokens and never be read. A model embedder's share (0.5) always reads it."""
         if self.weight < 1.0 or self.bm25 is None:
             return True
-        return any(self.bm25(self.tenant, kind) is None for kind in ("entities", "chunks"))
+        return any(self.index(kind) is None for kind in ("entities", "chunks"))
+
+    def index(self, kind: str) -> BM25Index | None:
+        """The tenant's BM25 index of one kind, looked up once per query (one snapshot for every search)."""
+        if kind not in self._indexes:
+            self._indexes[kind] = self.bm25(self.tenant, kind) if self.bm25 else None
+        return self._indexes[kind]
 
     def search(self, kind: str, text: str, vector, top_k: int) -> list[tuple[str, float]]:
-        index = self.bm25(self.tenant, kind) if self.bm25 else None
+        index = self.index(kind)
         return hybrid_search(
             text, vector, self.store, self.tenant, kind, index, top_k, self.weight,
             self.rp.cosine_threshold, self.rp.fusion, self.rp.rrf_k,

@@ -272,7 +272,7 @@ class GraphStore(DocumentStore, CommunityStore):
         fields = list(dict.fromkeys(rel_field(a, b) for a, b in keys))
         if not fields:
             return {}
-        rows = _RELATION_ROWS.rows(self.k.p, revision or self._revision(), self.redis, fields, lambda missing: [
+        rows = _RELATION_ROWS.rows(self.k.p, revision or self.revision(), self.redis, fields, lambda missing: [
             Relation.model_validate_json(raw) if raw else None
             for raw in self.redis.hmget(self.k.relations(), missing)])
         return {split_rel_field(f): rel for f in fields if (rel := rows.get(f)) is not None}
@@ -283,7 +283,7 @@ class GraphStore(DocumentStore, CommunityStore):
 
     def _graph_index(self) -> tuple[tuple, dict[str, list[str]], dict[tuple[str, str], float]]:
         """(revision read, neighbour lists, edge weights by sorted pair), cached per process per graph version."""
-        version = self._revision()
+        version = self.revision()
         cached = _ADJACENCY.get(self.k.p)
         if cached and cached[0] == version and cached[1] is self.redis:
             return (version, *cached[2])
@@ -328,9 +328,10 @@ class GraphStore(DocumentStore, CommunityStore):
     def _revision_keys(self) -> tuple[str, str]:
         return self.k.graph_version(), self.k.graph_epoch()
 
-    def _revision(self) -> tuple:
-        """(version, epoch): what the per-process parsed rows are keyed by (``row_cache``)."""
-        return tuple(self.redis.mget(*self._revision_keys()))
+    def revision(self, *also: str) -> tuple:
+        """(version, epoch): what the per-process parsed rows are keyed by (``row_cache``), read in one round trip
+        with the values of the ``also`` keys (another index's version) after them."""
+        return tuple(self.redis.mget(*self._revision_keys(), *also))
 
     def clustered_current(self) -> bool:
         """Whether the stored communities were computed from the graph as it is now (clustering can be skipped)."""
