@@ -12,7 +12,9 @@ Coverage (issue 21): the simulator's map answers are deterministic, so the full 
 points, by the report they cite, are the reference; ``coverage`` = the share of those reports the
 default scan's points also cite (``--shares``: the same for other allowances, the cost/coverage curve).
 ``score_coverage`` weighs each report by its best full-scan score (a point the reduce ranks first counts
-more than one it drops first).
+more than one it drops first). When the selected reports fit one call, the default answers from them directly
+(``global_direct_answer``: no map phase, so no points): its tokens are the direct call's, and its coverage is
+that of the same selection mapped (``coverage_basis``).
 
     .venv/bin/python -m bench.global_cost [--corpora carol musique] [--questions 10] \
         [--systems graphfleet nano] [--shares 0.05 0.1] [--peers-python .bench/peers-venv/bin/python] \
@@ -90,6 +92,20 @@ def coverage(full: dict[str, float], selected: dict[str, float]) -> tuple[float,
     return len(found) / len(full), sum(full[r] for r in found) / sum(full.values())
 
 
+def mapped_points(client, question: str, extra: dict, details: dict) -> dict:
+    """A direct answer (the selected reports fit one call: no map phase) has no map points to measure coverage
+    by: the same question with the same selection, mapped (``global_direct_answer=False``), gives the points its
+    reports hold. The selection must be the same one (it is chosen before the answer path)."""
+    from shared.domain.query.params import QueryParam
+
+    res = client.query("gc", QueryParam(query=question, mode="global", global_direct_answer=False, **extra),
+                       timeout=900)
+    mapped = res["result"].get("details", {})
+    if mapped.get("selection") != details.get("selection"):
+        raise RuntimeError(f"the mapped run selected other reports than the direct answer: {question!r}")
+    return {"points": point_reports(mapped.get("points")), "basis": "the same selection, mapped"}
+
+
 def graphfleet_run(name: str, docs: list, questions: list[str], out: Path | None, shares: tuple = ()) -> None:
     from graphfleet_cli.local_client import LocalClient
     from shared.domain.query.params import QueryParam
@@ -113,8 +129,10 @@ def graphfleet_run(name: str, docs: list, questions: list[str], out: Path | None
                 res = client.query("gc", QueryParam(query=q, mode="global", **extra), timeout=900)
                 details = res["result"].get("details", {})
                 runs[system] = {"usage": _tokens(before, sim_stats(llm)), "details": details, "status": res["status"],
-                                "error": res.get("error"),
-                                "points": point_reports(details.get("points"))}
+                                "error": res.get("error"), "points": point_reports(details.get("points")),
+                                "basis": "points"}
+                if details.get("answer_path") == "direct":
+                    runs[system].update(mapped_points(client, q, extra, details))
             full = runs["graphfleet-full"]["points"]
             for system, run in runs.items():
                 cov, score_cov = coverage(full, run["points"])
@@ -124,6 +142,7 @@ def graphfleet_run(name: str, docs: list, questions: list[str], out: Path | None
                       "map_calls": run["usage"]["calls_by_type"].get("global_map", 0),
                       "reduce_calls": run["usage"]["calls_by_type"].get("global_reduce", 0),
                       "reduce": run["details"].get("reduce"), "groups": run["details"].get("groups"),
+                      "answer_path": run["details"].get("answer_path", "map"), "coverage_basis": run["basis"],
                       "reports_found": len(run["points"]), "full_scan_reports": len(full),
                       "coverage": round(cov, 4), "score_coverage": round(score_cov, 4),
                       "strategy": sel.get("strategy"), "reports_read": sel.get("read"),

@@ -206,7 +206,7 @@ def global_cost(rows: list[dict]) -> dict[str, dict[str, dict]]:
                 "calls": statistics.mean(r["calls"] for r in ok),
                 "map_calls": statistics.mean(r.get("map_calls") or 0 for r in ok),
                 "coverage": statistics.mean(cov) if cov else None, "min_coverage": min(cov) if cov else None,
-                "passages": passages.get(corpus)}
+                "direct": sum(r.get("answer_path") == "direct" for r in ok), "passages": passages.get(corpus)}
     return out
 
 
@@ -220,7 +220,8 @@ def global_tokens_rows(rows) -> list[Row]:
                   target=f"≤ {GLOBAL_TOKENS_RATIO}× nano at ≥ {GLOBAL_COVERAGE:.0%} coverage")
         if gf:
             cov = f", coverage {gf['coverage']:.0%}" if gf["coverage"] is not None else ""
-            row.graphfleet = f"{gf['tokens']:,.0f} (≈ {gf['map_calls']:.0f} map calls{cov})"
+            direct = f", {gf['direct']} of {gf['questions']} answered in one call" if gf.get("direct") else ""
+            row.graphfleet = f"{gf['tokens']:,.0f} (≈ {gf['map_calls']:.0f} map calls{direct}{cov})"
         if nano:
             row.nano = f"{nano['tokens']:,.0f}"
         if gf and nano and nano["tokens"] and gf["coverage"] is not None:
@@ -268,6 +269,8 @@ def coverage_table(rows: list[dict]) -> list[str]:
             return NOT_MEASURED if r is None or r.get(key) is None else fmt.format(r[key])
 
         calls = NOT_MEASURED if gf is None else f"{gf['calls']} ({gf.get('map_calls')} / {gf.get('reduce_calls')})"
+        if gf is not None and gf.get("answer_path") == "direct":
+            calls = f"{gf['calls']} (direct: no map, no reduce)"
         ratio = f"{gf['tokens'] / nano['tokens']:.3f}" if gf and nano and nano.get("tokens") else "-"
         out.append(f"| {corpus} | {question} | {get(gf, 'tokens')} | {calls} | {get(gf, 'coverage', '{:.0%}')} "
                    f"| {get(full, 'tokens')} | {get(full, 'calls')} | {get(nano, 'tokens')} | {get(nano, 'calls')} "

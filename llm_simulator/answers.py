@@ -134,6 +134,7 @@ _DATA_HEADERS = {
     "rag_answer": "-Data tables-",
     "naive_answer": "-Excerpts-",
     "global_reduce": "-Analyst reports-",
+    "global_direct": "-Community reports-",
     "causal_analysis": "-Network data-",
     "causal_summary": "-Causal analysis-",
     "map_summarize": "-Excerpts-",

@@ -13,6 +13,7 @@ from shared.domain.prompts import (
     format_repair,
     glean_continue,
     glean_loop,
+    global_direct,
     global_map,
     global_reduce,
     keywords,
@@ -28,7 +29,7 @@ from .extraction import extract_records, glean_more, glean_records, render
 
 TYPES = (
     "extract", "glean_continue", "glean_loop", "summarize", "community_report", "global_map",
-    "global_reduce", "rag_answer", "naive_answer", "keywords", "causal_analysis", "causal_summary",
+    "global_reduce", "global_direct", "rag_answer", "naive_answer", "keywords", "causal_analysis", "causal_summary",
     "rate_community", "assess_answer", "map_summarize", "format_repair", *peers.TYPES, "unknown",
 )
 # Most specific first: gleaning messages follow an extraction prompt in the same conversation.
@@ -40,6 +41,7 @@ MARKERS = (
     ("community_report", community_report.MARKER),
     ("global_map", global_map.MARKER),
     ("global_reduce", global_reduce.MARKER),
+    ("global_direct", global_direct.MARKER),
     ("rag_answer", rag_answer.MARKER),
     ("naive_answer", naive_answer.MARKER),
     ("keywords", keywords.MARKER),

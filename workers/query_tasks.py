@@ -1,7 +1,7 @@
-"""Query tasks: ``query`` answers local/naive/hybrid/causal/graph inline and fans global out as one map
-task per group on the ``map_analyst`` queue; the last map (or the deadline) triggers the reducer. A
-query whose task keeps killing its worker or escapes with an error ends ``failed`` (the task shell); a
-lost map group is left to the deadline, which reduces with the groups that answered."""
+"""Query tasks: ``query`` answers local/naive/hybrid/causal/graph inline, and global inline too when its selected
+reports fit one call (else it fans out one map task per group on the ``map_analyst`` queue; the last map, or the
+deadline, triggers the reducer). A query whose task keeps killing its worker or escapes with an error ends
+``failed`` (the task shell); a lost map group is left to the deadline, which reduces with the groups that answered."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from shared.domain.query.context_global import build_map_messages
 from shared.domain.query.engine import answer_query, global_entity_hits
-from shared.domain.query.global_run import finish_global, start_global
+from shared.domain.query.global_run import answer_direct, finish_global, start_global
 from shared.domain.query.result import extractive_answer
 from shared.infra.messages import GlobalMap, GlobalReduce, QueryDeadline, RunQuery
 from shared.pipeline.query_stage import query_param, save_result, tenant_preset
@@ -84,8 +84,12 @@ def _start_global(job: Job, param, llm: bool) -> None:
             result.answer_kind = "extractive" if result.answer else "none"
         save_result(job.jobs, job.msg.job_id, result)
         return
+    chat = _chat(job)
+    direct = answer_direct(param, plan, result, lambda m, phase: chat(m, phase).text)
+    if direct is not None:  # the selected reports fit one call: answered here, no map phase
+        save_result(job.jobs, job.msg.job_id, direct)
+        return
     if len(plan.groups) == 1:  # one map call: here, without the hops to a map worker and to the reduce
-        chat = _chat(job)
         try:
             text = chat(build_map_messages(plan.groups[0], param.query), "map").text
         except Exception as exc:  # noqa: BLE001 - a failed group makes the answer partial, not hung

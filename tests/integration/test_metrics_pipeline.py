@@ -159,7 +159,8 @@ def test_gateway_metrics_equal_simulator_counts(stack, simulator, tenant):
     # queries of every LLM-using flavour: their phases are stages of their own
     for mode in ("local", "global", "naive"):
         # the global full scan in small groups: several map tasks on the map_analyst queue
-        extra = {"global_selection": "all", "global_group_tokens": 1000} if mode == "global" else {}
+        extra = {"global_selection": "all", "global_group_tokens": 1000, "global_direct_answer": False}
+        extra = extra if mode == "global" else {}
         out = client.query(tenant, QueryParam(query="What does Scrooge learn?", mode=mode, **extra), timeout=300)
         assert out["status"] == "succeeded", out
     got = scrape(stack.gateway_url)

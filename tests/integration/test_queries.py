@@ -62,7 +62,7 @@ def test_every_mode_answers_with_a_budget_report(ingested, mode):
 def test_global_map_tasks_run_in_parallel_on_the_map_queue(ingested):
     _stack, client, tenant = ingested
     out = run_query(client, tenant, QueryParam(query="What are the main themes?", mode="global", global_selection="all",
-                                              global_group_tokens=1500), 120)
+                                              global_group_tokens=1500, global_direct_answer=False), 120)
     assert out["status"] == "succeeded" and not out["partial"]
     groups = out["details"]["groups"]
     assert groups >= 3
@@ -89,7 +89,7 @@ def test_killed_map_worker_does_not_hang_the_query(tmp_path):
             from shared.infra.query_submit import submit_query
 
             param = QueryParam(query="What happens?", mode="global", global_selection="all", global_group_tokens=300,
-                               deadline_s=8)
+                               deadline_s=8, global_direct_answer=False)
             qid = submit_query(client.redis, client.celery, "killmap", param)
             started = time.time()
             while client.job("killmap", qid)["progress"]["stage"] != "map":
@@ -114,15 +114,23 @@ def test_default_global_reads_the_selected_reports_only(ingested):
     _stack, client, tenant = ingested
     q = "What does Marley's ghost warn Scrooge about?"
     full = run_query(client, tenant, QueryParam(query=q, mode="global", global_selection="all"), 120)
-    out = run_query(client, tenant, QueryParam(query=q, mode="global"), 120)
-    assert full["status"] == out["status"] == "succeeded"
-    sel = out["details"]["selection"]
+    mapped = run_query(client, tenant, QueryParam(query=q, mode="global", global_direct_answer=False), 120)
+    assert full["status"] == mapped["status"] == "succeeded"
+    sel = mapped["details"]["selection"]
     assert sel["strategy"] == "relevance" and 0 < sel["read"] < full["details"]["selection"]["read"]
     assert sel["selected_tokens"] <= sel["allowance"] < full["details"]["selection"]["full_scan_tokens"]
-    assert out["usage"]["map"]["prompt_tokens"] < full["usage"]["map"]["prompt_tokens"] / 3
-    assert out["usage"]["map"]["calls"] == out["details"]["groups"]
-    cited = {c.strip() for cid, _score in out["details"]["points"] for c in cid.split(",")}
-    assert cited and cited <= set(out["citations"])  # every point cites a report the map read
+    assert mapped["usage"]["map"]["prompt_tokens"] < full["usage"]["map"]["prompt_tokens"] / 3
+    assert mapped["usage"]["map"]["calls"] == mapped["details"]["groups"] >= 2
+    cited = {c.strip() for cid, _score in mapped["details"]["points"] for c in cid.split(",")}
+    assert cited and cited <= set(mapped["citations"])  # every point cites a report the map read
+    # the default: the same selected groups fit one call, answered from the reports in the query task
+    out = run_query(client, tenant, QueryParam(query=q, mode="global"), 120)
+    assert out["status"] == "succeeded" and out["details"]["answer_path"] == "direct"
+    assert out["details"]["selection"] == sel and out["citations"] == mapped["citations"]
+    assert client.redis.hlen(Keys(tenant).query_map_times(out["query_id"])) == 0  # no map task was queued
+    assert "map" not in out["usage"] and "reduce" not in out["usage"] and out["usage"]["answer"]["calls"] == 1
+    assert out["usage"]["answer"]["prompt_tokens"] < mapped["usage"]["map"]["prompt_tokens"]
+    assert "Marley" in out["answer"]
     context = run_query(client, tenant, QueryParam(query=q, mode="global", only_need_context=True), 120)
     assert "Marley" in context["context"]
 
@@ -131,9 +139,15 @@ def test_one_group_runs_its_map_in_the_query_task_and_skips_the_reduce(ingested)
     _stack, client, tenant = ingested
     # an allowance of one small group: the plan has a single map group
     param = QueryParam(query="Who is Bob Cratchit?", mode="global", response_type="bullet_points",
-                       global_selection="relevance", global_selection_min_tokens=500, global_selection_share=0.001)
+                       global_selection="relevance", global_selection_min_tokens=500, global_selection_share=0.001,
+                       global_direct_answer=False)
     out = run_query(client, tenant, param, 120)
     assert out["status"] == "succeeded" and out["details"]["groups"] == 1
     assert client.redis.hlen(Keys(tenant).query_map_times(out["query_id"])) == 0  # no map task was queued
     assert out["usage"]["map"]["calls"] == 1 and "reduce" not in out["usage"]
     assert out["details"]["reduce"].startswith("skipped") and out["answer"].startswith("- ")
+    # by default the one group's reports are the answer's context: one call, the same round trip count
+    direct = run_query(client, tenant, param.model_copy(update={"global_direct_answer": True}), 120)
+    assert direct["details"]["answer_path"] == "direct" and direct["details"]["groups"] == 1
+    assert "map" not in direct["usage"] and direct["usage"]["answer"]["calls"] == 1
+    assert direct["answer"].startswith("- ")

@@ -81,7 +81,8 @@ def test_a_local_query_streams_its_answer_tokens_before_the_result(tenant, live)
 def test_a_global_query_streams_map_progress_then_the_reduce_tokens(tenant):
     with tenant.http.stream("POST", "/v1/queries", timeout=SAFETY_TIMEOUT_S,
                             json={"mode": "global", "query": "What happens around Port Azurine?",
-                                  "global_group_tokens": 300, "stream": True}) as r:
+                                  "global_group_tokens": 300, "global_direct_answer": False,
+                                  "stream": True}) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
         events = read_events(r)
     name, accepted = events[0]

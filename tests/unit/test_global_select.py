@@ -151,8 +151,8 @@ def test_one_group_answering_needs_no_reduce_and_its_points_follow_the_layout():
     map_reply = ('{"points": [{"description": "Cratchit is poor [Data: Reports (L1-1)]", "score": 70}, '
                  '{"description": "Tiny Tim is ill [Data: Reports (L1-1)]", "score": 50}]}')
     chat = ScriptedChat({"map": map_reply, "reduce": "reduced"})
-    res = answer_query(QueryParam(query="Cratchit family", mode="global", response_type="bullet_points"), reader,
-                       store, chat=chat)
+    res = answer_query(QueryParam(query="Cratchit family", mode="global", response_type="bullet_points",
+                                  global_direct_answer=False), reader, store, chat=chat)
     assert [phase for phase, _ in chat.calls] == ["map"]
     assert res.answer.startswith("- Cratchit is poor") and res.details["reduce"].startswith("skipped")
     assert res.details["points"] == [["L1-1", 70.0], ["L1-1", 50.0]]

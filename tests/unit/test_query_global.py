@@ -3,8 +3,10 @@ import threading
 from pathlib import Path
 
 from shared.domain.models import Community, CommunityReport, MapPoint
+from shared.domain.prompts import global_direct
 from shared.domain.query.context_global import (
     build_map_messages,
+    direct_context,
     dynamic_selection,
     plan_global,
     reduce_points,
@@ -119,7 +121,8 @@ def test_run_global_inline_partial_when_a_map_task_fails_or_hangs():
         return "Final answer [Data: Reports (L0-0)]"
 
     # one report per group so groups differ
-    p = resolve(QueryParam(global_selection="all", query="Scrooge", global_group_tokens=120, deadline_s=0.5))
+    p = resolve(QueryParam(global_selection="all", query="Scrooge", global_group_tokens=120, deadline_s=0.5,
+                           global_direct_answer=False))
     res = run_global_inline(p, reader, chat)
     release.set()
     assert res.partial and "did not answer" in res.partial_reason
@@ -145,7 +148,7 @@ def test_global_extractive_and_only_context():
     res2 = run_global_inline(resolve(QueryParam(query="Cratchit")), reader, None)
     assert res2.answer_kind == "extractive" and "L1-1" in res2.answer
     failing = ScriptedChat(fail_phases={"map"})
-    res3 = run_global_inline(resolve(QueryParam(query="Cratchit")), reader, failing)
+    res3 = run_global_inline(resolve(QueryParam(query="Cratchit", global_direct_answer=False)), reader, failing)
     assert res3.partial and res3.answer_kind == "none"
 
 
@@ -166,3 +169,61 @@ def test_only_context_never_exceeds_the_budget_though_the_map_reads_every_group(
                                only_need_context=True))
     res = run_global_inline(roomy, reader, None)
     assert res.details["context_groups"].split("/")[0] == res.details["context_groups"].split("/")[1]
+
+
+def _phases(reader, chat_replies=None, fail=None, **extra):
+    """The phases of the LLM calls an inline global query makes (``run_global_inline``), and its result."""
+    calls: list[tuple[str, str]] = []
+
+    def chat(messages, phase):
+        calls.append((phase, messages[0]["content"]))
+        if phase == fail:
+            raise RuntimeError("the provider is down")
+        if phase == "map":
+            return '{"points": [{"description": "Scrooge matters [Data: Reports (L0-0)]", "score": 70}]}'
+        return (chat_replies or {}).get(phase, "- Scrooge changes [Data: Reports (L0-0)]")
+
+    param = resolve(QueryParam(**{"global_selection": "all", "query": "Scrooge", "global_group_tokens": 120, **extra}))
+    return calls, run_global_inline(param, reader, chat)
+
+
+def test_selected_groups_that_fit_one_call_are_answered_directly_in_one_round_trip():
+    reader, _ = make_graph()
+    calls, res = _phases(reader, response_type="bullet_points")
+    plan = plan_global(reader.communities(), reader.reports(), resolve(
+        QueryParam(global_selection="all", query="Scrooge", global_group_tokens=120)))
+    assert len(plan.groups) >= 2  # the same plan would map each group, then reduce
+    assert [phase for phase, _ in calls] == ["answer"]  # one call, no map phase, no reduce
+    prompt = calls[0][1]
+    assert global_direct.MARKER in prompt and "bullet" in prompt.lower()
+    assert all(g.context in prompt for g in plan.groups)  # every selected report, as the map would have read it
+    assert res.answer_kind == "llm" and res.answer.startswith("- Scrooge") and not res.partial
+    assert res.details["answer_path"] == "direct" and res.details["reduce"].startswith("skipped")
+    direct = res.budget.section("direct")
+    assert direct.kept == len(plan.selected) and 0 < direct.tokens_used <= direct.tokens_allowed
+    assert res.usage["answer"].calls == 1 and "map" not in res.usage and "reduce" not in res.usage
+    # one group that fits is answered the same way: one call, whatever layout its points could take
+    calls, res = _phases(reader, global_group_tokens=12000, response_type="multiple paragraphs")
+    assert res.details["groups"] == 1 and [phase for phase, _ in calls] == ["answer"]
+
+
+def test_map_reduce_when_asked_or_when_the_selection_does_not_fit_one_call():
+    reader, _ = make_graph()
+    calls, res = _phases(reader, global_direct_answer=False)
+    phases = [phase for phase, _ in calls]
+    assert phases.count("reduce") == 1 and phases.count("map") == res.details["groups"] >= 2
+    assert "answer_path" not in res.details
+    # a synthesis budget smaller than the selected reports: the map phase compresses them first
+    calls, res = _phases(reader, global_synthesis_tokens=100)
+    assert [phase for phase, _ in calls].count("map") == res.details["groups"]
+    plan = plan_global(reader.communities(), reader.reports(), resolve(
+        QueryParam(global_selection="all", query="Scrooge", global_group_tokens=120, global_synthesis_tokens=100)))
+    assert direct_context(plan, resolve(QueryParam(global_synthesis_tokens=100))) is None
+
+
+def test_a_failed_direct_answer_falls_back_to_the_reports_and_says_why():
+    reader, _ = make_graph()
+    calls, res = _phases(reader, fail="answer")
+    assert [phase for phase, _ in calls] == ["answer"]
+    assert res.partial and "direct answer failed: RuntimeError: the provider is down" in res.partial_reason
+    assert res.answer_kind in ("extractive", "none") and res.sources.reports

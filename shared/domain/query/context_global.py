@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from shared.domain.models import Community, CommunityReport
 from shared.domain.packing import csv_row, prefix_fit
-from shared.domain.prompts import global_map, global_reduce
+from shared.domain.prompts import global_direct, global_map, global_reduce
 from shared.domain.query.budget import (
     BudgetReport,
     Section,
@@ -307,3 +307,32 @@ def reduce_points(
 def reduce_budget(param: QueryParam, response_instructions: str = "") -> int:
     prompt = global_reduce.SYSTEM.format(response_type=response_instructions, report_data="")
     return synthesis_budget(param, total_context_budget(param, prompt).total)
+
+
+def direct_budget(param: QueryParam, response_instructions: str = "") -> int:
+    """The report data one direct call may read: the synthesis budget (seed 002's 12,000 for the final context)
+    within the model's window around the direct prompt."""
+    prompt = global_direct.SYSTEM.format(response_type=response_instructions, report_data="")
+    return synthesis_budget(param, total_context_budget(param, prompt).total)
+
+
+def direct_context(plan: GlobalPlan, param: QueryParam, response_instructions: str = "") -> str | None:
+    """The selected groups' report tables joined, when together they fit one call's synthesis budget
+    (``global_direct_answer``): the answer is then written from the reports in one LLM round trip. The map phase
+    exists to compress more reports than one context holds; when the selection fits, mapping it costs a round
+    trip (two when its points cannot be the answer as they are) and the tokens of every group's prompt and
+    points, and the answer sees the points instead of the reports they came from. None: map, then reduce."""
+    if not param.global_direct_answer or not plan.groups:
+        return None
+    if sum(g.tokens for g in plan.groups) > direct_budget(param, response_instructions):
+        return None
+    text = "\n\n".join(g.context for g in plan.groups)
+    return text if count_tokens(text, param.model) <= direct_budget(param, response_instructions) else None
+
+
+def build_direct_messages(report_data: str, query: str, response_type: str) -> list[dict]:
+    return [
+        {"role": "system", "content": global_direct.SYSTEM.format(response_type=response_type,
+                                                                   report_data=report_data)},
+        {"role": "user", "content": query},
+    ]

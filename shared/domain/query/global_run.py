@@ -9,11 +9,15 @@ import time
 from collections.abc import Callable, Sequence
 
 from shared.domain.models import CommunityReport, MapPoint
+from shared.domain.query.budget import SectionReport
 from shared.domain.query.context_common import Evidence, Sources
 from shared.domain.query.context_global import (
     GlobalPlan,
+    build_direct_messages,
     build_map_messages,
     build_reduce_messages,
+    direct_budget,
+    direct_context,
     plan_global,
     reduce_budget,
     reduce_points,
@@ -25,6 +29,7 @@ from shared.domain.query.map_points import parse_map_points
 from shared.domain.query.params import QueryParam
 from shared.domain.query.result import QueryResult, UsageMeter, extractive_answer
 from shared.domain.retrieval.bm25 import tokenize
+from shared.domain.tokens import count_tokens
 
 NO_ANSWER = "Sorry, the community reports hold nothing relevant to this question."
 
@@ -133,6 +138,33 @@ def finish_global(param: QueryParam, plan: GlobalPlan, result: QueryResult, resu
     return result
 
 
+def answer_direct(param: QueryParam, plan: GlobalPlan, result: QueryResult,
+                  chat: Callable[[list[dict], str], str]) -> QueryResult | None:
+    """The answer written in one call from the selected reports when they fit the synthesis budget
+    (``context_global.direct_context``); None when the plan needs its map phase. A failed call leaves the
+    extractive answer over the same reports, marked partial with its cause."""
+    instructions = response_instructions(param.response_type)
+    text = direct_context(plan, param, instructions)
+    if text is None:
+        return None
+    result.budget.sections.append(SectionReport(
+        name="direct", candidates=len(plan.selected), kept=len(plan.selected),
+        tokens_used=count_tokens(text, param.model), tokens_allowed=direct_budget(param, instructions)))
+    result.budget.notes.append(f"the {len(plan.groups)} selected groups fit one call: answered from the reports "
+                               "directly (no map phase)")
+    result.budget.finalize()
+    result.details["reduce"] = "skipped: the selected reports fit one call, answered directly without a map phase"
+    result.details["answer_path"] = "direct"
+    try:
+        result.answer = chat(build_direct_messages(text, param.query, instructions), "answer")
+        result.answer_kind = "llm"
+    except Exception as exc:  # noqa: BLE001 - the reports are at hand: answer from them, say what failed
+        result.partial, result.partial_reason = True, f"direct answer failed: {type(exc).__name__}: {exc}"
+        result.answer = extractive_answer(param.query, result.sources)
+        result.answer_kind = "extractive" if result.answer else "none"
+    return result
+
+
 def points_answer(points: Sequence[tuple[int, MapPoint]], response_type: str) -> str | None:
     """The answer rendered from the map points when a single group answered (Microsoft GraphRAG's map points
     are already the key points with their report references), in the requested layout; None when several
@@ -163,6 +195,10 @@ def run_global_inline(
         result.answer, result.answer_kind = extractive_answer(param.query, result.sources), "extractive"
         return result
     meter = meter or UsageMeter(chat, param.model)
+    direct = answer_direct(param, plan, result, meter)
+    if direct is not None:
+        direct.usage = meter.usage
+        return direct
     remaining = max(0.0, param.deadline_s - (time.monotonic() - started))
     results = _map_all(plan, param.query, meter, remaining, max_workers)
     result = finish_global(param, plan, result, results, meter)

@@ -122,6 +122,9 @@ class QueryParam(BaseModel):
     global_selected_group_reports: int = Field(5, ge=1)
     global_selected_group_tokens: int = Field(800, ge=64)
     global_anchor_entities: int = Field(10, ge=0)  # the question's best entity hits anchoring the selection
+    # selected map groups that together fit the synthesis budget are answered in one call from the reports
+    # themselves (no map phase: one LLM round trip and fewer tokens); False: always map, then reduce
+    global_direct_answer: bool = True
     dynamic_community_selection: bool = False
     dynamic_threshold: float = Field(1.0, ge=0)  # rate(report) >= threshold keeps it and opens its children
     dynamic_keep_parent: bool = False
