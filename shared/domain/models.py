@@ -24,6 +24,11 @@ class Chunk(BaseModel):
     text: str
     tokens: int
     pages: list[int] = Field(default_factory=list)  # the pages of a paged document (PDF) the chunk quotes; [] otherwise
+    # tokens of the chunk's source row without its citation (``query.row_counts.source_body``) by encoding name, and
+    # a CRC-32 of that text and count (``row_counts.row_digest``): counted at ingestion, so a query's context is
+    # packed without encoding the chunk again (absent in older data)
+    row_tokens: dict[str, int] = Field(default_factory=dict)
+    row_digest: int = 0
 
 
 class EntityFragment(BaseModel):
@@ -64,6 +69,10 @@ class Entity(BaseModel):
     summarized: bool = False
     # tokens of ``description`` by encoding name, counted when the entity is written (absent in older data)
     text_tokens: dict[str, int] = Field(default_factory=dict)
+    # tokens of the row's cells fixed at merge (``query.context_local.entity_static``: all but the degree) and their
+    # digest, as for Chunk (absent in older data)
+    row_tokens: dict[str, int] = Field(default_factory=dict)
+    row_digest: int = 0
 
 
 class Relation(BaseModel):
@@ -77,6 +86,9 @@ class Relation(BaseModel):
     rank: int = 0
     # tokens of ``description`` by encoding name, as for Entity
     text_tokens: dict[str, int] = Field(default_factory=dict)
+    # as for Entity: the row's cells but the weight and the rank (``context_local.relation_static``)
+    row_tokens: dict[str, int] = Field(default_factory=dict)
+    row_digest: int = 0
 
 
 class Community(BaseModel):

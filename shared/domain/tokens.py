@@ -160,6 +160,25 @@ def count_tokens_batch(texts: Sequence[str], model: str | None = None) -> list[i
     return counts  # type: ignore[return-value]
 
 
+def count_tokens_known(texts: Sequence[str], known: Callable[[int], int | None], model: str | None = None) -> list[int]:
+    """Token counts of ``texts`` as ``count_tokens_batch`` gives them, taking ``known(i)`` for a text the memo does
+    not have: a count stored with the text at ingestion (``shared.domain.query.row_counts``), or None to encode it.
+    A known count is remembered in the memo, so a later exact count of the same text (the allocator's fit check)
+    finds it instead of encoding; ``known`` is read only on a miss, so a process that has the texts pays nothing."""
+    if not texts:
+        return []
+    name = get_encoding(model).name
+    counts: list[int | None] = [_count_cache.get(name, t) for t in texts]
+    for i, cached in enumerate(counts):
+        if cached is None and (n := known(i)) is not None:
+            counts[i] = n
+            _count_cache.put(name, texts[i], n)
+    missing = [i for i, c in enumerate(counts) if c is None]
+    for i, n in zip(missing, count_tokens_batch([texts[i] for i in missing], model), strict=True):
+        counts[i] = n
+    return counts  # type: ignore[return-value]
+
+
 def truncate_list_by_token_size(
     items: Sequence[T],
     key: Callable[[T], str],

@@ -153,20 +153,22 @@ _ROWS_COUNTED: LRU[str, tuple] = LRU(CACHED_TENANTS)
 def _count_rows(store: GraphStore, model: str | None, graph_rows: bool) -> None:
     """The source rows' token counts, and the entity and relation rows' when ``graph_rows``: once per revision.
     An ingestion announces twice (its index, then its final reports); the second finds the passages and the
-    graph as the first counted them, and skips the ~1,000 rows it would render and look up again."""
-    from shared.domain.query.context_common import line_rest, source_body
-    from shared.domain.query.context_local import entity_cells, relation_cells
-    from shared.domain.tokens import count_tokens_batch
+    graph as the first counted them, and skips the ~1,000 rows it would render and look up again. Rows ingested
+    with their counts (``shared.domain.query.row_counts``) are not encoded: their stored counts are put in the
+    memo; only older rows, or rows stored for another encoding, are counted."""
+    from shared.domain.query.context_local import ENTITY_NUMERIC, RELATION_NUMERIC, entity_cells, relation_cells
+    from shared.domain.query.row_counts import rest_counts, source_counts
 
     revision = store.revision(store.k.vector_version("chunks"))
     if _ROWS_COUNTED.get(store.tenant) == (revision, graph_rows, model):
         return
     ids = store.all_chunk_ids()[:WARM_CHUNK_COUNTS]  # every query's source rows are counted from these
-    count_tokens_batch([source_body(c.text) for c in store.chunks(ids).values()], model)
+    source_counts(list(store.chunks(ids).values()), model)
     if graph_rows:
-        lines = [line_rest(entity_cells("", e)) for e in store.all_entities().values()]
-        lines += [line_rest(relation_cells("", r)) for r in store.all_relations().values()]
-        count_tokens_batch(lines, model)
+        entities = list(store.all_entities().values())
+        rest_counts([entity_cells("", e) for e in entities], entities, ENTITY_NUMERIC, model)
+        relations = list(store.all_relations().values())
+        rest_counts([relation_cells("", r) for r in relations], relations, RELATION_NUMERIC, model)
     _ROWS_COUNTED.put(store.tenant, (revision, graph_rows, model))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from shared.domain.chunking import chunk_document
 from shared.domain.parsing.markers import PAGE_RE, pages_of
+from shared.domain.query.row_counts import source_body, stored_counts
 from shared.infra.jobs import JobStore
 from shared.infra.store.redis_graph import GraphStore
 
@@ -21,6 +22,9 @@ def run_chunk(store: GraphStore, jobs: JobStore, settings, job_id: str, doc_id: 
     chunks = chunk_document(text, doc_id, settings.chunking, settings.llm_model)
     if PAGE_RE.search(text):  # a paged document (PDF): each chunk keeps the pages it quotes, for citations
         chunks = [c.model_copy(update={"pages": pages_of(text, c.text)}) for c in chunks]
+    # each chunk's source row counted once, here, for every query that packs it (``row_counts``)
+    counts = stored_counts([source_body(c.text) for c in chunks], settings.llm_model)
+    chunks = [c.model_copy(update={"row_tokens": n, "row_digest": d}) for c, (n, d) in zip(chunks, counts, strict=True)]
     store.put_chunks(chunks)  # new chunks are marked for embedding in the same atomic step
     chunk_ids = list(dict.fromkeys(c.id for c in chunks))
     if doc.chunk_ids != chunk_ids or doc.status == "pending":

@@ -14,6 +14,8 @@ from shared.domain.merge import (
 )
 from shared.domain.models import Entity, EntityFragment, Relation, RelationFragment
 from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP as DESC_SEP
+from shared.domain.query.context_local import entity_static, relation_static
+from shared.domain.query.row_counts import stored_counts
 from shared.domain.tokens import count_tokens, get_encoding, truncate_text
 from shared.infra.store.redis_graph import GraphStore, split_rel_field
 
@@ -41,8 +43,9 @@ def _finish_description(name: str, description: str, settings, summarize: Summar
 
 
 def text_tokens(text: str, model: str | None) -> dict[str, int]:
-    """A row text's token count under the query model's encoding, stored with the row so that a query's
-    context is packed without encoding it again (``shared.domain.query.context_common.graph_row_tokens``)."""
+    """A row text's token count under the query model's encoding, stored with the row: the estimate a query packs
+    rows with when they have no count of their static part (``row_tokens``, stored beside it since; see
+    ``shared.domain.query.row_counts`` and ``shared.domain.query.context_common.graph_row_tokens``)."""
     return {get_encoding(model).name: count_tokens(text, model)}
 
 
@@ -53,12 +56,14 @@ def run_merge_batch(
         entity = merge_entity(name, frags)
         entity.description, entity.summarized = _finish_description(name, entity.description, settings, summarize)
         entity.text_tokens = text_tokens(entity.description, settings.llm_model)
+        entity.row_tokens, entity.row_digest = stored_counts([entity_static(entity)], settings.llm_model)[0]
         return entity
 
     def merge_r(src: str, tgt: str, frags: list[RelationFragment]) -> Relation | None:
         relation = merge_relation(src, tgt, frags)
         relation.description, _ = _finish_description(f"{src} -> {tgt}", relation.description, settings, summarize)
         relation.text_tokens = text_tokens(relation.description, settings.llm_model)
+        relation.row_tokens, relation.row_digest = stored_counts([relation_static(relation)], settings.llm_model)[0]
         return relation
 
     written = deleted = 0

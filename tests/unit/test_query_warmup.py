@@ -212,8 +212,8 @@ def test_the_warm_up_counts_a_small_tenants_graph_rows_whatever_its_question_ret
     from shared.domain import tokens
     from shared.domain.models import CommunityReport
     from shared.domain.query import engine
-    from shared.domain.query.context_common import line_rest
     from shared.domain.query.context_local import entity_cells, report_section
+    from shared.domain.query.row_counts import line_rest
     from shared.infra.cache_warmup import warm_query_path
 
     _fill(redis_client, tenant, "black kite")

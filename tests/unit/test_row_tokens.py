@@ -65,10 +65,14 @@ def test_stored_counts_give_the_context_that_counting_every_row_gives():
 
 def test_a_row_without_a_stored_count_is_counted_whole():
     cells = [["E1", "A", "person", "has, a comma", 1], ["E2", "B", "person", "plain words here", 2]]
-    estimate = graph_row_tokens(cells, 3, [{ENC: count_tokens("has, a comma", MODEL)}, {}], MODEL)
+    rows = [Entity(name="A", type="person", description="has, a comma", degree=1,
+                   text_tokens={ENC: count_tokens("has, a comma", MODEL)}),
+            Entity(name="B", type="person", description="plain words here", degree=2)]
+    estimate = graph_row_tokens(cells, 3, rows, 1, MODEL)
     assert estimate[1] == count_tokens("E2,B,person,plain words here,2", MODEL)
     assert estimate[0] >= count_tokens('E1,A,person,"has, a comma",1', MODEL)
-    assert graph_row_tokens(cells, 3, [{}, {}], MODEL) is None  # older data only: the allocator counts
+    older = [r.model_copy(update={"text_tokens": {}}) for r in rows]
+    assert graph_row_tokens(cells, 3, older, 1, MODEL) is None  # older data only: the allocator counts
 
 
 def _big_graph(desc_words: list[int]) -> InMemoryGraphReader:

@@ -7,11 +7,12 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, Field
 
-from shared.domain.models import Chunk
+from shared.domain.models import Chunk, Entity, Relation
 from shared.domain.packing import csv_row
 from shared.domain.query.budget import Section
 from shared.domain.query.lazy import BatchedCounts
 from shared.domain.query.params import QueryParam
+from shared.domain.query.row_counts import has_static_counts, rest_counts, source_counts
 from shared.domain.query.truncation import shorten, split_sentences
 from shared.domain.retrieval.fusion import rrf
 from shared.domain.tokens import count_tokens, count_tokens_batch, get_encoding, truncate_text
@@ -99,35 +100,53 @@ def row_shrinker(values: Callable[[int], Sequence], text_column: int, model: str
     return shrink
 
 
-def graph_row_tokens(cells: Sequence[Sequence], text_column: int, stored: Sequence[dict[str, int]],
+def graph_row_tokens(cells: Sequence[Sequence], text_column: int, stored: Sequence[Entity | Relation], numeric: int,
                      model: str | None) -> Sequence[int] | None:
-    """Estimated tokens of each graph row (a Section's ``row_tokens``) from its text's token count stored at
-    ingestion (``stored[i]``: encoding name -> count), the rest of the row counted (a few short cells that
-    recur from query to query); a row with no stored count for the model's encoding (older data) is counted
-    whole. None when no row has one. An estimate only: the allocator checks the fit of the rendered section
-    exactly, so a context never exceeds its budget whatever the stored counts say. Counted in batches as the
-    allocator reads them (``lazy.BatchedCounts``): rows the budget never reaches are not rendered or counted."""
+    """Tokens of each graph row (a Section's ``row_tokens``, without its line break) from the counts stored with the
+    rows at ingestion (``stored[i]``: the Entity or Relation of ``cells[i]``; ``numeric``: its trailing numeric
+    cells). A row with a count of its static part (``row_counts.rest_counts``) is counted exactly, and its line's
+    count is left in the per-process memo for the allocator's exact check; a row with only its description's count
+    (``text_tokens``, older data) is estimated from it (``_text_estimates``); a row with neither is counted whole.
+    None when no row has a stored count: the allocator counts. Stored counts never make a context exceed its
+    budget: the allocator checks the fit of the rendered section exactly, and a stored count is used only for the
+    text it counted. Counted in batches as the allocator reads them (``lazy.BatchedCounts``): rows the budget never
+    reaches are not rendered or counted."""
     encoding = get_encoding(model).name
-    if not any(encoding in counts for counts in stored):
+    static = has_static_counts(stored, model)
+    if not static and not any(encoding in row.text_tokens for row in stored):
         return None
 
     def estimate(start: int, stop: int) -> list[int]:
-        rows = [(cells[i], stored[i]) for i in range(start, stop)]
-        heads = [csv_row([*row[:text_column], "", *row[text_column + 1:]]) for row, counts in rows
-                 if encoding in counts]
-        whole = [csv_row(row) for row, counts in rows if encoding not in counts]
-        head_counts, whole_counts = iter(count_tokens_batch(heads, model)), iter(count_tokens_batch(whole, model))
-        out = []
-        for row, counts in rows:
-            if encoding not in counts:
-                out.append(next(whole_counts))
-                continue
-            text = str(row[text_column])
-            quoting = 2 + text.count('"') if any(c in text for c in ',"\n') else 0  # the quotes the CSV adds
-            out.append(next(head_counts) + counts[encoding] + quoting + 1)  # +1: the merge at the seams
-        return out
+        exact = [i for i in range(start, stop) if static and encoding in stored[i].row_tokens]
+        others = [i for i in range(start, stop) if not (static and encoding in stored[i].row_tokens)]
+        rests = rest_counts([cells[i] for i in exact], [stored[i] for i in exact], numeric, model)
+        cites = count_tokens_batch([str(cells[i][0]) for i in exact], model)
+        out = {i: cite + rest - 1 for i, cite, rest in zip(exact, cites, rests, strict=True)}  # -1: the line break
+        out.update(zip(others, _text_estimates([cells[i] for i in others], text_column,
+                                               [stored[i].text_tokens for i in others], encoding, model), strict=True))
+        return [out[i] for i in range(start, stop)]
 
     return BatchedCounts(len(stored), estimate)
+
+
+def _text_estimates(rows: Sequence[Sequence], text_column: int, stored: Sequence[dict[str, int]], encoding: str,
+                    model: str | None) -> list[int]:
+    """Tokens of each row from its text's stored count (``stored[i]``: encoding name -> count) and the rest of the
+    row counted (a few short cells that recur from query to query); a row with no count for ``encoding`` is counted
+    whole. An estimate only (the seams around the text are guessed): the allocator checks the fit exactly."""
+    heads = [csv_row([*row[:text_column], "", *row[text_column + 1:]]) for row, counts in zip(rows, stored, strict=True)
+             if encoding in counts]
+    whole = [csv_row(row) for row, counts in zip(rows, stored, strict=True) if encoding not in counts]
+    head_counts, whole_counts = iter(count_tokens_batch(heads, model)), iter(count_tokens_batch(whole, model))
+    out = []
+    for row, counts in zip(rows, stored, strict=True):
+        if encoding not in counts:
+            out.append(next(whole_counts))
+            continue
+        text = str(row[text_column])
+        quoting = 2 + text.count('"') if any(c in text for c in ',"\n') else 0  # the quotes the CSV adds
+        out.append(next(head_counts) + counts[encoding] + quoting + 1)  # +1: the merge at the seams
+    return out
 
 
 def rel_key(src: str, tgt: str) -> str:
@@ -162,19 +181,6 @@ def order_chunks(ranked: Sequence[tuple[str, float]], chunks: dict[str, Chunk], 
         idx = sorted(range(len(items)), key=lambda i: (counts[i], i))
         items = [items[i] for i in idx]
     return items
-
-
-def line_rest(cells: Sequence) -> str:
-    """A row's line without its citation (the first cell), from its comma to its line break: the part of the row
-    that the allocator counts apart from the citation (``shared.domain.query.budget.line_counts``), the same
-    whichever rank the row takes; the per-process count cache keeps it from query to query, and
-    ``shared.infra.cache_warmup`` counts a tenant's ahead."""
-    return csv_row(["", *cells[1:]]) + "\n"
-
-
-def source_body(text: str) -> str:
-    """A source row's line without its citation (``line_rest``)."""
-    return line_rest(["", text])
 
 
 def sources_section(
@@ -216,9 +222,9 @@ def sources_section(
 
     fill = param.budget_split == "evidence"
     # rows are counted from their texts, which the per-process count cache knows from earlier queries (a row's
-    # citation changes with its rank, its text does not): citation + the rest of the line, exactly as the
-    # allocator's check counts them (``line_counts``)
-    bodies = count_tokens_batch([source_body(c.text) for c, _ in items], model)
+    # citation changes with its rank, its text does not), or ingestion stored with the chunk: citation + the rest
+    # of the line, exactly as the allocator's check counts them (``line_counts``)
+    bodies = source_counts([c for c, _ in items], model)
     heads = count_tokens_batch(cites, model)
     estimate = [b + h for b, h in zip(bodies, heads, strict=True)]
     return Section("sources", rows, title=title, header="id,content", cap=cap, shrink=shrink,

@@ -33,6 +33,7 @@ from shared.domain.query.context_common import (
 from shared.domain.query.lazy import lazy_map
 from shared.domain.query.params import QueryParam
 from shared.domain.query.passages import Ranking
+from shared.domain.query.row_counts import static_line
 
 RENDER_ORDER = ("reports", "entities", "relationships", "sources")
 
@@ -64,12 +65,25 @@ def order_relations(relations: Sequence[Relation], limit: int | None = None) -> 
 GRAPH_ROW_MIN_PARTIAL = 24  # a graph row cut to a sentence is worth it from this many tokens
 
 
+ENTITY_NUMERIC, RELATION_NUMERIC = 1, 2  # a row's trailing cells read at query time: degree; weight and rank
+
+
 def entity_cells(cite: str, e: Entity) -> list:
     return [cite, e.name, e.type, e.description, e.degree]
 
 
 def relation_cells(cite: str, r: Relation) -> list:
     return [cite, r.src, r.tgt, r.description, r.weight, r.rank]
+
+
+def entity_static(e: Entity) -> str:
+    """The part of an entity's row that the merge fixes (name, type, description): its tokens are stored with it."""
+    return static_line(entity_cells("", e), ENTITY_NUMERIC)
+
+
+def relation_static(r: Relation) -> str:
+    """The part of a relation's row that the merge fixes (source, target, description), as for an entity."""
+    return static_line(relation_cells("", r), RELATION_NUMERIC)
 
 
 def entity_section(entities: Sequence[Entity], cap: int | None, scores: dict[str, float] | None = None,
@@ -87,7 +101,7 @@ def entity_section(entities: Sequence[Entity], cap: int | None, scores: dict[str
     shrink = row_shrinker(lambda i: cells[i], 3, model, shortened)
     return Section("entities", lazy_map(cells, lambda _i, c: csv_row(c)), "Entities",
                    "id,entity,type,description,rank", cap, shrink=shrink, min_partial=GRAPH_ROW_MIN_PARTIAL,
-                   row_tokens=graph_row_tokens(cells, 3, [e.text_tokens for e in entities], model)), ev
+                   row_tokens=graph_row_tokens(cells, 3, entities, ENTITY_NUMERIC, model)), ev
 
 
 def relation_section(relations: Sequence[Relation], cap: int | None, model: str | None = None
@@ -104,7 +118,7 @@ def relation_section(relations: Sequence[Relation], cap: int | None, model: str 
     shrink = row_shrinker(lambda i: cells[i], 3, model, shortened)
     return Section("relationships", lazy_map(cells, lambda _i, c: csv_row(c)), "Relationships",
                    "id,source,target,description,weight,rank", cap, shrink=shrink, min_partial=GRAPH_ROW_MIN_PARTIAL,
-                   row_tokens=graph_row_tokens(cells, 3, [r.text_tokens for r in relations], model)), ev
+                   row_tokens=graph_row_tokens(cells, 3, relations, RELATION_NUMERIC, model)), ev
 
 
 def report_section(reports: Sequence[CommunityReport], cap: int | None, model: str | None = None

@@ -50,8 +50,11 @@ def joined_tokens(texts: Sequence[str], model: str | None, counts: Sequence[int]
     by its pattern before merging tokens within a piece, and a rendered section begins with a rule
     (``-----`` then its title's letters) and ends with a fence on a line of its own, so the joined text splits
     exactly as its sections do except around each seam (fence, separator, rule): the seam's own count corrects
-    the sum. ``counts``: the sections' own exact counts when known (``section_tokens``). Texts of another shape,
-    or another encoding, are counted whole."""
+    the sum. ``counts``: the sections' own exact counts when known (``section_tokens``); one section is its own
+    count (a naive context is not encoded again whole). Texts of another shape, or another encoding, are counted
+    whole."""
+    if len(texts) == 1 and counts is not None:
+        return counts[0]
     shaped = all(t.startswith(RULE) and t[len(RULE):len(RULE) + 1].isalpha() and t.endswith("\n" + FENCE)
                  for t in texts)
     if len(texts) < 2 or not shaped or get_encoding(model).name not in SEAM_ENCODINGS:
