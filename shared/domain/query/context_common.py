@@ -117,8 +117,9 @@ def graph_row_tokens(cells: Sequence[Sequence], text_column: int, stored: Sequen
         return None
 
     def estimate(start: int, stop: int) -> list[int]:
-        exact = [i for i in range(start, stop) if static and encoding in stored[i].row_tokens]
-        others = [i for i in range(start, stop) if not (static and encoding in stored[i].row_tokens)]
+        exact, others = [], []
+        for i in range(start, stop):
+            (exact if static and encoding in stored[i].row_tokens else others).append(i)
         rests = rest_counts([cells[i] for i in exact], [stored[i] for i in exact], numeric, model)
         cites = count_tokens_batch([str(cells[i][0]) for i in exact], model)
         out = {i: cite + rest - 1 for i, cite, rest in zip(exact, cites, rests, strict=True)}  # -1: the line break

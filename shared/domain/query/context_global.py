@@ -22,6 +22,7 @@ from shared.domain.query.budget import (
 )
 from shared.domain.query.context_local import report_text
 from shared.domain.query.global_select import RelevanceSelection, select_by_relevance
+from shared.domain.query.line_tokens import SECTION_SEPARATOR, joined_tokens
 from shared.domain.query.params import QueryParam
 from shared.domain.retrieval.bm25 import BM25Index
 from shared.domain.tokens import count_tokens, count_tokens_batch, truncate_text
@@ -271,11 +272,13 @@ def build_map_messages(group: MapGroup, query: str) -> list[dict]:
 
 
 def build_reduce_messages(report_data: str, query: str, response_type: str) -> list[dict]:
-    return [
-        {"role": "system", "content": global_reduce.SYSTEM.format(response_type=response_type,
-                                                                   report_data=report_data)},
-        {"role": "user", "content": query},
-    ]
+    return _answer_messages(global_reduce.SYSTEM, report_data, query, response_type)
+
+
+def _answer_messages(template: str, report_data: str, query: str, response_type: str) -> list[dict]:
+    """The reduce's or the direct answer's messages: the data and the layout in the system prompt, the question."""
+    return [{"role": "system", "content": template.format(response_type=response_type, report_data=report_data)},
+            {"role": "user", "content": query}]
 
 
 POINTS_HEADER = "score,description"
@@ -304,35 +307,36 @@ def reduce_points(
     return text, rep
 
 
-def reduce_budget(param: QueryParam, response_instructions: str = "") -> int:
-    prompt = global_reduce.SYSTEM.format(response_type=response_instructions, report_data="")
+def _answer_budget(template: str, param: QueryParam, response_instructions: str) -> int:
+    """The data one answering call (the reduce, or the direct answer) may read: the synthesis budget (seed 002's
+    12,000 for the final context) within the model's window around its prompt."""
+    prompt = template.format(response_type=response_instructions, report_data="")
     return synthesis_budget(param, total_context_budget(param, prompt).total)
+
+
+def reduce_budget(param: QueryParam, response_instructions: str = "") -> int:
+    return _answer_budget(global_reduce.SYSTEM, param, response_instructions)
 
 
 def direct_budget(param: QueryParam, response_instructions: str = "") -> int:
-    """The report data one direct call may read: the synthesis budget (seed 002's 12,000 for the final context)
-    within the model's window around the direct prompt."""
-    prompt = global_direct.SYSTEM.format(response_type=response_instructions, report_data="")
-    return synthesis_budget(param, total_context_budget(param, prompt).total)
+    return _answer_budget(global_direct.SYSTEM, param, response_instructions)
 
 
-def direct_context(plan: GlobalPlan, param: QueryParam, response_instructions: str = "") -> str | None:
-    """The selected groups' report tables joined, when together they fit one call's synthesis budget
-    (``global_direct_answer``): the answer is then written from the reports in one LLM round trip. The map phase
-    exists to compress more reports than one context holds; when the selection fits, mapping it costs a round
-    trip (two when its points cannot be the answer as they are) and the tokens of every group's prompt and
-    points, and the answer sees the points instead of the reports they came from. None: map, then reduce."""
+def direct_context(plan: GlobalPlan, param: QueryParam, response_instructions: str = "") -> tuple[str, int, int] | None:
+    """(the selected groups' report tables joined, their tokens, the budget) when together they fit one call's
+    synthesis budget (``global_direct_answer``): the answer is then written from the reports in one LLM round
+    trip. The map phase exists to compress more reports than one context holds; when the selection fits, mapping
+    it costs a round trip (two when its points cannot be the answer as they are) and the tokens of every group's
+    prompt and points, and the answer sees the points instead of the reports they came from. The joined tables
+    are counted from the groups' own counts and their seams (``line_tokens.joined_tokens``), not encoded again.
+    None: map, then reduce."""
     if not param.global_direct_answer or not plan.groups:
         return None
-    if sum(g.tokens for g in plan.groups) > direct_budget(param, response_instructions):
-        return None
-    text = "\n\n".join(g.context for g in plan.groups)
-    return text if count_tokens(text, param.model) <= direct_budget(param, response_instructions) else None
+    budget = direct_budget(param, response_instructions)
+    contexts = [g.context for g in plan.groups]
+    tokens = joined_tokens(contexts, param.model, [g.tokens for g in plan.groups])
+    return (SECTION_SEPARATOR.join(contexts), tokens, budget) if tokens <= budget else None
 
 
 def build_direct_messages(report_data: str, query: str, response_type: str) -> list[dict]:
-    return [
-        {"role": "system", "content": global_direct.SYSTEM.format(response_type=response_type,
-                                                                   report_data=report_data)},
-        {"role": "user", "content": query},
-    ]
+    return _answer_messages(global_direct.SYSTEM, report_data, query, response_type)

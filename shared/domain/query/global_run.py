@@ -16,7 +16,6 @@ from shared.domain.query.context_global import (
     build_direct_messages,
     build_map_messages,
     build_reduce_messages,
-    direct_budget,
     direct_context,
     plan_global,
     reduce_budget,
@@ -29,7 +28,6 @@ from shared.domain.query.map_points import parse_map_points
 from shared.domain.query.params import QueryParam
 from shared.domain.query.result import QueryResult, UsageMeter, extractive_answer
 from shared.domain.retrieval.bm25 import tokenize
-from shared.domain.tokens import count_tokens
 
 NO_ANSWER = "Sorry, the community reports hold nothing relevant to this question."
 
@@ -144,12 +142,12 @@ def answer_direct(param: QueryParam, plan: GlobalPlan, result: QueryResult,
     (``context_global.direct_context``); None when the plan needs its map phase. A failed call leaves the
     extractive answer over the same reports, marked partial with its cause."""
     instructions = response_instructions(param.response_type)
-    text = direct_context(plan, param, instructions)
-    if text is None:
+    direct = direct_context(plan, param, instructions)
+    if direct is None:
         return None
-    result.budget.sections.append(SectionReport(
-        name="direct", candidates=len(plan.selected), kept=len(plan.selected),
-        tokens_used=count_tokens(text, param.model), tokens_allowed=direct_budget(param, instructions)))
+    text, tokens, budget = direct
+    result.budget.sections.append(SectionReport(name="direct", candidates=len(plan.selected), kept=len(plan.selected),
+                                                tokens_used=tokens, tokens_allowed=budget))
     result.budget.notes.append(f"the {len(plan.groups)} selected groups fit one call: answered from the reports "
                                "directly (no map phase)")
     result.budget.finalize()
