@@ -18,7 +18,7 @@ import redis.asyncio as aredis
 
 from shared.infra.key_layout import ensure_layout
 from shared.infra.queueing import QUEUES, make_celery, settings_for
-from shared.infra.redis_conn import aconnect, connect, read_stack_info
+from shared.infra.redis_conn import aconnect, apubsub, connect, read_stack_info
 from shared.infra.tenants import TenantStore, api_key_pepper
 
 log = logging.getLogger("api_gateway")
@@ -26,6 +26,7 @@ log = logging.getLogger("api_gateway")
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_BODY_ENV = "GRAPHFLEET_GATEWAY_MAX_BODY_BYTES"
 READY_CACHE_S = 5.0
+WARM_CHANNEL = "graphfleet:gateway-warm"  # subscribed once at start-up; nothing publishes on it
 
 
 def resolve_admin_key(settings) -> str:
@@ -120,12 +121,26 @@ class Gateway:
         try:
             await asyncio.get_running_loop().run_in_executor(None, self._warm_sync)
             await self.aredis().ping()
+            await self._warm_wait()
         except Exception:  # noqa: BLE001 - the gateway starts anyway; readiness reports Redis
             log.warning("gateway warm-up failed", exc_info=True)
+
+    async def _warm_wait(self) -> None:
+        """A ``?wait``'s path (``AsyncJobStatus.wait_finished``): a second pooled connection subscribed while the
+        first reads, then closed; no tenant's key or channel is touched."""
+        client = self.aredis()
+        pubsub = apubsub(client, ignore_subscribe_messages=True)
+        try:
+            await pubsub.subscribe(WARM_CHANNEL)
+            await client.ping()
+            await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.0)
+        finally:
+            await pubsub.aclose()
 
     def _warm_sync(self) -> None:
         self.redis.ping()
         self.celery.warm()
+        self.celery.app.backend  # noqa: B018 - Celery builds its (disabled) result backend on first access
 
     async def aclose(self) -> None:
         for client in self._aredis.values():

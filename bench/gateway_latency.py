@@ -16,7 +16,9 @@ new user question does (one question asked again would find its context's token 
 are measured by the client (httpx, keep-alive); ``seconds`` (submission to result, written by the worker) is
 recorded beside, and where a first query's extra time goes: its queue pickup (submission to a worker starting it)
 and its context build, against the warm queries' medians (``first_pickup_ms``, ``first_context_ms``,
-``warm_pickup_ms_p50``, ``warm_context_ms_p50``).
+``warm_pickup_ms_p50``, ``warm_context_ms_p50``); and the CPU each process group used while the first query ran
+(``first_cpu_ms``, read from the kernel's per-thread ``schedstat`` in ns: clock ticks are 10 ms, longer than a
+query) against its warm share per query (``warm_cpu_ms_per_query``).
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ def _phase(gw: httpx.Client, headers: dict, phase: str, mode: str, repeat: int, 
         run[0] += 1
         return _query(gw, headers, mode, carol_question(run[0]))
 
+    start = cpu()
     first_wall, first_worker, first = ask()
     before = cpu()
     warm = [ask() for _ in range(repeat)]
@@ -117,7 +120,10 @@ def _phase(gw: httpx.Client, headers: dict, phase: str, mode: str, repeat: int, 
             # one query's path is serial (gateway -> worker -> LLM -> worker -> gateway): what each process
             # computed per warm query, the simulator's share included, bounds the wall time from below
             "warm_cpu_ms_per_query": {k: round(1000 * (v - before.get(k, 0.0)) / repeat, 1)
-                                      for k, v in sorted(after.items())}}
+                                      for k, v in sorted(after.items())},
+            # what every process computed while the first query ran: the query's own share, and what else (a
+            # stack's other workers still starting, an ingestion's last work) took the 2 cores from it
+            "first_cpu_ms": {k: round(1000 * (v - start.get(k, 0.0)), 1) for k, v in sorted(before.items())}}
 
 
 def run(latency: float, repeat: int, mode: str, out: Path | None) -> list[dict]:
@@ -128,7 +134,7 @@ def run(latency: float, repeat: int, mode: str, out: Path | None) -> list[dict]:
         stack = _stack(Path(tmp), redis_url, env)
 
         def cpu() -> dict[str, float]:  # the running stack's processes (the stack is started twice)
-            return cpu_seconds(stack, llm, redis_url)
+            return cpu_seconds(stack, llm, redis_url, precise=True)
 
         try:
             with httpx.Client(base_url=stack.gateway_url, timeout=120) as gw:

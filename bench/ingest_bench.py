@@ -44,16 +44,17 @@ def stack_processes(stack_obj, *urls: str) -> dict[str, list]:
     return out
 
 
-def cpu_seconds(stack_obj, *urls: str) -> dict[str, float]:
+def cpu_seconds(stack_obj, *urls: str, precise: bool = False) -> dict[str, float]:
     """CPU seconds used so far by the stack's worker groups (each with its pool children) and by the processes
-    serving ``urls`` (the simulator, Redis): on a 2-core machine their sum bounds the wall time from below."""
-    return group_cpu(stack_processes(stack_obj, *urls))
+    serving ``urls`` (the simulator, Redis): on a 2-core machine their sum bounds the wall time from below.
+    ``precise``: in ns (``cpu_timeline.cpu_of``), for one query's window."""
+    return group_cpu(stack_processes(stack_obj, *urls), precise)
 
 
-def group_cpu(procs: dict[str, list]) -> dict[str, float]:
+def group_cpu(procs: dict[str, list], precise: bool = False) -> dict[str, float]:
     """CPU seconds used so far by each worker group (its processes summed), the simulator and Redis."""
     out: dict[str, float] = {}
-    for label, group in cpu_of(procs).items():
+    for label, group in cpu_of(procs, precise).items():
         key = label.rstrip("0123456789")
         out[key] = out.get(key, 0.0) + group
     return out

@@ -48,11 +48,12 @@ def _warmer(rt, warm_recent: int = 0) -> CacheWarmer:
                        model=rt.settings.llm_model, warm_recent=warm_recent)
 
 
-def _prepare() -> None:
+def _prepare(app) -> None:
     """Before the worker consumes (``worker_init``): the clients, the SDK and the most recent tenants, so that
     a worker reported ready answers its first query warm. Best effort: a failure only leaves it cold."""
     started = time.monotonic()
     try:
+        app.backend  # noqa: B018 - Celery builds its (disabled) result backend on first access: the first task's
         rt = runtime()
         rt.warm_clients()
         if rt.llm is not None:
@@ -116,7 +117,7 @@ def install(app) -> None:
     @worker_init.connect(weak=False)
     def _before_consuming(**_kwargs) -> None:
         if ROUTES[QUERY] in set(app.amqp.queues.consume_from or ()):
-            _prepare()
+            _prepare(app)
 
     @worker_ready.connect(weak=False)
     def _start(**_kwargs) -> None:

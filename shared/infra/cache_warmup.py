@@ -165,9 +165,9 @@ def _count_rows(store: GraphStore, model: str | None, graph_rows: bool) -> None:
     ids = store.all_chunk_ids()[:WARM_CHUNK_COUNTS]  # every query's source rows are counted from these
     source_counts(list(store.chunks(ids).values()), model)
     if graph_rows:
-        entities = list(store.all_entities().values())
+        by_name, by_pair = store.read_whole_graph()  # parsed once, and filed for the queries (``row_cache``)
+        entities, relations = list(by_name.values()), list(by_pair.values())
         rest_counts([entity_cells("", e) for e in entities], entities, ENTITY_NUMERIC, model)
-        relations = list(store.all_relations().values())
         rest_counts([relation_cells("", r) for r in relations], relations, RELATION_NUMERIC, model)
     _ROWS_COUNTED.put(store.tenant, (revision, graph_rows, model))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 
-def test_the_gateway_builds_every_router_before_its_first_request(gw_env):
+def test_the_gateway_builds_every_router_before_its_first_request(gw_env, caplog):
     from api_gateway.app import create_app, warm_routes
 
     app = create_app()
@@ -15,7 +15,16 @@ def test_the_gateway_builds_every_router_before_its_first_request(gw_env):
     built = warm_routes(app)
     assert built >= len(routers)
     assert warm_routes(app) == built  # idempotent: built once, cached by FastAPI
+    from fastapi import routing
+
+    from api_gateway.routes import queries
+
+    submit = next(r for r in queries.router.routes if r.path == "/v1/queries" and "POST" in r.methods)
+    # each endpoint's context for error messages (its source read with ``inspect``) was read before any request
+    assert id(submit.dependant.call) in routing._endpoint_context_cache
     with TestClient(app) as client:  # the lifespan warms, then the app serves as before
+        # every step of the warm-up ran (Celery, both Redis clients, a ``?wait``'s subscription): none failed
+        assert not [r for r in caplog.records if "warm-up failed" in r.getMessage()]
         assert client.get("/healthz").status_code == 200
         assert client.get("/v1/jobs/nope").status_code == 401
 

@@ -51,3 +51,22 @@ def test_a_tenant_s_new_version_releases_the_old_version_s_rows_from_the_bound(m
         cache.rows("t", version, redis, ["a", "b"], read(version))
         assert cache.rows("other", 1, redis, ["p"], read(0))["p"] == "p@0"  # never cleared
     assert reads == [0, 1, 2, 3, 4, 5]
+
+
+def test_rows_filed_by_a_whole_read_are_served_at_their_version_only():
+    reads: list[list[str]] = []
+
+    def read(missing: list[str]) -> list[str | None]:
+        reads.append(list(missing))
+        return [f"{k}@read" for k in missing]
+
+    cache: VersionRows[str] = VersionRows()
+    redis = object()
+    cache.fill("t1", 1, redis, {"a": "a@filled", "b": "b@filled"})
+    assert cache.rows("t1", 1, redis, ["a", "b"], read) == {"a": "a@filled", "b": "b@filled"}
+    assert reads == []  # filed rows are not read again
+    assert cache.rows("t1", 1, redis, ["c"], read)["c"] == "c@read"  # a row not filed is read as before
+    assert cache.rows("t2", 1, redis, ["a"], read)["a"] == "a@read"  # another tenant's is its own
+    assert cache.rows("t1", 2, redis, ["a"], read)["a"] == "a@read"  # a newer version: the filed rows are gone
+    cache.fill("t1", 1, redis, {"a": "a@stale"})  # filed under an older version: that version starts afresh
+    assert cache.rows("t1", 2, redis, ["a"], read)["a"] == "a@read"

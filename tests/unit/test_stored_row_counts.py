@@ -263,3 +263,40 @@ def test_the_warm_up_puts_stored_counts_in_the_memo_and_encodes_only_older_rows(
         assert tokens._count_cache.get(encoding, line) == true_count(line, model)
     for t in texts:
         assert tokens._count_cache.get(encoding, source_body(t)) == true_count(source_body(t), model)
+
+
+def test_the_warm_ups_whole_graph_read_leaves_a_first_query_no_row_to_parse(redis_client, tenant, monkeypatch):
+    """The warm-up counts a small graph's rows from one read of it, and files the parsed rows in the process's
+    row caches (``GraphStore.read_whole_graph``): a query then reads no entity or relation row again, and gets
+    the stored ones (with their degree read now); a write after the warm-up is read fresh."""
+    from shared.infra import cache_warmup
+    from shared.infra.store import redis_graph
+    from shared.pipeline.merge_stage import run_merge_batch
+
+    store, cfg = GraphStore(redis_client, tenant), get_settings()
+    store.save_extraction(ExtractionResult(chunk_id="c0", entities=[
+        EntityFragment(name=f"N{i}", type="person", description=f"Person {i}.", source_id="c0") for i in range(4)],
+        relations=[RelationFragment(src="N0", tgt=f"N{i}", description=f"Knows {i}.", weight=1.0, source_id="c0")
+                   for i in range(1, 4)]))
+    run_merge_batch(store, store.dirty_members("entities"), store.dirty_members("relations"), cfg, None)
+    store.set_degrees({"N0": 3, "N1": 1})
+    redis_graph._ENTITY_ROWS.clear()
+    redis_graph._RELATION_ROWS.clear()
+    cache_warmup._count_rows(store, cfg.llm_model, True)
+    parsed: list[str] = []
+    for model in (Entity, Relation):
+        real = model.model_validate_json
+        monkeypatch.setattr(model, "model_validate_json", classmethod(
+            lambda cls, raw, _real=real, **kw: parsed.append(cls.__name__) or _real(raw, **kw)))
+    entities = store.entities([f"N{i}" for i in range(4)])
+    relations = store.relations([("N0", f"N{i}") for i in range(1, 4)])
+    assert parsed == []  # every row came from the warm-up's read
+    assert entities == store.all_entities()
+    assert (entities["N0"].degree, entities["N1"].degree) == (3, 1)
+    assert relations == store.all_relations()
+    store.save_extraction(ExtractionResult(chunk_id="c1", entities=[
+        EntityFragment(name="N1", type="person", description="Person 1, later.", source_id="c1")], relations=[]))
+    run_merge_batch(store, store.dirty_members("entities"), store.dirty_members("relations"), cfg, None)
+    parsed.clear()  # (the merge read the rows it merged)
+    assert "later" in store.entities(["N1"])["N1"].description  # a new graph version: read again
+    assert parsed == ["Entity"]

@@ -38,21 +38,31 @@ class VersionRows(Generic[T]):
              read: Callable[[list[str]], list[T | None]]) -> dict[str, T | None]:
         """The rows of ``keys`` at ``version``; ``read(missing)`` reads and parses those not held yet."""
         with self._lock:
-            held = self._tenants.get(tenant)
-            if held is None or held[0] != version or held[1] is not redis:
-                held = (version, redis, {})
-                self._tenants.put(tenant, held)
-            if sum(len(rows) for _v, _r, rows in self._tenants.values()) > MAX_ROWS:
-                self._tenants.clear()
-                held = (version, redis, {})
-                self._tenants.put(tenant, held)
-            rows = held[2]
+            rows = self._held(tenant, version, redis)
             missing = [k for k in keys if k not in rows]
         if missing:
             fresh = dict(zip(missing, read(missing), strict=True))
             with self._lock:
                 rows.update(fresh)
         return rows
+
+    def fill(self, tenant: str, version: Hashable, redis, parsed: dict[str, T]) -> None:
+        """File rows parsed after ``version`` was read (a whole graph read by the cache warmer), as ``rows``
+        files those it reads: a tenant's first query then parses none of them again."""
+        with self._lock:
+            self._held(tenant, version, redis).update(parsed)
+
+    def _held(self, tenant: str, version: Hashable, redis) -> dict[str, T | None]:
+        """The tenant's rows at ``version`` (started afresh at another version, or past ``MAX_ROWS`` held)."""
+        held = self._tenants.get(tenant)
+        if held is None or held[0] != version or held[1] is not redis:
+            held = (version, redis, {})
+            self._tenants.put(tenant, held)
+        if sum(len(rows) for _v, _r, rows in self._tenants.values()) > MAX_ROWS:
+            self._tenants.clear()
+            held = (version, redis, {})
+            self._tenants.put(tenant, held)
+        return held[2]
 
     def clear(self) -> None:
         with self._lock:
