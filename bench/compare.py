@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 
 from bench.common import ROOT, SAMPLE, emit, machine, own_versions, redis_server, sim_stats, simulator, stack
+from bench.ingest_bench import cpu_seconds
+from bench.llm_path import llm_path
 from bench.peers.peer_run import delta
 from bench.query_bench import QUERIES
 from shared.domain.tokens import count_tokens
@@ -65,19 +67,24 @@ def graphfleet_run(llm: str, corpus: Path, latency: float, run: int, concurrency
 
     out = []
     base = {"system": "graphfleet", "latency_ms": latency, "run": run}
-    with redis_server() as url, stack(url, llm, concurrency, processes):
+    with redis_server() as url, stack(url, llm, concurrency, processes) as st:
         client = LocalClient(url)
         tenant = f"cmp{run}"
-        before, started = sim_stats(llm), time.perf_counter()
-        view = client.wait(tenant, client.ingest_files(tenant, [corpus])["job_id"], timeout=3600)
+        cpu_before, before = cpu_seconds(st, llm, url), sim_stats(llm)
+        started, wall = time.perf_counter(), time.time()
+        job_id = client.ingest_files(tenant, [corpus])["job_id"]
+        view = client.wait(tenant, job_id, timeout=3600)
         seconds = time.perf_counter() - started
+        path = llm_path(url, tenant, job_id, wall, wall + seconds)
+        cpu = {k: round(v - cpu_before.get(k, 0.0), 2) for k, v in cpu_seconds(st, llm, url).items()}
         stats = client.stats(tenant)
         levels = stats["communities_by_level"]
         out.append({"bench": "compare_ingest", **base, "status": view["status"], "seconds": round(seconds, 3),
                     **delta(before, sim_stats(llm)), "ledger_llm_calls": view["usage"]["calls"],
                     "chunks": stats["chunks"], "entities": stats["entities"], "relations": stats["relations"],
                     "communities": sum(levels.values()), "communities_by_level": levels,
-                    "reports": stats["reports"], "stage_times": view.get("stage_times")})
+                    "reports": stats["reports"], "stage_times": view.get("stage_times"), **path,
+                    "cpu_seconds": cpu})
         # (label, mode, context only, QueryParam overrides): every mode, and local at nano's budget
         cases = [(mode, mode, only, {}) for mode in MODES["graphfleet"] for only in (True, False)]
         cases.append((f"local@{NANO_BUDGET}", "local", False, {"max_total_tokens": NANO_BUDGET}))
@@ -171,7 +178,8 @@ def medians(rows: list[dict]) -> list[dict]:
                     "seconds_all": [r["seconds"] for r in runs],
                     **{k: first.get(k) for k in ("llm_calls", "prompt_tokens", "completion_tokens", "calls_by_type",
                                                  "embedding_calls", "embedding_inputs", "chunks", "entities",
-                                                 "relations", "communities", "communities_by_level")}})
+                                                 "relations", "communities", "communities_by_level")},
+                    **_path_medians(runs)})
     queries = [r for r in rows if r["bench"] == "compare_query"]
     for key in sorted({(r["system"], r["latency_ms"], r["mode"], r["only_need_context"]) for r in queries}):
         runs = [r for r in queries if (r["system"], r["latency_ms"], r["mode"], r["only_need_context"]) == key]
@@ -183,6 +191,14 @@ def medians(rows: list[dict]) -> list[dict]:
                     **{k: last.get(k) for k in ("context_tokens", "llm_calls", "prompt_tokens", "completion_tokens",
                                                 "calls_by_type", "embedding_calls")}})
     return out
+
+
+def _path_medians(runs: list[dict]) -> dict:
+    """Medians of the LLM-path split (``bench.llm_path``) and of the simulator's CPU, where the runs have them."""
+    out = {k: round(statistics.median(r[k] for r in runs), 3) for k in ("llm_in_flight_s", "llm_idle_s")
+           if all(r.get(k) is not None for r in runs)}
+    sim = [r["cpu_seconds"]["simulator"] for r in runs if "simulator" in (r.get("cpu_seconds") or {})]
+    return {**out, "simulator_cpu_s": round(statistics.median(sim), 2)} if len(sim) == len(runs) else out
 
 
 def main() -> None:

@@ -166,7 +166,9 @@ def critical_path(cfg: dict, medians: list[dict], rows: list[dict], in_flight: i
     return {"bench": "critical_path", "system": "graphfleet", "waves": waves, "waves_source": source,
             "stage_times": timeline, "seconds": seconds, "graphfleet_s": gf["seconds_median"],
             "ratio": round(gf["seconds_median"] / seconds, 2) if seconds else None,
-            "in_flight": in_flight, "in_flight_bound_s": bound}
+            "in_flight": in_flight, "in_flight_bound_s": bound,
+            # measured: graphfleet's wall time split by whether one of its LLM calls was in flight (bench.llm_path)
+            **{k: gf[k] for k in ("llm_in_flight_s", "llm_idle_s", "simulator_cpu_s") if gf.get(k) is not None}}
 
 
 def _help(module: str) -> str:

@@ -98,6 +98,15 @@ def ingest_row(rows, latency: float, processes: int, ms_per_token: float = 0.0) 
     return row
 
 
+def _measured_path(path: dict) -> str:
+    """The measured split of graphfleet's ingestion (``bench.llm_path``), when the run recorded it."""
+    if path.get("llm_in_flight_s") is None:
+        return ""
+    sim = f", the simulator using {_s(path['simulator_cpu_s'])} of CPU" if path.get("simulator_cpu_s") else ""
+    return (f"; measured, some LLM call of the job was in flight for {_s(path['llm_in_flight_s'])}{sim}, and none "
+            f"for {_s(path['llm_idle_s'])} (graphfleet's own time on the path)")
+
+
 def _ingest_gaps(g: float, n: float, factor: float, path: dict | None, with_path: bool, cpu: dict | None) -> list[str]:
     """Why an ingestion misses its targets, in measured figures: the excess over each target, and what bounds it
     from below (the critical path of the LLM waves; the same ingestion with a 0 ms LLM, i.e. CPU and queues)."""
@@ -107,7 +116,7 @@ def _ingest_gaps(g: float, n: float, factor: float, path: dict | None, with_path
     if with_path and g > CRITICAL_PATH_FACTOR * path["seconds"]:
         gaps.append(f"{g / path['seconds']:.1f}× the critical path {_s(path['seconds'])} ({len(path['waves'])} LLM "
                     f"waves, {path['waves_source']}; ≤ {CRITICAL_PATH_FACTOR}×: "
-                    f"{g - CRITICAL_PATH_FACTOR * path['seconds']:.2f} s over)")
+                    f"{g - CRITICAL_PATH_FACTOR * path['seconds']:.2f} s over){_measured_path(path)}")
     if not gaps:
         return []
     if path and g > limit and path["seconds"] > limit:
@@ -383,7 +392,8 @@ def cost_section(all_rows: list[dict]) -> list[str]:
                   f"process(es): {_s(r['seconds'])} ({' → '.join(r['waves'])}; {r['waves_source']}); graphfleet "
                   f"{_s(r['graphfleet_s'])} = {r['ratio']}×"
                   + (f"; with {r['in_flight']} calls in flight (concurrency × processes) the waves take "
-                     f"{_s(r['in_flight_bound_s'])}" if r.get("in_flight_bound_s") else "") for r in paths), ""]
+                     f"{_s(r['in_flight_bound_s'])}" if r.get("in_flight_bound_s") else "") + _measured_path(r)
+                  for r in paths), ""]
     return [*out, *curve_table(rows), "### Global answer: tokens, calls and coverage per question", "",
             "Coverage: the share of the full scan's positive-score map points (by report) that the selected scan also "
             "finds (the simulator's map answers are deterministic).", "", *coverage_table(rows),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from shared.domain.extraction.llm_extractor import build_extract_messages, extract_chunk, wants_another_round
 from shared.domain.extraction.parse import normalise_name, normalise_type, parse_records
 from shared.domain.prompts import glean_continue, glean_loop
@@ -205,3 +208,26 @@ def test_gleaning_stops_on_no_and_without_gleaning():
     assert len(chat.calls) == 1
     assert any(w.startswith("extract: missing") for w in r.warnings)
     assert wants_another_round(' "Yes" ') and not wants_another_round("no, yes")
+
+
+def _clean_text_per_character(value: str) -> str:
+    """``clean_text`` as it was written first: every character looked at."""
+    import html
+    import re
+    import unicodedata
+
+    value = html.unescape(value)
+    value = "".join(" " if ch.isspace() else ch for ch in value if ch.isspace() or unicodedata.category(ch)[0] != "C")
+    return re.sub(r"\s+", " ", value).strip()
+
+
+# whitespace of every kind, controls, format (zero-width) characters, entities, and letters
+_AWKWARD = " \t\n\r\x0b\x0c\x1c\x85\xa0\u2028\u2029\u200b\u200e\ufeff\x00\x7f&amp;;#x\u3000aé"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=60) | st.text(alphabet=_AWKWARD, max_size=30))
+def test_clean_text_skips_its_per_character_pass_only_where_it_would_change_nothing(text):
+    from shared.domain.extraction.parse import clean_text
+
+    assert clean_text(text) == _clean_text_per_character(text)

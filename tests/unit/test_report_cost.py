@@ -219,3 +219,25 @@ def test_bench_record_shapes_of_global_cost_and_context_build():
     assert "| musique | a | 20,000 | 3 (2 / 1) | 90% | 350,000 | 3 | 400,000 | 3 | 0.050 |" in text
     assert "| local | 12,000 | 12.0 / 15.0 | 11,000 | 8.0 / 9.0 | 11,900 | 1.50 |" in text
     assert "| local | 30,000 |" not in text
+
+
+def test_the_measured_llm_path_split_is_carried_to_the_critical_path_and_its_gap():
+    from bench.llm_path import union_s
+
+    # calls [0, 1], [0.5, 1.5], [3, 4] within [0, 5]: in flight 2.5 s; clipped to the wall time
+    assert union_s([(0.5, 1.5), (0.0, 1.0), (3.0, 4.0)], 0.0, 5.0) == pytest.approx(2.5)
+    assert union_s([(-1.0, 0.5), (4.5, 9.0), (1.0, 1.0)], 0.0, 5.0) == pytest.approx(1.0)
+    assert union_s([], 0.0, 5.0) == 0.0 and union_s([(0.0, 1.0), (0.2, 0.4)], 0.0, 5.0) == pytest.approx(1.0)
+    cfg = {"latency_ms": 200.0, "ms_per_token": 0.0, "processes": 1}
+    med = [{"bench": "compare_median", "phase": "ingest", "system": "graphfleet", "seconds_median": 2.0,
+            "calls_by_type": INGEST_CALLS, "llm_in_flight_s": 1.6, "llm_idle_s": 0.4, "simulator_cpu_s": 0.8}]
+    path = cost_table.critical_path(cfg, med, [])
+    assert (path["llm_in_flight_s"], path["llm_idle_s"], path["simulator_cpu_s"]) == (1.6, 0.4, 0.8)
+    rows = [ingest("graphfleet", 200.0, 2.0), ingest("nano", 200.0, 5.0), {**RUN, **path, **cfg}]
+    gap = by_label(rows)["ingest at 200 ms (Carol, 1 process)"].gap
+    assert "in flight for 1.600 s" in gap and "none for 0.400 s" in gap and "0.800 s of CPU" in gap
+    without = cost_table.critical_path(cfg, [{k: v for k, v in med[0].items() if not k.startswith(("llm", "sim"))}],
+                                       [])
+    assert "llm_idle_s" not in without  # an older run without the split renders as before
+    assert "in flight" not in by_label([*rows[:2], {**RUN, **without, **cfg}])[
+        "ingest at 200 ms (Carol, 1 process)"].gap

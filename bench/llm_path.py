@@ -1,0 +1,45 @@
+"""Where an ingestion's wall time goes against its LLM calls, measured from the job's own usage records.
+
+Each record ends at ``ts`` and lasted ``latency_s``, as graphfleet's client measured the call: the request sent,
+the simulator's queue and work, the answer read. Over the ingestion's wall time:
+
+- ``llm_in_flight_s``: the time at least one of the job's calls was in flight (the union of the calls' intervals).
+  With a hosted model this is the model's time on the path; with the simulator it is its latency plus the CPU it
+  spends answering, one process on the same 2 cores as everything else (a wave of 42 extraction answers is
+  serialized through it);
+- ``llm_idle_s``: the rest, when no call was in flight: graphfleet's own time on the path (queues, barriers,
+  the CPU between one wave's last answer and the next wave's first request).
+
+A critical path of ``n`` waves × latency counts neither the simulator's CPU nor the spread of a wave's calls (its
+slowest call ends it); ``llm_idle_s`` is what graphfleet adds whatever the LLM.
+"""
+
+from __future__ import annotations
+
+
+def union_s(intervals: list[tuple[float, float]], start: float, end: float) -> float:
+    """Seconds of ``[start, end]`` covered by at least one of ``intervals`` (pure)."""
+    covered, reach = 0.0, start
+    for lo, hi in sorted((max(lo, start), min(hi, end)) for lo, hi in intervals):
+        if hi <= reach:
+            continue
+        covered += hi - max(lo, reach)
+        reach = hi
+    return covered
+
+
+def llm_path(redis_url: str, tenant: str, job_id: str, started: float, ended: float) -> dict:
+    """The job's calls (chat and embedding, retries included) against its wall time ``[started, ended]``
+    (``time.time()``); see the module's docstring."""
+    from shared.infra.llm.usage import read_usage
+    from shared.infra.redis_conn import connect
+
+    redis = connect(redis_url)
+    try:
+        calls = [(r.ts - r.latency_s, r.ts) for r in read_usage(redis, tenant, started - 1, ended + 1)
+                 if r.job_id == job_id and not r.cache_hit]
+    finally:
+        redis.close()
+    busy = union_s(calls, started, ended)
+    return {"llm_in_flight_s": round(busy, 3), "llm_idle_s": round(ended - started - busy, 3),
+            "llm_calls_timed": len(calls)}
