@@ -11,10 +11,14 @@ the simulator's queue and work, the answer read. Over the ingestion's wall time:
   the CPU between one wave's last answer and the next wave's first request).
 
 A critical path of ``n`` waves × latency counts neither the simulator's CPU nor the spread of a wave's calls (its
-slowest call ends it); ``llm_idle_s`` is what graphfleet adds whatever the LLM.
+slowest call ends it); ``llm_idle_s`` is what graphfleet adds whatever the LLM. ``llm_stages`` says, per stage,
+when its first call was sent and its last answered (seconds from the submission), and how long its calls took
+(median and longest): a stage whose calls took ~latency each but spread over much longer was sent out slowly.
 """
 
 from __future__ import annotations
+
+import statistics
 
 
 def union_s(intervals: list[tuple[float, float]], start: float, end: float) -> float:
@@ -36,10 +40,23 @@ def llm_path(redis_url: str, tenant: str, job_id: str, started: float, ended: fl
 
     redis = connect(redis_url)
     try:
-        calls = [(r.ts - r.latency_s, r.ts) for r in read_usage(redis, tenant, started - 1, ended + 1)
-                 if r.job_id == job_id and not r.cache_hit]
+        records = [r for r in read_usage(redis, tenant, started - 1, ended + 1) if r.job_id == job_id
+                   and not r.cache_hit]
     finally:
         redis.close()
+    calls = [(r.ts - r.latency_s, r.ts) for r in records]
     busy = union_s(calls, started, ended)
     return {"llm_in_flight_s": round(busy, 3), "llm_idle_s": round(ended - started - busy, 3),
-            "llm_calls_timed": len(calls)}
+            "llm_calls_timed": len(calls), "llm_stages": stage_spans(records, started)}
+
+
+def stage_spans(records, started: float) -> dict[str, dict]:
+    """Per stage: calls, first sent and last answered (s from ``started``), median and longest call (pure)."""
+    out: dict[str, dict] = {}
+    for stage in sorted({r.stage for r in records}):
+        mine = [r for r in records if r.stage == stage]
+        out[stage] = {"calls": len(mine), "first_sent": round(min(r.ts - r.latency_s for r in mine) - started, 3),
+                      "last_answered": round(max(r.ts for r in mine) - started, 3),
+                      "call_p50_s": round(statistics.median(r.latency_s for r in mine), 3),
+                      "call_max_s": round(max(r.latency_s for r in mine), 3)}
+    return out
