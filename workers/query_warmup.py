@@ -53,7 +53,7 @@ def _prepare(app) -> None:
     a worker reported ready answers its first query warm. Best effort: a failure only leaves it cold."""
     started = time.monotonic()
     try:
-        app.backend  # noqa: B018 - Celery builds its (disabled) result backend on first access: the first task's
+        app.backend  # noqa: B018 - Celery builds its (disabled) result backend on first access, else the first task
         rt = runtime()
         rt.warm_clients()
         if rt.llm is not None:
