@@ -20,13 +20,17 @@ SATURATED = 0.9  # share of a core (or of all cores) that counts as busy in a sa
 def _scheduled_s(pid: int) -> float | None:
     """The CPU time the kernel scheduled the process's live threads for, in ns resolution (Linux ``schedstat``):
     ``cpu_times`` counts in clock ticks (10 ms), too coarse for one query. None where there is no ``schedstat``."""
-    total = 0
     try:
-        for task in os.scandir(f"/proc/{pid}/task"):
-            with open(f"{task.path}/schedstat") as f:
-                total += int(f.read().split()[0])
+        tasks = list(os.scandir(f"/proc/{pid}/task"))
     except OSError:
         return None
+    total = 0
+    for task in tasks:
+        try:
+            with open(f"{task.path}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:  # a thread that exited meanwhile counts no more
+            continue
     return total / 1e9
 
 

@@ -139,3 +139,18 @@ def test_ingest_medians_carry_the_llm_path_split_and_the_simulators_cpu_when_eve
     assert (gf["llm_in_flight_s"], gf["llm_idle_s"], gf["simulator_cpu_s"]) == (1.9, 0.6, 0.8)
     runs[0] = _ingest("graphfleet", 2.0, 0)  # one run without them (an older record): no median of a part
     assert "llm_idle_s" not in next(m for m in medians(runs) if m["phase"] == "ingest")
+
+
+def test_precise_cpu_reads_the_threads_schedstat_in_ns_and_misses_nothing_of_a_short_window():
+    import os
+
+    import psutil
+
+    from bench.cpu_timeline import _scheduled_s, cpu_of
+
+    before = cpu_of({"me": [psutil.Process()]}, precise=True)["me"]
+    sum(i * i for i in range(200_000))  # a few ms of CPU: less than one 10 ms clock tick
+    spent = cpu_of({"me": [psutil.Process()]}, precise=True)["me"] - before
+    assert 0 < spent < 1.0  # seen, where clock ticks would often say 0
+    assert _scheduled_s(2**22 + 12345) is None  # no such process: the caller falls back to clock ticks
+    assert _scheduled_s(os.getpid()) > 0
