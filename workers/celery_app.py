@@ -47,13 +47,19 @@ def _refuse_silent_llm_free_mode(**_kwargs) -> None:
 @worker_init.connect
 def _warm_up(**_kwargs) -> None:
     """Load every tokenizer a task may use before the first task (each BPE load costs a few hundred ms
-    of CPU): the chat and summary models', the embedding model's, and the default encoding."""
+    of CPU): the chat and summary models', the embedding model's, and the default encoding; then the clients,
+    Celery's result backend and, with an LLM, the OpenAI SDK (every worker: its first extraction, summary or
+    report call would build what a query worker's ``_prepare`` builds before its first query)."""
     from shared.domain.tokens import get_encoding
 
     settings = get_settings()
     for model in {settings.llm_model, settings.effective_summary_model, settings.embedding_model, None}:
         get_encoding(model)
     try:  # the clients: their modules (the SDK's HTTP stack: ~0.1 s of imports) load now, before a prefork pool
-        runtime()  # forks its children (each then builds its own runtime without importing them again)
+        rt = runtime()  # forks its children (each then builds its own runtime without importing them again)
     except Exception:  # noqa: BLE001 - Redis not up yet: the first task builds it
         log.warning("worker runtime not built before consuming", exc_info=True)
+        return
+    app.backend  # noqa: B018 - Celery builds its (disabled) result backend on first access, else the first task
+    if rt.llm is not None:  # the SDK's lazily built request transforms and response models (~35 ms of CPU at a
+        query_warmup.warm_openai_sdk()  # process's first call), in memory; a prefork pool's children inherit them

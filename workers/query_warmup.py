@@ -84,11 +84,19 @@ _EMBEDDING = {"object": "list", "model": "warm", "data": [{"object": "embedding"
               "usage": {"prompt_tokens": 1, "total_tokens": 1}}
 
 
+_sdk_warmed = False
+
+
 def warm_openai_sdk() -> None:
     """One chat completion (plain, and streamed as ``LLMClient`` reads it) and one embedding through the SDK
     against an in-memory transport: the SDK builds its request transforms and response models on first use
     (tens of ms of CPU at a process's first query); these caches are the SDK's, shared by every client of the
-    process. No request leaves the process, nothing is booked. Best effort."""
+    process. No request leaves the process, nothing is booked. Once per process (a query worker's ``_prepare``
+    and every worker's ``workers.celery_app._warm_up`` both ask). Best effort."""
+    global _sdk_warmed
+    if _sdk_warmed:
+        return
+    _sdk_warmed = True
     try:
         import openai
 

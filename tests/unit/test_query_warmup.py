@@ -240,11 +240,12 @@ def test_the_warm_up_counts_a_small_tenants_graph_rows_whatever_its_question_ret
     assert tokens._count_cache.get(encoding, line_rest(entity_cells("E7", kite))) is not None
 
 
-def test_the_openai_sdk_warm_up_runs_in_memory_and_raises_nothing(caplog):
-    from workers.query_warmup import warm_openai_sdk
+def test_the_openai_sdk_warm_up_runs_in_memory_and_raises_nothing(caplog, monkeypatch):
+    import workers.query_warmup as q
 
-    warm_openai_sdk()  # base URL warm.invalid: a request leaving the process would fail and be logged
-    assert "warm-up failed" not in caplog.text
+    monkeypatch.setattr(q, "_sdk_warmed", False)  # once per process: another test's worker may have warmed it
+    q.warm_openai_sdk()  # base URL warm.invalid: a request leaving the process would fail and be logged
+    assert "warm-up failed" not in caplog.text and q._sdk_warmed
 
 
 def test_warm_clients_loads_the_chat_and_embedding_tokenizers_in_a_fresh_process(redis_server):
@@ -302,3 +303,27 @@ def test_warming_a_tenant_measures_the_embedder_once_so_the_first_query_does_not
     assert redis_client.get(embedder_lexical_key(model)) in (b"1", "1")
     assert [(r.stage, r.model) for r in read_usage(redis_client, tenant)] == [("embed", model)]
     assert warm() == (True, 0)  # a second process (or a restart) reads the answer
+
+
+def test_every_worker_warms_the_openai_sdk_before_consuming_when_an_llm_is_configured(redis_server):
+    """An ingestion worker's first extraction, summary or report call would build the SDK's request transforms
+    and response models: every worker (not only the query workers) builds them in ``worker_init``, before a
+    prefork pool forks; without an LLM nothing is built. In a fresh process, as a worker starts."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.unit.test_secure_defaults import worker_env
+
+    code = ("import json\nimport workers.celery_app as c\nimport workers.query_warmup as q\ncalls = []\n"
+            "real = q.warm_openai_sdk\nq.warm_openai_sdk = lambda: (calls.append(1), real())\nc._warm_up()\n"
+            "from workers.runtime import runtime\nprint(json.dumps([len(calls), runtime().llm is not None]))")
+    llm = {"GRAPHFLEET_LLM_BASE_URL": "http://127.0.0.1:9/v1", "GRAPHFLEET_LLM_API_KEY": "sk-test"}
+    seen = []
+    for extra in (llm, {}):
+        out = subprocess.run([sys.executable, "-c", code], env=worker_env(redis_server.url, **extra),
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "warm-up failed" not in out.stderr
+        seen.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert seen == [[1, True], [0, False]]
