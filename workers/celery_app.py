@@ -48,8 +48,8 @@ def _refuse_silent_llm_free_mode(**_kwargs) -> None:
 def _warm_up(**_kwargs) -> None:
     """Load every tokenizer a task may use before the first task (each BPE load costs a few hundred ms
     of CPU): the chat and summary models', the embedding model's, and the default encoding; then the clients,
-    Celery's result backend and, with an LLM, the OpenAI SDK (every worker: its first extraction, summary or
-    report call would build what a query worker's ``_prepare`` builds before its first query)."""
+    Celery's result backend and, with an LLM, the OpenAI SDK (every worker: else its first task, its first
+    extraction, summary, report or query call builds them)."""
     from shared.domain.tokens import get_encoding
 
     settings = get_settings()

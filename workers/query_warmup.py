@@ -5,8 +5,8 @@ pool the children would keep their own caches and this warmer would not reach th
 only announce index updates.
 
 Before such a worker consumes (``worker_init``), it readies what every query uses whatever its tenant (a Redis
-connection, the OpenAI SDK's lazily built models, a keep-alive connection to the LLM API, the embedder probe when
-another process already measured it)
+connection, a keep-alive connection to the LLM API, the embedder probe when another process already measured it;
+Celery's backend and the OpenAI SDK's lazily built models are warmed in every worker, ``workers.celery_app._warm_up``)
 and the tenants whose index changed most recently, as far as the cache has room and for at most
 ``START_WARM_S`` (``shared.infra.cache_warmup``): a worker that reports ready answers its first query warm."""
 
@@ -48,16 +48,14 @@ def _warmer(rt, warm_recent: int = 0) -> CacheWarmer:
                        model=rt.settings.llm_model, warm_recent=warm_recent)
 
 
-def _prepare(app) -> None:
-    """Before the worker consumes (``worker_init``): the clients, the SDK and the most recent tenants, so that
+def _prepare() -> None:
+    """Before the worker consumes (``worker_init``): the clients and the most recent tenants, so that
     a worker reported ready answers its first query warm. Best effort: a failure only leaves it cold."""
     started = time.monotonic()
     try:
-        app.backend  # noqa: B018 - Celery builds its (disabled) result backend on first access, else the first task
         rt = runtime()
         rt.warm_clients()
         if rt.llm is not None:
-            warm_openai_sdk()
             rt.llm.preconnect()
         warmer = _warmer(rt)
         for tenant in recent_tenants(rt.redis, CACHED_TENANTS):
@@ -84,19 +82,11 @@ _EMBEDDING = {"object": "list", "model": "warm", "data": [{"object": "embedding"
               "usage": {"prompt_tokens": 1, "total_tokens": 1}}
 
 
-_sdk_warmed = False
-
-
 def warm_openai_sdk() -> None:
     """One chat completion (plain, and streamed as ``LLMClient`` reads it) and one embedding through the SDK
     against an in-memory transport: the SDK builds its request transforms and response models on first use
     (tens of ms of CPU at a process's first query); these caches are the SDK's, shared by every client of the
-    process. No request leaves the process, nothing is booked. Once per process (a query worker's ``_prepare``
-    and every worker's ``workers.celery_app._warm_up`` both ask). Best effort."""
-    global _sdk_warmed
-    if _sdk_warmed:
-        return
-    _sdk_warmed = True
+    process. No request leaves the process, nothing is booked. Best effort."""
     try:
         import openai
 
@@ -125,7 +115,7 @@ def install(app) -> None:
     @worker_init.connect(weak=False)
     def _before_consuming(**_kwargs) -> None:
         if ROUTES[QUERY] in set(app.amqp.queues.consume_from or ()):
-            _prepare(app)
+            _prepare()
 
     @worker_ready.connect(weak=False)
     def _start(**_kwargs) -> None:
