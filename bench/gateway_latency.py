@@ -1,14 +1,15 @@
 """Local-query latency through the gateway, as a user of the service sees it: ``POST /v1/queries?wait=60``
 from send to answer, p50 / p95 over warm queries, and the first query of a fresh stack against the warm ones.
 
-    .venv/bin/python -m bench.gateway_latency [--latency 0] [--repeat 40] [--mode local]
+    .venv/bin/python -m bench.gateway_latency [--latency 0] [--repeat 40] [--mode local] [--trials 3] [--idle 2]
         [--out bench/results/gateway_latency.jsonl]
 
 One simulator, one embedded Redis: the Christmas Carol is ingested through the gateway, then
 
 1. ``after_ingest``: the first query after the ingestion finished, then ``--repeat`` warm ones;
 2. ``fresh_stack``: the workers and the gateway are stopped and started again on the same Redis (a
-   restart, or a new deployment over existing data); its first query, then ``--repeat`` warm ones.
+   restart, or a new deployment over existing data); its first query, then ``--repeat`` warm ones; ``--trials``
+   times (``trial`` in the record): one first query per stack is one sample.
 
 The questions cycle through 40 distinct ones about the Carol (``bench.common.CAROL_QUESTIONS``), each marked
 ``(run i)`` so that no LLM cache answers: every query builds a context the process has not packed before, as a
@@ -19,6 +20,14 @@ and its context build, against the warm queries' medians (``first_pickup_ms``, `
 ``warm_pickup_ms_p50``, ``warm_context_ms_p50``); and the CPU each process group used while the first query ran
 (``first_cpu_ms``, read from the kernel's per-thread ``schedstat`` in ns: clock ticks are 10 ms, longer than a
 query) against its warm share per query (``warm_cpu_ms_per_query``).
+
+The simulator's answer is most of a query's wall time at 0 ms and its CPU varies by question (40-60 ms here: it
+reads the whole 30,000-token context), so a first query's wall time against the warm p95 mixes which question
+came first with any first-query cost. ``first_own_ms`` against ``warm_own_ms_p50``/``warm_own_ms_p95`` compares
+graphfleet's own time instead: each query's wall time less the time its LLM calls were in flight (its usage
+records, as graphfleet's client timed them; ``first_llm_ms``, ``warm_llm_ms_p50``). And the warm queries run back
+to back while a first query comes after a pause: ``--idle`` more queries per phase, each after ``IDLE_S`` with
+none (``idle_wall_s``, ``idle_own_ms``), say what any query pays after a pause on a warm stack.
 """
 
 from __future__ import annotations
@@ -34,10 +43,12 @@ import httpx
 
 from bench.common import SAMPLE, carol_question, emit, machine, redis_server, simulator
 from bench.ingest_bench import cpu_seconds
+from bench.llm_path import union_s
 from graphfleet_cli.stack import Stack
 from shared.infra.redis_conn import free_port
 
 ADMIN_KEY = "adm-bench-gateway-latency"
+IDLE_S = 6.0  # longer than uvicorn's keep-alive (5 s): the LLM server has closed the idle connection
 MODES = ("local", "naive")
 
 
@@ -97,14 +108,68 @@ def _breakdown(gw: httpx.Client, headers: dict, first: dict, warm: list[dict]) -
             "warm_context_ms_p50": round(statistics.median(contexts), 2) if contexts else None}
 
 
+def _llm_ms(redis_url: str, since: float, query_ids: list[str | None]) -> dict[str, float]:
+    """Per query, the milliseconds some LLM call of it was in flight (its embedding and answer calls, as
+    graphfleet's client timed them, from the tenant's usage records): the simulator's share of its wall time."""
+    from shared.infra.llm.usage import read_usage
+    from shared.infra.redis_conn import connect
+
+    redis = connect(redis_url)
+    try:
+        records = [r for r in read_usage(redis, "lat", since - 1, time.time() + 1) if not r.cache_hit]
+    finally:
+        redis.close()
+    out = {}
+    for qid in filter(None, query_ids):
+        calls = [(r.ts - r.latency_s, r.ts) for r in records if r.job_id == qid]
+        out[qid] = 1000 * union_s(calls, min((lo for lo, _ in calls), default=0.0), max((hi for _, hi in calls),
+                                                                                       default=0.0))
+    return out
+
+
+def _own(first: tuple, warm: list[tuple], llm_ms: dict[str, float]) -> dict:
+    """graphfleet's own time on a query's path: its wall time less the time its LLM calls were in flight (see the
+    module's docstring)."""
+    def own(query: tuple) -> float | None:
+        qid = query[2]["query_id"]
+        return None if qid not in llm_ms else 1000 * query[0] - llm_ms[qid]
+
+    warm_own = sorted(o for o in map(own, warm) if o is not None)
+    first_own = own(first)
+    if first_own is None or not warm_own:
+        return {}
+    return {"first_own_ms": round(first_own, 1), "warm_own_ms_p50": round(statistics.median(warm_own), 1),
+            "warm_own_ms_p95": round(_percentile(warm_own, 0.95), 1),
+            "first_llm_ms": round(llm_ms[first[2]["query_id"]], 1),
+            "warm_llm_ms_p50": round(statistics.median(llm_ms[w[2]["query_id"]] for w in warm
+                                                       if w[2]["query_id"] in llm_ms), 1)}
+
+
+def _after_idle(ask: Callable[[], tuple], count: int, redis_url: str) -> dict:
+    """``count`` queries, each after ``IDLE_S`` with none: what a query pays on a warm stack after a pause (its
+    caches warm, but the CPU's caches, the connections' state and the LLM server's keep-alive not), the fair
+    reference for a first query that also comes after a pause (the warm ones run back to back)."""
+    if count <= 0:
+        return {}
+    since, asked = time.time(), []
+    for _ in range(count):
+        time.sleep(IDLE_S)
+        asked.append(ask())
+    llm_ms = _llm_ms(redis_url, since, [info["query_id"] for _, _, info in asked])
+    return {"idle_s": IDLE_S, "idle_wall_s": [round(w, 4) for w, _, _ in asked],
+            "idle_own_ms": [round(1000 * w - llm_ms[info["query_id"]], 1) for w, _, info in asked
+                            if info["query_id"] in llm_ms]}
+
+
 def _phase(gw: httpx.Client, headers: dict, phase: str, mode: str, repeat: int, run: list[int],
-           cpu: Callable[[], dict[str, float]]) -> dict:
-    """The first query, then ``repeat`` warm ones; ``cpu``: CPU seconds used so far per process group."""
+           cpu: Callable[[], dict[str, float]], redis_url: str, idle: int = 0) -> dict:
+    """The first query, then ``repeat`` warm ones, then ``idle`` after a pause each; ``cpu``: CPU seconds used
+    so far per process group."""
     def ask() -> tuple[float, float | None, dict]:
         run[0] += 1
         return _query(gw, headers, mode, carol_question(run[0]))
 
-    start = cpu()
+    since, start = time.time(), cpu()
     first_wall, first_worker, first = ask()
     before = cpu()
     warm = [ask() for _ in range(repeat)]
@@ -117,16 +182,19 @@ def _phase(gw: httpx.Client, headers: dict, phase: str, mode: str, repeat: int, 
             "p95_over_p50": round(p95 / p50, 2), "first_over_p50": round(first_wall / p50, 2),
             "warm_worker_p50_s": statistics.median(s for _, s, _ in warm if s is not None),
             **_breakdown(gw, headers, first, [info for _, _, info in warm]),
+            **_own((first_wall, first_worker, first), warm,
+                   _llm_ms(redis_url, since, [first["query_id"], *(info["query_id"] for _, _, info in warm)])),
             # one query's path is serial (gateway -> worker -> LLM -> worker -> gateway): what each process
             # computed per warm query, the simulator's share included, bounds the wall time from below
             "warm_cpu_ms_per_query": {k: round(1000 * (v - before.get(k, 0.0)) / repeat, 1)
                                       for k, v in sorted(after.items())},
             # what every process computed while the first query ran: the query's own share, and what else (a
             # stack's other workers still starting, an ingestion's last work) took the 2 cores from it
-            "first_cpu_ms": {k: round(1000 * (v - start.get(k, 0.0)), 1) for k, v in sorted(before.items())}}
+            "first_cpu_ms": {k: round(1000 * (v - start.get(k, 0.0)), 1) for k, v in sorted(before.items())},
+            **_after_idle(ask, idle, redis_url)}
 
 
-def run(latency: float, repeat: int, mode: str, out: Path | None) -> list[dict]:
+def run(latency: float, repeat: int, mode: str, out: Path | None, trials: int = 3, idle: int = 2) -> list[dict]:
     records, counter = [], [0]
     base = {"bench": "gateway_latency", "latency_ms": latency, "corpus": SAMPLE.name}
     with simulator(latency_ms=latency) as llm, redis_server() as redis_url, tempfile.TemporaryDirectory() as tmp:
@@ -140,16 +208,18 @@ def run(latency: float, repeat: int, mode: str, out: Path | None) -> list[dict]:
             with httpx.Client(base_url=stack.gateway_url, timeout=120) as gw:
                 headers = _tenant(gw)
                 ingest_s = _ingest(gw, headers)
-                records.append({**base, **_phase(gw, headers, "after_ingest", mode, repeat, counter, cpu),
-                                "ingest_s": round(ingest_s, 3)})
+                phase = _phase(gw, headers, "after_ingest", mode, repeat, counter, cpu, redis_url, idle)
+                records.append({**base, **phase, "ingest_s": round(ingest_s, 3)})
         finally:
             stack.stop()
-        stack = _stack(Path(tmp), redis_url, env)
-        try:
-            with httpx.Client(base_url=stack.gateway_url, timeout=120) as gw:
-                records.append({**base, **_phase(gw, headers, "fresh_stack", mode, repeat, counter, cpu)})
-        finally:
-            stack.stop()
+        for trial in range(trials):  # each a restart: its own first query, its own warm ones
+            stack = _stack(Path(tmp), redis_url, env)
+            try:
+                with httpx.Client(base_url=stack.gateway_url, timeout=120) as gw:
+                    records.append({**base, **_phase(gw, headers, "fresh_stack", mode, repeat, counter, cpu,
+                                                     redis_url, idle), "trial": trial})
+            finally:
+                stack.stop()
     for record in records:
         emit({**record, "machine": machine()}, out)
     return records
@@ -160,15 +230,22 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.0, help="simulator latency per call, ms")
     ap.add_argument("--repeat", type=int, default=40, help="warm queries per phase")
     ap.add_argument("--mode", default="local", choices=MODES)
+    ap.add_argument("--trials", type=int, default=3, help="fresh stacks measured (each restarted, its first query)")
+    ap.add_argument("--idle", type=int, default=2, help=f"queries per phase after {IDLE_S:g} s with none, each")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    records = run(args.latency, args.repeat, args.mode, args.out)
+    records = run(args.latency, args.repeat, args.mode, args.out, max(1, args.trials), max(0, args.idle))
     print(f"\n{args.mode} query through the gateway (?wait), simulator {args.latency:g} ms, {args.repeat} warm runs")
     print(f"{'phase':<14}{'first':>9}{'p50':>9}{'p95':>9}{'p95/p50':>9}{'first/p50':>11}")
     for r in records:
         print(f"{r['phase']:<14}{r['first_s']:>9.3f}{r['warm_p50_s']:>9.3f}{r['warm_p95_s']:>9.3f}"
               f"{r['p95_over_p50']:>9.2f}{r['first_over_p50']:>11.2f}")
         print(f"{'':<14}CPU ms per warm query: {r['warm_cpu_ms_per_query']}")
+        if "first_own_ms" in r:
+            print(f"{'':<14}own ms (wall less LLM calls): first {r['first_own_ms']}, warm p50 {r['warm_own_ms_p50']},"
+                  f" p95 {r['warm_own_ms_p95']}; LLM ms: first {r['first_llm_ms']}, warm p50 {r['warm_llm_ms_p50']}")
+        if r.get("idle_own_ms"):
+            print(f"{'':<14}after {r['idle_s']:g} s idle: wall {r['idle_wall_s']} s, own ms {r['idle_own_ms']}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -10,6 +11,7 @@ RESULTS = ROOT / "bench" / "results"
 SYSTEMS = ("graphfleet", "nano", "lightrag")
 NAMES = {"graphfleet": "graphfleet", "nano": "nano-graphrag", "lightrag": "LightRAG"}
 SYSTEM_MODES = ("local", "global", "naive", "hybrid", "mix", "causal")
+NOT_MEASURED = "not measured"
 
 
 def load_results(name: str) -> list[dict]:
@@ -27,3 +29,16 @@ def newest(rows: list[dict], *keys: str) -> list[dict]:
 
 def fmt_ratio(ours, theirs) -> str:
     return f"{ours / theirs:.2f}" if ours is not None and theirs else "-"
+
+
+@dataclass
+class Row:
+    """One row of a target table: the figures, their ratio, the target, whether it is met and why not."""
+
+    label: str
+    graphfleet: str = NOT_MEASURED
+    nano: str = NOT_MEASURED
+    ratio: str = "-"
+    target: str = ""
+    met: bool | None = None  # None: not measured
+    gap: str = ""  # why it is unmet, in measured figures

@@ -8,27 +8,15 @@ except the critical path, which ``bench.cost_table`` records with where its wave
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
 
+from bench.report_common import NOT_MEASURED, Row
+from bench.report_gateway import first_query_rows, gateway_row
 from shared.domain.query.params import QueryParam
 
-NOT_MEASURED = "not measured"
 LOCAL_SLACK_S = 0.020  # local answer: <= nano + 20 ms
-GATEWAY_P50_S, GATEWAY_SPREAD = 0.060, 1.5  # p50 <= 60 ms, p95 <= 1.5x p50
 GLOBAL_TOKENS_RATIO, GLOBAL_COVERAGE = 0.1, 0.9
 INGEST_TARGETS = {"0": 0.8, "200": 0.5, "token": 0.3}  # graphfleet/nano seconds
 CRITICAL_PATH_FACTOR = 1.5
-
-
-@dataclass
-class Row:
-    label: str
-    graphfleet: str = NOT_MEASURED
-    nano: str = NOT_MEASURED
-    ratio: str = "-"
-    target: str = ""
-    met: bool | None = None  # None: not measured
-    gap: str = ""  # why it is unmet, in measured figures
 
 
 def newest_run(rows: list[dict]) -> list[dict]:
@@ -130,71 +118,6 @@ def _ingest_gaps(g: float, n: float, factor: float, path: dict | None, with_path
         gaps.append(f"the same ingestion with a 0 ms LLM (CPU and queues only) takes {_s(cpu_s)}"
                     + (", above the target by itself" if g > limit and cpu_s > limit else ""))
     return gaps
-
-
-def gateway_figures(rows: list[dict]) -> dict:
-    """p50 / p95 / n of warm local queries and the first query's seconds, from ``bench.gateway_latency`` (its
-    phase records, or ``gateway_latency`` + ``first_query`` records) or ``bench.gateway_flow`` (one query)."""
-    out: dict = {}
-    for r in rows:
-        bench = r.get("bench")
-        if bench == "gateway_latency" and "phase" in r:
-            phase = {"after_ingest": "ingest", "fresh_stack": "fresh"}.get(r["phase"], r["phase"])
-            out[phase] = {"first": r.get("first_s"), "p50": r.get("warm_p50_s"), "p95": r.get("warm_p95_s"),
-                          "n": r.get("warm_runs"), "cpu": r.get("warm_cpu_ms_per_query")}
-        elif bench == "gateway_latency":
-            out.setdefault("ingest", {}).update({"p50": r.get("p50"), "p95": r.get("p95"), "n": r.get("n")})
-        elif bench == "first_query":
-            out["fresh"] = {**out.get("fresh", {}), "first": r.get("fresh_s"), "p50": r.get("warm_s"),
-                            "p95": r.get("warm_p95_s", r.get("warm_s"))}
-        elif bench == "gateway_flow" and r.get("latency_ms") == 0:
-            x = (r.get("steps_s") or {}).get("query local")
-            out.setdefault("ingest", {"p50": x, "p95": x, "n": 1})
-    return out
-
-
-def gateway_row(rows) -> Row:
-    fig = gateway_figures(rows).get("ingest") or {}
-    row = Row("local answer through the gateway, p50 / p95, 0 ms", nano="(in-process)",
-              target=f"p50 ≤ {GATEWAY_P50_S * 1000:.0f} ms, p95 ≤ {GATEWAY_SPREAD}× p50")
-    p50, p95 = fig.get("p50"), fig.get("p95")
-    if p50 is None or p95 is None:
-        return row
-    row.graphfleet = f"{p50:.3f} / {p95:.3f} s (n={fig.get('n')})"
-    row.ratio = f"p95/p50 {p95 / p50:.2f}"
-    gaps = ([f"p50 {p50 * 1000:.0f} ms > {GATEWAY_P50_S * 1000:.0f} ms"] if p50 > GATEWAY_P50_S else []) + \
-        ([f"p95 {p95 * 1000:.0f} ms = {p95 / p50:.2f}× p50 > {GATEWAY_SPREAD}×"] if p95 > GATEWAY_SPREAD * p50 else [])
-    if gaps and fig.get("cpu"):
-        gaps.append(_cpu_split(fig["cpu"]))
-    row.met, row.gap = not gaps, "; ".join(gaps)
-    return row
-
-
-def _cpu_split(cpu: dict[str, float]) -> str:
-    """What each process computed per warm query (``bench.gateway_latency``'s ``warm_cpu_ms_per_query``)."""
-    own = {k: v for k, v in cpu.items() if k in ("gateway", "query", "redis")}
-    return (f"CPU per warm query: graphfleet's processes {sum(own.values()):.0f} ms ("
-            + ", ".join(f"{k} {v:.0f}" for k, v in own.items()) + f"), the LLM simulator {cpu.get('simulator', 0):.0f}"
-            " ms, on the same 2 cores (one query's path is serial: gateway, worker, LLM, worker, gateway)")
-
-
-def first_query_rows(rows) -> list[Row]:
-    """No penalty: the first query is no slower than the warm queries' p95."""
-    fig = gateway_figures(rows)
-    out = []
-    for key, label in (("fresh", "first query on a fresh stack vs warm"),
-                       ("ingest", "first query after an ingestion vs warm")):
-        f = fig.get(key) or {}
-        row = Row(label, nano="no penalty", target="no penalty (first ≤ warm p95)")
-        if f.get("first") is not None and f.get("p50"):
-            first, p50, p95 = f["first"], f["p50"], f.get("p95") or f["p50"]
-            row.graphfleet, row.ratio = f"{first:.3f} vs {p50:.3f} s", f"first/p50 {first / p50:.2f}"
-            row.met = first <= p95
-            if not row.met:
-                row.gap = f"first {first * 1000:.0f} ms vs warm p95 {p95 * 1000:.0f} ms: {(first - p95) * 1000:.0f} ms"
-        if f.get("first") is not None or key == "fresh":
-            out.append(row)
-    return out
 
 
 def global_cost(rows: list[dict]) -> dict[str, dict[str, dict]]:
