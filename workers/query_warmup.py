@@ -19,17 +19,19 @@ import time
 
 from celery.signals import worker_init, worker_ready, worker_shutdown
 
-from shared.infra.cache_warmup import CacheWarmer, recent_tenants
+from shared.infra.cache_warmup import CacheWarmer, recent_announcements
 from shared.infra.llm.client import sdk_http
 from shared.infra.llm.stream import stream_chat
 from shared.infra.llm.usage import CallContext
 from shared.infra.lru import CACHED_TENANTS
-from shared.infra.metrics import observe_cache_warmup
+from shared.infra.metrics import observe_cache_warmup, prime_query_series
 from shared.infra.queueing import QUERY, ROUTES
+from shared.infra.tiers import TIERS
 from workers.runtime import runtime
 
 log = logging.getLogger(__name__)
 _stop = threading.Event()
+_prepared: dict[str, float] = {}  # tenant -> the announcement its caches were warmed after, before consuming
 
 
 START_WARM_S = 5.0  # before consuming, recent tenants are warmed for at most this long (the rest: in the background)
@@ -37,15 +39,19 @@ START_WARM_S = 5.0  # before consuming, recent tenants are warmed for at most th
 
 def _warmed(tenant: str, seconds: float) -> None:
     """After a tenant's caches: the embedder probe, if no process measured it yet (a new deployment's first
-    index): one 20-word embedding call, booked to that tenant as its first query would have been."""
+    index): one 20-word embedding call, booked to that tenant as its first query would have been; and, with an
+    LLM, the metric series its next answer writes, created at zero (``prime_query_series``)."""
     observe_cache_warmup(seconds)
     log.info("query caches of tenant %s warmed in %.3f s", tenant, seconds)
-    runtime().lexical_embedder(CallContext(tenant=tenant, stage="embed", queue=ROUTES[QUERY]))
+    rt = runtime()
+    rt.lexical_embedder(CallContext(tenant=tenant, stage="embed", queue=ROUTES[QUERY]))
+    if rt.llm is not None:
+        prime_query_series(rt.settings.llm_model, ROUTES[QUERY], QUERY, {tenant: TIERS.tier(rt.redis, tenant)})
 
 
-def _warmer(rt, warm_recent: int = 0) -> CacheWarmer:
+def _warmer(rt, warm_recent: int = 0, warmed: dict[str, float] | None = None) -> CacheWarmer:
     return CacheWarmer(rt.redis, lambda: runtime().indexes(), on_warm=_warmed, vectors=rt.vectors,
-                       model=rt.settings.llm_model, warm_recent=warm_recent)
+                       model=rt.settings.llm_model, warm_recent=warm_recent, warmed=warmed)
 
 
 def _prepare() -> None:
@@ -58,17 +64,19 @@ def _prepare() -> None:
         if rt.llm is not None:
             rt.llm.preconnect()
         warmer = _warmer(rt)
-        for tenant in recent_tenants(rt.redis, CACHED_TENANTS):
+        for tenant, announced in recent_announcements(rt.redis, CACHED_TENANTS).items():
             if time.monotonic() - started > START_WARM_S:
                 break
-            warmer.handle(tenant)
+            if warmer.handle(tenant):
+                _prepared[tenant] = announced
     except Exception:  # noqa: BLE001 - Redis not up yet: the background warmer and the first query catch up
         log.warning("query worker warm-up before consuming failed", exc_info=True)
 
 
 def _loop() -> None:
-    """The background warmer: index updates, and once the recent tenants (those already warm cost cache hits)."""
-    _warmer(runtime(), warm_recent=CACHED_TENANTS).run(_stop)
+    """The background warmer: index updates, and once the recent tenants that ``_prepare`` did not warm or that
+    were announced again since."""
+    _warmer(runtime(), warm_recent=CACHED_TENANTS, warmed=_prepared).run(_stop)
 
 
 _COMPLETION = {"id": "warm", "object": "chat.completion", "created": 0, "model": "warm",

@@ -87,7 +87,14 @@ def await_warm_ups(redis, tenant: str, job_id: str, listeners: int, timeout_s: f
 
 def recent_tenants(redis, limit: int) -> list[str]:
     """The ``limit`` tenants whose index changed most recently, latest first."""
-    return [to_str(t) for t in redis.zrevrange(index_updated_key(), 0, max(0, limit - 1))]
+    return list(recent_announcements(redis, limit))
+
+
+def recent_announcements(redis, limit: int) -> dict[str, float]:
+    """The ``limit`` tenants whose index changed most recently, latest first, with when it last changed (the
+    announcement's time: a tenant warmed after reading it is current until it changes)."""
+    return {to_str(t): float(at) for t, at in
+            redis.zrevrange(index_updated_key(), 0, max(0, limit - 1), withscores=True)}
 
 
 def warm_tenant(redis, tenant: str, bm25: BM25Cache, vectors=None, model: str | None = None) -> float:
@@ -178,9 +185,12 @@ class CacheWarmer:
 
     def __init__(self, redis, bm25: Callable[[], BM25Cache], on_warm: Callable[[str, float], None] | None = None,
                  poll_s: float = 0.5, retry_s: float = 1.0, vectors=None, model: str | None = None,
-                 warm_recent: int = 0):
+                 warm_recent: int = 0, warmed: dict[str, float] | None = None):
         self.redis, self.bm25, self.on_warm, self.vectors, self.model = redis, bm25, on_warm, vectors, model
         self.warm_recent = warm_recent  # tenants warmed once subscribed (the most recently indexed first)
+        # tenant -> the announcement its caches were warmed after (``recent_announcements``), by this process
+        # before it listened: the once-subscribed pass skips those not announced again since
+        self.warmed = dict(warmed or {})
         self.poll_s, self.retry_s = poll_s, retry_s
         self.subscribed = threading.Event()  # set once listening (tests wait on it before publishing)
 
@@ -204,12 +214,16 @@ class CacheWarmer:
                 acknowledge_warm_up(self.redis, tenant, job_id)
 
     def _warm_recent(self, stop: threading.Event) -> None:
-        """Once per process (after subscribing, so no update meanwhile is missed): the recent tenants."""
-        tenants, self.warm_recent = recent_tenants(self.redis, self.warm_recent) if self.warm_recent else [], 0
-        for tenant in tenants:
+        """Once per process (after subscribing, so no update meanwhile is missed): the recent tenants, but those
+        warmed before listening and not announced since (their caches are current: warming them again would only
+        take the CPU from the first queries, which a worker that just started is about to answer)."""
+        recent = recent_announcements(self.redis, self.warm_recent) if self.warm_recent else {}
+        self.warm_recent = 0
+        for tenant, announced in recent.items():
             if stop.is_set():
                 return
-            self.handle(tenant)
+            if self.warmed.pop(tenant, None) != announced:
+                self.handle(tenant)
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():

@@ -304,3 +304,45 @@ def test_a_process_can_join_the_host_directory_after_importing_prometheus_client
     got = samples(run_py(SCRAPE, base_env(mp_dir)).stdout)
     assert [(lab, v) for _n, lab, v in got["graphfleet_jobs_total"]] == [
         ({"kind": "ingest", "status": "submitted", "tier": "gold"}, 1.0)]
+
+
+PRIME_THEN_ANSWER = """
+import json, sys
+from shared.infra import metrics as m
+from shared.domain.models import UsageRecord
+from shared.infra.queueing import QUERY, ROUTES
+def scrape():
+    from prometheus_client.parser import text_string_to_metric_families
+    body, _ = m.metrics_response()
+    return sorted((s.name, sorted(s.labels.items()), s.value) for f in text_string_to_metric_families(body.decode())
+                  for s in f.samples if s.name.startswith(("graphfleet_llm", "graphfleet_job", "graphfleet_task")))
+m.prime_query_series("gpt-4o-mini", ROUTES[QUERY], QUERY, {"acme": "gold", "beta": "free"})
+primed = scrape()
+# what a query worker's first answer writes: its task, its answer call (usage), its job
+m.record_task(ROUTES[QUERY], QUERY, "started")
+m.metrics().tasks_in_progress.labels(queue=ROUTES[QUERY], task=QUERY).inc()
+m.usage_listener(UsageRecord(tenant="acme", job_id="q1", stage="answer", model="gpt-4o-mini", kind="chat",
+                             queue=ROUTES[QUERY], tier="gold", prompt_tokens=900, completion_tokens=40,
+                             cost_usd=0.001, latency_s=0.2))
+m.record_job_finished("query", "succeeded", 0.3, "gold")
+m.observe_task_duration(ROUTES[QUERY], QUERY, 0.3)
+m.metrics().tasks_in_progress.labels(queue=ROUTES[QUERY], task=QUERY).dec()
+m.record_task(ROUTES[QUERY], QUERY, "succeeded")
+print(json.dumps({"primed": primed, "answered": scrape()}))
+"""
+
+
+@pytest.mark.parametrize("allowlist", ["", "acme"])
+def test_primed_query_series_are_zero_and_exactly_those_a_first_answer_writes(tmp_path, allowlist):
+    mp_dir = prepare_multiproc_dir(tmp_path / "prom")
+    out = json.loads(run_py(PRIME_THEN_ANSWER, base_env(mp_dir, GRAPHFLEET_METRICS_TENANT_ALLOWLIST=allowlist)).stdout)
+    primed = {(n, json.dumps(lab)): v for n, lab, v in out["primed"]}
+    answered = {(n, json.dumps(lab)): v for n, lab, v in out["answered"]}
+    assert primed and not any(primed.values())  # nothing counted or observed, only created
+    assert set(answered) == set(primed)  # the first answer found every series it writes already there
+    assert any(v for v in answered.values())
+    requests = [dict(json.loads(lab)) for n, lab in primed if n == "graphfleet_llm_requests_total"]
+    assert sorted((r["tier"], r["stage"], r["kind"]) for r in requests if r["model"] != "none") == [
+        ("free", "answer", "chat"), ("gold", "answer", "chat")]
+    tenants = {r.get("tenant") for r in requests if r["model"] != "none"}
+    assert tenants == ({"acme", OTHER_TENANT} if allowlist else {None})

@@ -207,6 +207,36 @@ def test_a_starting_warmer_warms_the_most_recently_indexed_tenants_and_runs_thei
     assert not thread.is_alive()
 
 
+def test_a_starting_warmer_skips_the_tenants_warmed_before_it_listened_unless_announced_again(redis_client, tenant):
+    """What a query worker warmed before consuming is not warmed again by its background pass (that would take
+    the CPU from its first queries); a tenant announced since, or not warmed then, is."""
+    from shared.infra.cache_warmup import recent_announcements
+
+    names = [tenant + "-a", tenant + "-b", tenant + "-c"]
+    for name in names:
+        _fill(redis_client, name, "white stork")
+        announce_index_update(redis_client, name)
+    before = recent_announcements(redis_client, 10)
+    warmed_before = {name: before[name] for name in names[:2]}  # a and b were warmed before listening
+    announce_index_update(redis_client, names[1])  # then b changed again
+    cache = BM25Cache(redis_client, capacity=8)
+    warmed: list[str] = []
+    warmer = CacheWarmer(redis_client, lambda: cache, on_warm=lambda t, _s: warmed.append(t), poll_s=0.05,
+                         warm_recent=10, warmed=warmed_before)
+    stop = threading.Event()
+    thread = threading.Thread(target=warmer.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        assert _wait(lambda: set(warmed) >= {names[1], names[2]})
+        time.sleep(0.2)
+        assert sorted(t for t in warmed if t in names) == sorted(names[1:])  # a: current since warmed, skipped
+        announce_index_update(redis_client, names[0])  # an update after listening is always warmed
+        assert _wait(lambda: names[0] in warmed)
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
 def test_the_warm_up_counts_a_small_tenants_graph_rows_whatever_its_question_retrieves(redis_client, tenant,
                                                                                       monkeypatch):
     from shared.domain import tokens
