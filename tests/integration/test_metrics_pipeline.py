@@ -130,9 +130,11 @@ def test_gateway_metrics_equal_simulator_counts(stack, simulator, tenant):
     probe = sum(r.prompt_tokens for r in outside)
     assert view["usage"]["prompt_tokens"] + probe == totals["chat_input"] + totals["embed_input"]
     assert view["usage"]["completion_tokens"] == totals["output"]
-    # labels: tier from the tenant record, bounded stages, no tenant ids
-    for lab, _v in got["graphfleet_llm_tokens_total"]:
-        assert lab["tier"] == "gold" and "tenant" not in lab
+    # labels: tier from the tenant record, bounded stages, no tenant ids (series at zero of other tiers may be
+    # there: a query worker creates the series of a tenant's answers when it warms it, and the session's Redis
+    # holds other tests' tenants)
+    for lab, v in got["graphfleet_llm_tokens_total"]:
+        assert "tenant" not in lab and (lab["tier"] == "gold" or v == 0), lab
     assert {lab["stage"] for lab, _v in got["graphfleet_llm_tokens_total"]} >= {"extract", "glean", "report",
                                                                                  "embed"}
     assert total(got, "graphfleet_llm_tokens_total", stage="embed", direction="input", queue="indexer") > 0
