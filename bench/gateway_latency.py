@@ -38,18 +38,35 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 
 from bench.common import SAMPLE, carol_question, emit, machine, redis_server, simulator
 from bench.ingest_bench import cpu_seconds
-from bench.llm_path import union_s
+from bench.llm_path import in_flight_s, job_calls
 from graphfleet_cli.stack import Stack
 from shared.infra.redis_conn import free_port
 
 ADMIN_KEY = "adm-bench-gateway-latency"
+TENANT = "lat"
 IDLE_S = 6.0  # longer than uvicorn's keep-alive (5 s): the LLM server has closed the idle connection
 MODES = ("local", "naive")
+
+
+class Asked(NamedTuple):
+    """One query as the client saw it: wall seconds, the worker's ``seconds`` (submission to result), its id and
+    its context build's milliseconds."""
+    wall: float
+    worker_s: float | None
+    query_id: str | None
+    context_ms: float | None
+
+
+def own_ms(asked: Asked, llm_ms: dict[str, float]) -> float | None:
+    """graphfleet's own milliseconds on a query's path: its wall time less the time its LLM calls were in flight
+    (None when its calls were not found)."""
+    return None if asked.query_id not in llm_ms else 1000 * asked.wall - llm_ms[asked.query_id]
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -63,8 +80,8 @@ def _stack(tmp: Path, redis_url: str, env: dict) -> Stack:
 
 def _tenant(gw: httpx.Client) -> dict:
     admin = {"X-API-Key": ADMIN_KEY}
-    gw.post("/v1/tenants", json={"id": "lat", "limits": {"requests_per_minute": 100_000}}, headers=admin)
-    key = gw.post("/v1/tenants/lat/keys", json={"name": "bench"}, headers=admin).raise_for_status().json()
+    gw.post("/v1/tenants", json={"id": TENANT, "limits": {"requests_per_minute": 100_000}}, headers=admin)
+    key = gw.post(f"/v1/tenants/{TENANT}/keys", json={"name": "bench"}, headers=admin).raise_for_status().json()
     return {"X-API-Key": key["api_key"]}
 
 
@@ -78,15 +95,14 @@ def _ingest(gw: httpx.Client, headers: dict) -> float:
     return time.perf_counter() - started
 
 
-def _query(gw: httpx.Client, headers: dict, mode: str, text: str) -> tuple[float, float | None, dict]:
+def _query(gw: httpx.Client, headers: dict, mode: str, text: str) -> Asked:
     started = time.perf_counter()
     r = gw.post("/v1/queries", params={"wait": 60}, headers=headers, json={"mode": mode, "query": text})
     wall = time.perf_counter() - started
     body = r.json()
     if r.status_code != 200 or body.get("status") != "succeeded":
         raise RuntimeError(f"query did not finish within ?wait: {r.status_code} {body}")
-    return wall, body.get("seconds"), {"query_id": body.get("query_id"),
-                                       "context_ms": (body.get("details") or {}).get("context_ms")}
+    return Asked(wall, body.get("seconds"), body.get("query_id"), (body.get("details") or {}).get("context_ms"))
 
 
 def _pickup_ms(gw: httpx.Client, headers: dict, query_id: str | None) -> float | None:
@@ -98,54 +114,37 @@ def _pickup_ms(gw: httpx.Client, headers: dict, query_id: str | None) -> float |
     return None if started is None else round(1000 * started, 1)
 
 
-def _breakdown(gw: httpx.Client, headers: dict, first: dict, warm: list[dict]) -> dict:
+def _breakdown(gw: httpx.Client, headers: dict, first: Asked, warm: list[Asked]) -> dict:
     """Where a first query's extra time goes: the queue pickup and the context build, first against the warm
     medians (read after the timed queries, so the reads cost them nothing)."""
-    pickups = [p for p in (_pickup_ms(gw, headers, w["query_id"]) for w in warm) if p is not None]
-    contexts = [w["context_ms"] for w in warm if w["context_ms"] is not None]
-    return {"first_pickup_ms": _pickup_ms(gw, headers, first["query_id"]), "first_context_ms": first["context_ms"],
+    pickups = [p for p in (_pickup_ms(gw, headers, w.query_id) for w in warm) if p is not None]
+    contexts = [w.context_ms for w in warm if w.context_ms is not None]
+    return {"first_pickup_ms": _pickup_ms(gw, headers, first.query_id), "first_context_ms": first.context_ms,
             "warm_pickup_ms_p50": statistics.median(pickups) if pickups else None,
             "warm_context_ms_p50": round(statistics.median(contexts), 2) if contexts else None}
 
 
-def _llm_ms(redis_url: str, since: float, query_ids: list[str | None]) -> dict[str, float]:
+def _llm_ms(redis_url: str, since: float, asked: list[Asked]) -> dict[str, float]:
     """Per query, the milliseconds some LLM call of it was in flight (its embedding and answer calls, as
     graphfleet's client timed them, from the tenant's usage records): the simulator's share of its wall time."""
-    from shared.infra.llm.usage import read_usage
-    from shared.infra.redis_conn import connect
-
-    redis = connect(redis_url)
-    try:
-        records = [r for r in read_usage(redis, "lat", since - 1, time.time() + 1) if not r.cache_hit]
-    finally:
-        redis.close()
-    out = {}
-    for qid in filter(None, query_ids):
-        calls = [(r.ts - r.latency_s, r.ts) for r in records if r.job_id == qid]
-        out[qid] = 1000 * union_s(calls, min((lo for lo, _ in calls), default=0.0), max((hi for _, hi in calls),
-                                                                                       default=0.0))
-    return out
+    ids = [a.query_id for a in asked if a.query_id]
+    return {qid: 1000 * in_flight_s(records) for qid, records in job_calls(redis_url, TENANT, ids, since,
+                                                                           time.time()).items()}
 
 
-def _own(first: tuple, warm: list[tuple], llm_ms: dict[str, float]) -> dict:
-    """graphfleet's own time on a query's path: its wall time less the time its LLM calls were in flight (see the
-    module's docstring)."""
-    def own(query: tuple) -> float | None:
-        qid = query[2]["query_id"]
-        return None if qid not in llm_ms else 1000 * query[0] - llm_ms[qid]
-
-    warm_own = sorted(o for o in map(own, warm) if o is not None)
-    first_own = own(first)
+def _own(first: Asked, warm: list[Asked], llm_ms: dict[str, float]) -> dict:
+    """graphfleet's own time on a query's path (``own_ms``), first against the warm ones."""
+    warm_own = sorted(o for o in (own_ms(w, llm_ms) for w in warm) if o is not None)
+    first_own = own_ms(first, llm_ms)
     if first_own is None or not warm_own:
         return {}
     return {"first_own_ms": round(first_own, 1), "warm_own_ms_p50": round(statistics.median(warm_own), 1),
             "warm_own_ms_p95": round(_percentile(warm_own, 0.95), 1),
-            "first_llm_ms": round(llm_ms[first[2]["query_id"]], 1),
-            "warm_llm_ms_p50": round(statistics.median(llm_ms[w[2]["query_id"]] for w in warm
-                                                       if w[2]["query_id"] in llm_ms), 1)}
+            "first_llm_ms": round(llm_ms[first.query_id], 1),
+            "warm_llm_ms_p50": round(statistics.median(llm_ms[w.query_id] for w in warm if w.query_id in llm_ms), 1)}
 
 
-def _after_idle(ask: Callable[[], tuple], count: int, redis_url: str) -> dict:
+def _after_idle(ask: Callable[[], Asked], count: int, redis_url: str) -> dict:
     """``count`` queries, each after ``IDLE_S`` with none: what a query pays on a warm stack after a pause (its
     caches warm, but the CPU's caches, the connections' state and the LLM server's keep-alive not), the fair
     reference for a first query that also comes after a pause (the warm ones run back to back)."""
@@ -155,35 +154,32 @@ def _after_idle(ask: Callable[[], tuple], count: int, redis_url: str) -> dict:
     for _ in range(count):
         time.sleep(IDLE_S)
         asked.append(ask())
-    llm_ms = _llm_ms(redis_url, since, [info["query_id"] for _, _, info in asked])
-    return {"idle_s": IDLE_S, "idle_wall_s": [round(w, 4) for w, _, _ in asked],
-            "idle_own_ms": [round(1000 * w - llm_ms[info["query_id"]], 1) for w, _, info in asked
-                            if info["query_id"] in llm_ms]}
+    llm_ms = _llm_ms(redis_url, since, asked)
+    return {"idle_s": IDLE_S, "idle_wall_s": [round(a.wall, 4) for a in asked],
+            "idle_own_ms": [round(o, 1) for o in (own_ms(a, llm_ms) for a in asked) if o is not None]}
 
 
 def _phase(gw: httpx.Client, headers: dict, phase: str, mode: str, repeat: int, run: list[int],
            cpu: Callable[[], dict[str, float]], redis_url: str, idle: int = 0) -> dict:
     """The first query, then ``repeat`` warm ones, then ``idle`` after a pause each; ``cpu``: CPU seconds used
     so far per process group."""
-    def ask() -> tuple[float, float | None, dict]:
+    def ask() -> Asked:
         run[0] += 1
         return _query(gw, headers, mode, carol_question(run[0]))
 
     since, start = time.time(), cpu()
-    first_wall, first_worker, first = ask()
+    first = ask()
     before = cpu()
     warm = [ask() for _ in range(repeat)]
     after = cpu()
-    walls = [w for w, _, _ in warm]
+    walls = [w.wall for w in warm]
     p50, p95 = statistics.median(walls), _percentile(walls, 0.95)
-    return {"phase": phase, "mode": mode, "first_s": round(first_wall, 4), "first_worker_s": first_worker,
+    return {"phase": phase, "mode": mode, "first_s": round(first.wall, 4), "first_worker_s": first.worker_s,
             "warm_runs": repeat, "warm_p50_s": round(p50, 4), "warm_p95_s": round(p95, 4),
             "warm_min_s": round(min(walls), 4), "warm_max_s": round(max(walls), 4),
-            "p95_over_p50": round(p95 / p50, 2), "first_over_p50": round(first_wall / p50, 2),
-            "warm_worker_p50_s": statistics.median(s for _, s, _ in warm if s is not None),
-            **_breakdown(gw, headers, first, [info for _, _, info in warm]),
-            **_own((first_wall, first_worker, first), warm,
-                   _llm_ms(redis_url, since, [first["query_id"], *(info["query_id"] for _, _, info in warm)])),
+            "p95_over_p50": round(p95 / p50, 2), "first_over_p50": round(first.wall / p50, 2),
+            "warm_worker_p50_s": statistics.median(w.worker_s for w in warm if w.worker_s is not None),
+            **_breakdown(gw, headers, first, warm), **_own(first, warm, _llm_ms(redis_url, since, [first, *warm])),
             # one query's path is serial (gateway -> worker -> LLM -> worker -> gateway): what each process
             # computed per warm query, the simulator's share included, bounds the wall time from below
             "warm_cpu_ms_per_query": {k: round(1000 * (v - before.get(k, 0.0)) / repeat, 1)

@@ -32,22 +32,32 @@ def union_s(intervals: list[tuple[float, float]], start: float, end: float) -> f
     return covered
 
 
-def llm_path(redis_url: str, tenant: str, job_id: str, started: float, ended: float) -> dict:
-    """The job's calls (chat and embedding, retries included) against its wall time ``[started, ended]``
-    (``time.time()``); see the module's docstring."""
+def job_calls(redis_url: str, tenant: str, job_ids: list[str], started: float, ended: float) -> dict[str, list]:
+    """Per job, the usage records of its LLM calls (chat and embedding, retries included, cache hits left out)
+    between ``started`` and ``ended`` (``time.time()``, a second of slack each side)."""
     from shared.infra.llm.usage import read_usage
     from shared.infra.redis_conn import connect
 
     redis = connect(redis_url)
     try:
-        records = [r for r in read_usage(redis, tenant, started - 1, ended + 1) if r.job_id == job_id
-                   and not r.cache_hit]
+        records = [r for r in read_usage(redis, tenant, started - 1, ended + 1) if not r.cache_hit]
     finally:
         redis.close()
-    calls = [(r.ts - r.latency_s, r.ts) for r in records]
-    busy = union_s(calls, started, ended)
+    return {job_id: [r for r in records if r.job_id == job_id] for job_id in job_ids}
+
+
+def in_flight_s(records, start: float = float("-inf"), end: float = float("inf")) -> float:
+    """Seconds some call of ``records`` was in flight, within ``[start, end]`` (pure)."""
+    return union_s([(r.ts - r.latency_s, r.ts) for r in records], start, end)
+
+
+def llm_path(redis_url: str, tenant: str, job_id: str, started: float, ended: float) -> dict:
+    """The job's calls (chat and embedding, retries included) against its wall time ``[started, ended]``
+    (``time.time()``); see the module's docstring."""
+    records = job_calls(redis_url, tenant, [job_id], started, ended)[job_id]
+    busy = in_flight_s(records, started, ended)
     return {"llm_in_flight_s": round(busy, 3), "llm_idle_s": round(ended - started - busy, 3),
-            "llm_calls_timed": len(calls), "llm_stages": stage_spans(records, started)}
+            "llm_calls_timed": len(records), "llm_stages": stage_spans(records, started)}
 
 
 def stage_spans(records, started: float) -> dict[str, dict]:

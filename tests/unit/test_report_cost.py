@@ -252,6 +252,13 @@ def test_the_measured_llm_path_split_is_carried_to_the_critical_path_and_its_gap
     assert union_s([(0.5, 1.5), (0.0, 1.0), (3.0, 4.0)], 0.0, 5.0) == pytest.approx(2.5)
     assert union_s([(-1.0, 0.5), (4.5, 9.0), (1.0, 1.0)], 0.0, 5.0) == pytest.approx(1.0)
     assert union_s([], 0.0, 5.0) == 0.0 and union_s([(0.0, 1.0), (0.2, 0.4)], 0.0, 5.0) == pytest.approx(1.0)
+    from types import SimpleNamespace as Rec
+
+    from bench.llm_path import in_flight_s
+
+    calls = [Rec(ts=1.0, latency_s=1.0), Rec(ts=1.5, latency_s=1.0), Rec(ts=4.0, latency_s=1.0)]  # as usage records
+    assert in_flight_s(calls) == pytest.approx(2.5) and in_flight_s(calls, 0.0, 0.75) == pytest.approx(0.75)
+    assert in_flight_s([]) == 0.0
     cfg = {"latency_ms": 200.0, "ms_per_token": 0.0, "processes": 1}
     med = [{"bench": "compare_median", "phase": "ingest", "system": "graphfleet", "seconds_median": 2.0,
             "calls_by_type": INGEST_CALLS, "llm_in_flight_s": 1.6, "llm_idle_s": 0.4, "simulator_cpu_s": 0.8}]
