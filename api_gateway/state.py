@@ -11,10 +11,12 @@ import secrets
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 
 import redis
 import redis.asyncio as aredis
+from starlette.concurrency import run_in_threadpool
 
 from shared.infra.key_layout import ensure_layout
 from shared.infra.queueing import QUEUES, make_celery, settings_for
@@ -27,6 +29,8 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_BODY_ENV = "GRAPHFLEET_GATEWAY_MAX_BODY_BYTES"
 READY_CACHE_S = 5.0
 WARM_CHANNEL = "graphfleet:gateway-warm"  # subscribed once at start-up; nothing publishes on it
+WARM_TASK = "graphfleet.gateway-warm"  # the name of the messages built at start-up and never sent
+REHEARSALS = 8  # CPython 3.11 specializes a function's code after a few calls: as many as warm it
 
 
 def resolve_admin_key(settings) -> str:
@@ -73,6 +77,8 @@ class LockedCelery:
                 producer.connection.ensure_connection(max_retries=1)
                 for queue in self.app.amqp.queues.values():
                     producer.maybe_declare(queue)
+            for _ in range(REHEARSALS):  # build messages and drop them: the code a send runs before publishing
+                self.app.amqp.create_task_message(uuid.uuid4().hex, WARM_TASK, (), {"tenant": "", "job_id": ""})
 
 
 @dataclass
@@ -119,7 +125,7 @@ class Gateway:
         """At start-up, so the first request does not pay for it: the Celery producer (``LockedCelery.warm``)
         and both Redis clients' first connections. Best effort: a Redis not up yet is only logged."""
         try:
-            await asyncio.get_running_loop().run_in_executor(None, self._warm_sync)
+            await run_in_threadpool(self._warm_sync)  # AnyIO's pool: its thread stays for the first request's work
             await self.aredis().ping()
             await self._warm_wait()
         except Exception:  # noqa: BLE001 - the gateway starts anyway; readiness reports Redis
@@ -139,6 +145,12 @@ class Gateway:
 
     def _warm_sync(self) -> None:
         self.redis.ping()
+        try:  # a submission's pipelines (MULTI ... EXEC), no key touched
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.ping()
+            pipe.execute()
+        except Exception:  # noqa: BLE001 - a cluster may refuse a keyless transaction: the first submission builds it
+            log.debug("pipeline warm-up skipped", exc_info=True)
         self.celery.warm()
         self.celery.app.backend  # noqa: B018 - Celery builds its (disabled) result backend on first access
 

@@ -48,6 +48,8 @@ def test_the_gateway_declares_every_queue_before_its_first_send(tmp_path):
         with celery.app.producer_or_acquire() as producer:
             declared = set(producer.connection.declared_entities)  # kombu keeps the hash of each declared entity
         assert {hash(queues[name]) for name in QUEUES} <= declared
+        # it built messages to warm the sending code and sent none: the broker holds only the queues' bindings
+        assert all(k.startswith(b"_kombu.binding") for k in connect(server.url).keys("*"))
         send(celery, RunQuery(tenant="acme", job_id="q-warm-1"))
         with celery.app.producer_or_acquire() as producer:
             assert set(producer.connection.declared_entities) == declared  # the send declared nothing new
