@@ -10,9 +10,10 @@ tenants it already caches or while it has room for more (warming never evicts an
 
 Warming is a read of what the query would read anyway and is idempotent: a missed or repeated
 announcement costs at most one cold query or one cache hit. Besides the caches, a warm-up runs one
-context-only local query with no embedder and no LLM (BM25 retrieval, nothing booked), so the code paths,
-parsed rows and token counts a first query uses are ready too. A process that starts warms the tenants
-whose index changed most recently (``recent_tenants``) the same way.
+context-only local query with no LLM and no embedding call (one of the tenant's stored vectors stands in for the
+question's, ``stored_vector_embed``; nothing booked), so the code paths, parsed rows and token counts a first query
+uses are ready too. A process that starts warms the tenants
+whose index changed most recently (``recent_announcements``) the same way.
 
 The ingestion's last announcement names its job: every warmer that hears it acknowledges once warm, and the
 job ends after those acknowledgements (``await_warm_ups``, bounded by ``workers.warm_wait_s``), so a client
@@ -26,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from shared.domain.storage import VECTOR_KINDS
 from shared.infra.keys import Keys, index_updated_channel, index_updated_key
 from shared.infra.lru import CACHED_TENANTS, LRU
 from shared.infra.redis_conn import to_str
@@ -85,11 +87,6 @@ def await_warm_ups(redis, tenant: str, job_id: str, listeners: int, timeout_s: f
     return acked
 
 
-def recent_tenants(redis, limit: int) -> list[str]:
-    """The ``limit`` tenants whose index changed most recently, latest first."""
-    return list(recent_announcements(redis, limit))
-
-
 def recent_announcements(redis, limit: int) -> dict[str, float]:
     """The ``limit`` tenants whose index changed most recently, latest first, with when it last changed (the
     announcement's time: a tenant warmed after reading it is current until it changes)."""
@@ -132,8 +129,9 @@ WARM_GRAPH_ROWS = 5000  # a tenant's entity and relation rows are counted ahead 
 
 
 def warm_query_path(store: GraphStore, bm25: BM25Cache, vectors=None, model: str | None = None) -> None:
-    """A context-only local query without embedder or LLM (BM25 retrieval only): reads, parses and counts
-    what a first query would, and books nothing; then the token counts of the tenant's source rows, and of its
+    """A context-only local query without LLM or embedding call (``stored_vector_embed``: the vector search and
+    its fusion with BM25 run as a real question's do): reads, parses and counts what a first query would, and
+    books nothing; then the token counts of the tenant's source rows, and of its
     entity, relation and report rows when it has few enough (the per-process count cache: a first query then encodes
     only the rows that changed). A failure is logged, never raised."""
     from shared.domain.query.context_local import report_section
@@ -143,7 +141,7 @@ def warm_query_path(store: GraphStore, bm25: BM25Cache, vectors=None, model: str
 
     try:
         answer_query(QueryParam(query=WARM_QUESTION, mode="local", only_need_context=True, model=model),
-                     store, vectors, None, None, bm25, walk_provider=bm25.walk)
+                     store, vectors, stored_vector_embed(vectors, store.tenant), None, bm25, walk_provider=bm25.walk)
         small = max(store.graph_sizes().values()) <= WARM_GRAPH_ROWS
         _count_rows(store, model, small)
         if small:
@@ -151,6 +149,18 @@ def warm_query_path(store: GraphStore, bm25: BM25Cache, vectors=None, model: str
             line_counts(report_section(reports, None, model)[0].rows, model)
     except Exception:  # noqa: BLE001 - warming is a courtesy: the real query reports its own errors
         log.warning("warm-up query of tenant %s failed", store.tenant, exc_info=True)
+
+
+def stored_vector_embed(vectors, tenant: str):
+    """An embedder for the warm-up query that answers every text with one of the tenant's stored vectors: no API
+    call, nothing booked, yet its searches take the path a real question's do (the matrix product, the fusion
+    with BM25), which BM25 alone would leave cold for the first query. None when the store keeps no local copy
+    (Weaviate searches on its server) or the tenant has no vectors."""
+    sample = getattr(vectors, "sample_vector", None)
+    if sample is None:
+        return None
+    vector = next((v for kind in VECTOR_KINDS if (v := sample(tenant, kind)) is not None), None)
+    return None if vector is None else (lambda texts: [vector] * len(texts))
 
 
 # tenant -> the revision (graph version and epoch, passages' version) whose rows this process counted last

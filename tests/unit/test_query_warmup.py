@@ -80,6 +80,36 @@ def test_warm_tenant_leaves_nothing_for_the_next_query_to_build(redis_client, te
     warm_tenant(redis_client, tenant, cache, object())  # a store without a local copy (Weaviate) is skipped
 
 
+class _CountingVectors(RedisVectorStore):
+    """The embedded store, counting its searches."""
+
+    def __init__(self, redis):
+        super().__init__(redis)
+        self.searched: list[str] = []
+
+    def search(self, tenant, kind, vector, top_k, min_score=-1.0):
+        self.searched.append(kind)
+        return super().search(tenant, kind, vector, top_k, min_score)
+
+
+def test_the_warm_up_query_takes_the_vector_path_with_a_stored_vector_and_no_embedding_call(redis_client, tenant):
+    """BM25 alone would leave the vector search and its fusion cold for the first real question: the warm-up's
+    question is answered with one of the tenant's stored vectors (no embedder exists here, so no API call can be
+    made), and its context is the one BM25 and that vector find."""
+    from shared.infra.cache_warmup import stored_vector_embed
+
+    _fill(redis_client, tenant, "red fox")
+    vectors = _CountingVectors(redis_client)
+    assert stored_vector_embed(vectors, tenant) is None  # no vectors yet: BM25 only, as before
+    vectors.upsert(tenant, "entities", [VectorItem(id="RED FOX", vector=[3.0, 4.0], payload={"name": "RED FOX"})])
+    vectors.upsert(tenant, "chunks", [VectorItem(id=f"{tenant}-c1", vector=[0.0, 1.0], payload={})])
+    embed = stored_vector_embed(vectors, tenant)
+    assert [list(v) for v in embed(["a", "b"])] == [[0.6, 0.8], [0.6, 0.8]]  # the first kind's first row, normalised
+    assert stored_vector_embed(object(), tenant) is None  # a store without a local copy: no stand-in
+    warm_tenant(redis_client, tenant, BM25Cache(redis_client), vectors)
+    assert {"entities", "chunks"} <= set(vectors.searched)  # both searches read the matrices
+
+
 def test_warmer_rebuilds_a_tenants_caches_when_its_index_update_is_announced(redis_client, tenant):
     _fill(redis_client, tenant, "blue whale")
     cache = BM25Cache(redis_client)
@@ -181,12 +211,12 @@ def test_warmer_never_evicts_a_cached_tenant_for_one_it_has_no_room_for(redis_cl
 
 def test_a_starting_warmer_warms_the_most_recently_indexed_tenants_and_runs_their_query_path(redis_client, tenant):
     from shared.domain import tokens
-    from shared.infra.cache_warmup import recent_tenants
+    from shared.infra.cache_warmup import recent_announcements
 
     for name, words in ((tenant + "-old", "grey heron"), (tenant, "white stork")):
         _fill(redis_client, name, words)
         announce_index_update(redis_client, name)  # remembered with its time, latest first
-    assert recent_tenants(redis_client, 2)[:2] == [tenant, tenant + "-old"]
+    assert list(recent_announcements(redis_client, 2))[:2] == [tenant, tenant + "-old"]
     cache = BM25Cache(redis_client, capacity=4)
     warmed: list[str] = []
     warmer = CacheWarmer(redis_client, lambda: cache, on_warm=lambda t, _s: warmed.append(t), poll_s=0.05,

@@ -94,6 +94,12 @@ class RedisVectorStore:
         self.loads += 1
         return version, ids, matrix, meta
 
+    def sample_vector(self, tenant: str, kind: str) -> np.ndarray | None:
+        """One of the tenant's stored vectors of ``kind`` (the first by id), or None when it has none: a
+        question's stand-in for a warm-up that must not call the embedding API (``cache_warmup``)."""
+        _version, ids, matrix, _meta = self._load(tenant, kind)
+        return matrix[0].copy() if ids else None
+
     def warm(self, tenant: str) -> None:
         """Load the tenant's stale matrices now, so the next search finds them ready."""
         for kind in KINDS:
