@@ -12,8 +12,8 @@ Warming is a read of what the query would read anyway and is idempotent: a misse
 announcement costs at most one cold query or one cache hit. Besides the caches, a warm-up runs one
 context-only local query with no LLM and no embedding call (one of the tenant's stored vectors stands in for the
 question's, ``stored_vector_embed``; nothing booked), so the code paths, parsed rows and token counts a first query
-uses are ready too. A process that starts warms the tenants
-whose index changed most recently (``recent_announcements``) the same way.
+uses are ready too. A process that starts warms the tenants whose index changed most recently
+(``recent_announcements``) the same way.
 
 The ingestion's last announcement names its job: every warmer that hears it acknowledges once warm, and the
 job ends after those acknowledgements (``await_warm_ups``, bounded by ``workers.warm_wait_s``), so a client
@@ -131,9 +131,9 @@ WARM_GRAPH_ROWS = 5000  # a tenant's entity and relation rows are counted ahead 
 def warm_query_path(store: GraphStore, bm25: BM25Cache, vectors=None, model: str | None = None) -> None:
     """A context-only local query without LLM or embedding call (``stored_vector_embed``: the vector search and
     its fusion with BM25 run as a real question's do): reads, parses and counts what a first query would, and
-    books nothing; then the token counts of the tenant's source rows, and of its
-    entity, relation and report rows when it has few enough (the per-process count cache: a first query then encodes
-    only the rows that changed). A failure is logged, never raised."""
+    books nothing; then the token counts of the tenant's source rows, and of its entity, relation and report rows
+    when it has few enough (the per-process count cache: a first query then encodes only the rows that changed).
+    A failure is logged, never raised."""
     from shared.domain.query.context_local import report_section
     from shared.domain.query.engine import answer_query
     from shared.domain.query.line_tokens import line_counts
