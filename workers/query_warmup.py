@@ -20,8 +20,7 @@ import time
 from celery.signals import worker_init, worker_ready, worker_shutdown
 
 from shared.infra.cache_warmup import CacheWarmer, recent_announcements
-from shared.infra.llm.client import sdk_http
-from shared.infra.llm.stream import stream_chat
+from shared.infra.llm import wire
 from shared.infra.llm.usage import CallContext
 from shared.infra.lru import CACHED_TENANTS
 from shared.infra.metrics import observe_cache_warmup, prime_query_series
@@ -91,14 +90,15 @@ _EMBEDDING = {"object": "list", "model": "warm", "data": [{"object": "embedding"
 
 
 def warm_openai_sdk() -> None:
-    """One chat completion (plain, and streamed as ``LLMClient`` reads it) and one embedding through the SDK
-    against an in-memory transport: the SDK builds its request transforms and response models on first use
-    (tens of ms of CPU at a process's first query); these caches are the SDK's, shared by every client of the
-    process. No request leaves the process, nothing is booked. Best effort."""
+    """One chat completion (plain, and streamed) and one embedding sent as ``LLMClient`` sends them
+    (``shared.infra.llm.wire``) through the SDK against an in-memory transport: the SDK builds its request
+    options, headers and status handling on first use (CPU at a process's first query); these caches are the
+    SDK's, shared by every client of the process. No request leaves the process, nothing is booked. Best
+    effort."""
     try:
         import openai
 
-        http = sdk_http()
+        http = wire.sdk_http()
 
         def answer(request):
             body = json.loads(request.content or b"{}")
@@ -112,9 +112,10 @@ def warm_openai_sdk() -> None:
         client = openai.OpenAI(base_url="http://warm.invalid/v1", api_key="warm", max_retries=0,
                                http_client=openai.DefaultHttpxClient(transport=http.MockTransport(answer)))
         messages = [{"role": "user", "content": "warm"}]
-        client.chat.completions.create(model="warm", messages=messages, temperature=0.0)
-        stream_chat(client, lambda _piece: None, model="warm", messages=messages, temperature=0.0)
-        client.embeddings.create(model="warm", input=["warm"])
+        body = {"model": "warm", "messages": messages, "temperature": 0.0}
+        wire.chat(client, body)
+        wire.chat_stream(client, body, lambda _piece: None)
+        wire.embed(client, "warm", ["warm"])
     except Exception:  # noqa: BLE001 - the first query builds them instead
         log.warning("OpenAI SDK warm-up failed", exc_info=True)
 

@@ -12,7 +12,7 @@ import pytest
 
 from shared.config import get_settings, reset_settings_cache
 from shared.infra.jobs import JobStore
-from shared.infra.llm import stream as llm_stream
+from shared.infra.llm import wire as llm_wire
 from shared.infra.llm.client import LLMClient
 from shared.infra.llm.usage import CallContext, UsageRecorder
 from tests.gateway.e2e_corpus import SYNTHETIC
@@ -127,27 +127,26 @@ def test_a_streamed_llm_call_books_the_same_usage_and_cost(live, redis_server, m
     messages = [{"role": "system", "content": "Answer in a few sentences."},
                 {"role": "user", "content": "Who charted the Glimmering Shoals?"}]
     reported: list = []  # the usage the LLM itself reported in each response (the stream's last chunk)
-    create, read_chunks = client._client.chat.completions.create, llm_stream.read_chunks
+    chat, chat_stream = llm_wire.chat, llm_wire.chat_stream
 
-    def spy(**kwargs):
-        response = create(**kwargs)
-        if not kwargs.get("stream"):  # a streamed body is read by read_chunks
-            reported.append(response.usage)
-        return response
+    def spy(sdk, body):
+        text, usage = chat(sdk, body)
+        reported.append(usage)
+        return text, usage
 
-    def stream_spy(*args, **kwargs):
-        reported.append(read_chunks(*args, **kwargs))
+    def stream_spy(sdk, body, on_piece):
+        reported.append(chat_stream(sdk, body, on_piece))
         return reported[-1]
 
-    monkeypatch.setattr(client._client.chat.completions, "create", spy)
-    monkeypatch.setattr(llm_stream, "read_chunks", stream_spy)
+    monkeypatch.setattr(llm_wire, "chat", spy)
+    monkeypatch.setattr(llm_wire, "chat_stream", stream_spy)
     pieces: list[str] = []
     plain = client.chat(messages, CallContext(tenant="streamusage", stage="answer", job_id="plain"), use_cache=False)
     streamed = client.chat(messages, CallContext(tenant="streamusage", stage="answer", job_id="streamed"),
                            use_cache=False, on_token=pieces.append)
     assert len(pieces) > 1 and "".join(pieces) == streamed.text == plain.text
     assert (streamed.prompt_tokens, streamed.completion_tokens) == (plain.prompt_tokens, plain.completion_tokens)
-    assert reported[1] is not None, "the stream reported no usage"
+    assert reported[0] is not None and reported[1] is not None, "a response reported no usage"
     assert (streamed.prompt_tokens, streamed.completion_tokens) == (reported[1].prompt_tokens,
                                                                     reported[1].completion_tokens)
     jobs = JobStore(live.redis, "streamusage")

@@ -54,7 +54,7 @@ def test_server_sent_events_are_framed_as_the_standard_says():
     usage = read_chunks(['{"choices":[{"delta":{"content":"Hi"}}]}', '{"choices":[{"delta":{}}]}',
                          '{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}',
                          "[DONE]", '{"choices":[{"delta":{"content":"after done"}}]}'], got.append)
-    assert got == ["Hi"] and (usage.prompt_tokens, usage.completion_tokens) == (3, 1)
+    assert got == ["Hi"] and (usage["prompt_tokens"], usage["completion_tokens"]) == (3, 1)
 
 
 def test_an_error_event_mid_stream_fails_the_call_without_a_retry_that_would_repeat_pieces(redis_client, tenant):

@@ -9,7 +9,6 @@ attempts never multiply. A 429 also sets the shared cool-down so every worker ba
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import logging
 import random
@@ -24,8 +23,8 @@ from shared.domain.models import UsageRecord
 from shared.domain.pricing import cost_usd
 from shared.domain.tokens import count_tokens, estimate_tokens
 from shared.infra.keys import Keys
+from shared.infra.llm import wire
 from shared.infra.llm.ratelimit import CompletionEstimate, RateLimitTimeout
-from shared.infra.llm.stream import stream_chat
 from shared.infra.llm.usage import CallContext, UsageRecorder
 
 log = logging.getLogger(__name__)
@@ -121,12 +120,6 @@ def _classify(exc: Exception) -> tuple[str, bool]:
     return type(exc).__name__, False
 
 
-def sdk_http():
-    """The HTTP library the openai SDK is built on (httpx, or its fork ``httpx2`` in recent SDKs): its own
-    ``Limits`` and transports must be used with the SDK's client."""
-    return importlib.import_module(openai.DefaultHttpxClient.__bases__[0].__module__.split(".")[0])
-
-
 class LLMClient:
     def __init__(
         self,
@@ -147,7 +140,7 @@ class LLMClient:
             api_key=settings.llm_api_key,
             max_retries=0,
             timeout=settings.llm.timeout_s,
-            http_client=openai.DefaultHttpxClient(limits=sdk_http().Limits(
+            http_client=openai.DefaultHttpxClient(limits=wire.sdk_http().Limits(
                 max_connections=1000, max_keepalive_connections=100, keepalive_expiry=settings.llm.keepalive_s)),
         )
 
@@ -216,15 +209,15 @@ class LLMClient:
 
     def _complete(self, messages, model: str, params: dict, on_token, streamed: list[str]) -> tuple[str, Any]:
         """(text, usage) of one attempt; streamed: every piece goes to ``on_token`` and to ``streamed``."""
+        body = {"model": model, "messages": messages, **params}
         if on_token is None:
-            resp = self._client.chat.completions.create(model=model, messages=messages, **params)
-            return (resp.choices[0].message.content or "" if resp.choices else ""), resp.usage
+            return wire.chat(self._client, body)
 
         def piece(text: str) -> None:
             streamed.append(text)
             on_token(text)
 
-        usage = stream_chat(self._client, piece, model=model, messages=messages, **params)
+        usage = wire.chat_stream(self._client, body, piece)
         return "".join(streamed), usage
 
     def _call_with_retries(self, messages, ctx: CallContext, model: str, params: dict,
@@ -298,7 +291,7 @@ class LLMClient:
             reservation = self._acquire(model, reserve, ctx.tenant)
             started = time.perf_counter()
             try:
-                resp = self._client.embeddings.create(model=model, input=texts)
+                vectors, used = wire.embed(self._client, model, texts)
             except Exception as exc:  # noqa: BLE001
                 self.limiter.reconcile(reservation, 0)
                 cause, retryable = _classify(exc)
@@ -314,7 +307,7 @@ class LLMClient:
                     raise LLMError(cause, str(exc)[:300]) from exc
                 time.sleep(min(wait, cfg.backoff_max_s))
                 continue
-            tokens = resp.usage.prompt_tokens if resp.usage else reserve
+            tokens = used if used is not None else reserve
             self.limiter.reconcile(reservation, tokens)
             self.recorder.record(
                 UsageRecord(
@@ -323,4 +316,4 @@ class LLMClient:
                     cost_usd=cost_usd(model, tokens, 0, cfg.prices), retries=attempt, queue=ctx.queue, tier=ctx.tier,
                 )
             )
-            return [d.embedding for d in sorted(resp.data, key=lambda d: d.index)]
+            return vectors

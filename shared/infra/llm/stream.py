@@ -1,11 +1,11 @@
 """A streamed chat completion read as plain JSON events.
 
-The request goes through the ``openai`` client (``with_streaming_response``: its auth, headers, timeouts and
-status errors, so a 429 or a 5xx raises the same ``openai`` exception as any call), but its body is read here
-instead of through the SDK's ``Stream``. The SDK builds a ``ChatCompletionChunk`` model per event with its
-recursive pure-Python ``construct``; profiled with py-spy in the query worker that was ~0.1 ms a chunk, an
+The request goes through the ``openai`` client (``shared.infra.llm.wire.chat_stream``: its auth, headers,
+timeouts and status errors, so a 429 or a 5xx raises the same ``openai`` exception as any call), but its body is
+read here instead of through the SDK's ``Stream``. The SDK builds a ``ChatCompletionChunk`` model per event with
+its recursive pure-Python ``construct``; profiled with py-spy in the query worker that was ~0.1 ms a chunk, an
 eighth of the worker's CPU per local answer (a real model streams a chunk per token). Each event here is one
-``json.loads``; only the final usage becomes the SDK's ``CompletionUsage``.
+``json.loads``.
 
 Server-sent events (https://html.spec.whatwg.org/multipage/server-sent-events.html): ``data:`` lines
 (one optional space after the colon) accumulate until a blank line ends the event; ``[DONE]`` ends the
@@ -22,7 +22,6 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 
 import openai
-from openai.types import CompletionUsage
 
 
 def sse_data(lines: Iterable[str]) -> Iterator[str]:
@@ -41,10 +40,9 @@ def sse_data(lines: Iterable[str]) -> Iterator[str]:
         yield "\n".join(data)
 
 
-def read_chunks(events: Iterable[str], on_piece: Callable[[str], None], request=None
-                ) -> CompletionUsage | None:
+def read_chunks(events: Iterable[str], on_piece: Callable[[str], None], request=None) -> dict | None:
     """Pass each content piece of a chat-completion stream to ``on_piece``; the usage its last chunk carries
-    (``stream_options.include_usage``), or None."""
+    (``stream_options.include_usage``, as sent), or None."""
     usage = None
     for data in events:
         if data == "[DONE]":
@@ -55,16 +53,10 @@ def read_chunks(events: Iterable[str], on_piece: Callable[[str], None], request=
             message = err.get("message") if isinstance(err, dict) else str(err)
             raise openai.APIError(message or "error in the completion stream", request, body=err)
         if chunk.get("usage"):
-            usage = CompletionUsage.model_validate(chunk["usage"])
+            usage = chunk["usage"]
         for choice in chunk.get("choices") or ():
             piece = (choice.get("delta") or {}).get("content")
             if piece:
                 on_piece(piece)
     return usage
 
-
-def stream_chat(client: openai.OpenAI, on_piece: Callable[[str], None], **request) -> CompletionUsage | None:
-    """One streamed chat completion through ``client``; content pieces to ``on_piece``, the usage returned."""
-    with client.chat.completions.with_streaming_response.create(
-            stream=True, stream_options={"include_usage": True}, **request) as response:
-        return read_chunks(sse_data(response.iter_lines()), on_piece, response.http_request)
