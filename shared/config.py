@@ -27,7 +27,10 @@ class ExtractionSettings(BaseModel):
     strategy: str = Field("auto", pattern="^(auto|llm|fast)$")
     max_gleaning: int = Field(1, ge=0, le=5)
     entity_types: list[str] = ["organization", "person", "geo", "event", "concept"]
-    max_tokens: int = 4000
+    # cap on each extraction and gleaning answer (the calls' max_tokens): a runaway answer stops there, its cut
+    # last record is dropped with a warning and gleaning asks for what was missed; 0: no cap (the model's own
+    # limit; the rate limiter then reserves its running estimate of an answer instead of the cap)
+    max_tokens: int = Field(0, ge=0)
     fast_max_phrase_words: int = 4
     fast_min_mentions: int = 2
 
@@ -50,7 +53,7 @@ class ClusterSettings(BaseModel):
 
 class ReportSettings(BaseModel):
     max_input_tokens: int = 12000
-    max_output_tokens: int = 1500
+    max_output_tokens: int = Field(0, ge=0)  # cap on each LLM report answer (the call's max_tokens); 0: no cap
     communities_per_task: int = 1
     extractive_per_task: int = 64  # communities reported without an LLM call, per task
     # communities smaller than this get an extractive report (no LLM call); 1 = LLM for every community
@@ -222,6 +225,11 @@ class Settings(BaseSettings):
     @property
     def effective_summary_model(self) -> str:
         return self.summary_model or self.llm_model
+
+    def answer_cap(self, stage: str) -> int:
+        """The ``max_tokens`` of a stage's LLM calls: ``extraction.max_tokens`` for extraction and its gleaning
+        (bound as stage ``"extract"``), ``report.max_output_tokens`` for reports; 0 (no cap) otherwise."""
+        return {"extract": self.extraction.max_tokens, "report": self.report.max_output_tokens}.get(stage, 0)
 
     @property
     def extraction_strategy(self) -> str:

@@ -53,9 +53,11 @@ class Job:
 
     def chat(self, stage: str, model: str | None = None, cancellable: bool = False):
         """``chat(messages, stage) -> text`` for this job, or None without an LLM; ``cancellable`` checks for
-        a cancel (at most twice a second) before every call."""
+        a cancel (at most twice a second) before every call. Answers are capped at the stage's configured
+        ``Settings.answer_cap`` (none by default)."""
         cancel_check = (lambda: self.jobs.canceled_recently(self.msg.job_id)) if cancellable else None
-        return self.rt.chat_fn(self.context(stage), model=model, cancel_check=cancel_check)
+        return self.rt.chat_fn(self.context(stage), model=model, cancel_check=cancel_check,
+                               max_tokens=self.settings.answer_cap(stage))
 
     def stream(self, event: str, data: dict) -> None:
         """A stream event of this query for its followers (``GET /v1/queries/{id}/events``); best effort."""
