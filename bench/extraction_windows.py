@@ -3,11 +3,12 @@
 At ``--ms-per-completion-token 12.5`` an ingestion waits for its longest extraction answer, then that chunk's
 gleaning, the longest summary and the report waves (``bench.cost_table``'s critical path). This bench answers
 the question the ≤ 0.3× nano target raises without running a stack: it splits each chunk of the corpus (the
-chunker's defaults, 1,200 tokens, 100 overlap) into windows of ``--windows`` tokens (50 tokens overlap) and
-asks the simulator's extraction rule, in-process, what it would answer for each window (``records_of``) and for
-its gleaning round (``glean_records_of``). Printed per window size: calls, the longest and median answer in
-tokens, the completion tokens of the whole extraction, and the seconds the longest answer plus its gleaning
-would take at ``--ms-per-token``. Nothing of graphfleet's runs here: it is the simulator's answer lengths.
+chunker's configured size and overlap, ``get_settings().chunking``: 1,200 and 100 tokens by default) into
+windows of ``--windows`` tokens (50 tokens overlap) and asks the simulator's extraction rule, in-process,
+what it would answer for each window (``records_of``) and for its gleaning round (``glean_records_of``).
+Printed per window size: calls, the longest and median answer in tokens, the completion tokens of the whole
+extraction, and the seconds the longest answer plus its gleaning would take at ``--ms-per-token``. Nothing
+of graphfleet's runs here: it is the simulator's answer lengths.
 
     .venv/bin/python -m bench.extraction_windows [--windows 1200 800 600 400 300] [--out FILE]
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from bench.common import SAMPLE, emit
 from llm_simulator.extraction import DEFAULT_TYPES, emitted_keys, glean_pool_of, glean_records_of, records_of, render
+from shared.config import get_settings
 from shared.domain.chunking import chunk_by_tokens
 from shared.domain.tokens import count_tokens
 
@@ -35,9 +37,10 @@ def answers(text: str) -> tuple[int, int]:
 
 def measure(corpus: str, window: int, ms_per_token: float) -> dict:
     lengths: list[tuple[int, int]] = []
-    for chunk in chunk_by_tokens(corpus, "bench", 1200, 100):
-        pieces = [chunk.text] if window >= 1200 else [w.text for w in chunk_by_tokens(chunk.text, "w", window,
-                                                                                         OVERLAP)]
+    chunking = get_settings().chunking
+    size, overlap = chunking.size_tokens, chunking.overlap_tokens
+    for chunk in chunk_by_tokens(corpus, "bench", size, overlap):
+        pieces = [chunk.text] if window >= size else [w.text for w in chunk_by_tokens(chunk.text, "w", window, OVERLAP)]
         lengths += [answers(piece) for piece in pieces]
     first = [a for a, _ in lengths]
     longest = max(lengths, key=lambda pair: pair[0])

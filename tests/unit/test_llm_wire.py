@@ -116,3 +116,11 @@ def test_against_the_simulator_the_plain_and_streamed_answers_and_embeddings_mat
         assert vectors == [d.embedding for d in typed_vectors]
     finally:
         stop()
+
+
+def test_a_missing_count_reads_0_in_a_chat_usage_but_none_in_an_embedding_usage():
+    assert wire.usage_of({"prompt_tokens": 5}) == wire.Usage(5, 0)
+    assert wire.usage_of(None) is None and wire.usage_of("12") is None
+    assert wire.prompt_tokens_of({"prompt_tokens": 7, "total_tokens": 7}) == 7
+    assert wire.prompt_tokens_of({"total_tokens": 7}) is None  # not counted: the caller books its own count
+    assert wire.prompt_tokens_of(None) is None

@@ -49,10 +49,18 @@ def sdk_http():
 
 
 def usage_of(raw: Any) -> Usage | None:
-    """The usage block of a response or of a stream's last chunk, or None when the server sent none."""
+    """The usage block of a response or of a stream's last chunk, or None when the server sent none (a count
+    missing from a block that was sent reads 0)."""
     if not isinstance(raw, dict):
         return None
     return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0))
+
+
+def prompt_tokens_of(raw: Any) -> int | None:
+    """An embedding response's prompt tokens, or None when the server did not count them (the caller then
+    books its own count: a missing count is not 0 tokens)."""
+    usage = usage_of(raw)
+    return usage.prompt_tokens if usage is not None and "prompt_tokens" in raw else None
 
 
 def chat(client: openai.OpenAI, body: dict) -> tuple[str, Usage | None]:
@@ -79,8 +87,7 @@ def embed(client: openai.OpenAI, model: str, texts: list[str]) -> tuple[list[lis
     data = client.post("/embeddings", body=body, cast_to=sdk_http().Response).json()
     rows = sorted(data.get("data") or [], key=lambda row: row.get("index", 0))
     vectors = [_vector(row.get("embedding")) for row in rows]
-    usage = data.get("usage")
-    return vectors, (int(usage["prompt_tokens"]) if isinstance(usage, dict) and "prompt_tokens" in usage else None)
+    return vectors, prompt_tokens_of(data.get("usage"))
 
 
 def _vector(raw: Any) -> list[float]:
