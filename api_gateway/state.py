@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import redis
@@ -59,11 +60,17 @@ class LockedCelery:
 
     def __init__(self, app):
         self.app = app
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered by ``send_task`` within ``producer_or_acquire``
 
     def send_task(self, name: str, args=None, **kwargs):
         with self._lock:
             return self.app.send_task(name, args=args, **kwargs)
+
+    @contextmanager
+    def producer_or_acquire(self, producer=None):
+        """A pooled producer, the lock held for all the sends made with it (a batch: ``messages.send_all``)."""
+        with self._lock, self.app.producer_or_acquire(producer) as held:
+            yield held
 
     def warm(self) -> None:
         """What the first ``send_task`` would pay (~0.2 s): the result backend and the Redis transport,

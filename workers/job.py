@@ -8,7 +8,7 @@ from functools import cached_property
 
 from shared.infra.jobs import JobStore
 from shared.infra.llm.usage import CallContext
-from shared.infra.messages import Message, send
+from shared.infra.messages import Message, send_all
 from shared.infra.queries import QueryStore
 from shared.infra.queueing import ROUTES
 from shared.infra.store.redis_graph import GraphStore
@@ -64,8 +64,7 @@ class Job:
         self.queries.publish(self.msg.job_id, event, data)
 
     def send(self, *messages: Message, **options) -> None:
-        for msg in messages:
-            send(app, msg, **options)
+        send_all(app, messages, **options)
 
     def fail(self, cause: str) -> None:
         self.jobs.finish(self.msg.job_id, "failed", error=cause[:500])

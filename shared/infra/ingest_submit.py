@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from shared.domain.ids import content_hash, doc_id_for, new_job_id, validate_tenant
 from shared.domain.models import Document
 from shared.infra.jobs import JobStore
-from shared.infra.messages import ChunkDocument, DeleteDocument, ParseDocument, send
+from shared.infra.messages import ChunkDocument, DeleteDocument, ParseDocument, send, send_all
 from shared.infra.store.redis_graph import GraphStore
 
 MAX_DOCUMENTS = 10_000  # documents in one ingestion batch
@@ -130,8 +130,7 @@ def submit_ingestion(redis, celery, tenant: str, items: list[DocumentInput], set
             doc_ids.append(doc_id)
     parse = [d for d in doc_ids if d in files and store.document_text(d) is None]  # a re-upload is parsed once
     jobs.create(job_id, "ingest", doc_ids, {"new_documents": new_docs}, files=parse)
-    for doc_id in doc_ids:
-        send(celery, (ParseDocument if doc_id in parse else ChunkDocument)(tenant, job_id, doc_id))
+    send_all(celery, [(ParseDocument if d in parse else ChunkDocument)(tenant, job_id, d) for d in doc_ids])
     return {"job_id": job_id, "documents": len(doc_ids), "new_documents": new_docs}
 
 
