@@ -11,7 +11,6 @@ import secrets
 import sys
 import threading
 import time
-import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -20,6 +19,7 @@ import redis.asyncio as aredis
 from starlette.concurrency import run_in_threadpool
 
 from shared.infra.key_layout import ensure_layout
+from shared.infra.messages import warm_sender
 from shared.infra.queueing import QUEUES, make_celery, settings_for
 from shared.infra.redis_conn import aconnect, apubsub, connect, read_stack_info
 from shared.infra.tenants import TenantStore, api_key_pepper
@@ -30,8 +30,6 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_BODY_ENV = "GRAPHFLEET_GATEWAY_MAX_BODY_BYTES"
 READY_CACHE_S = 5.0
 WARM_CHANNEL = "graphfleet:gateway-warm"  # subscribed once at start-up; nothing publishes on it
-WARM_TASK = "graphfleet.gateway-warm"  # the name of the messages built at start-up and never sent
-REHEARSALS = 8  # CPython 3.11 specializes a function's code after a few calls: as many as warm it
 
 
 def resolve_admin_key(settings) -> str:
@@ -73,19 +71,11 @@ class LockedCelery:
             yield held
 
     def warm(self) -> None:
-        """What the first ``send_task`` would pay (~0.2 s): the result backend and the Redis transport,
-        imported on first use, a pooled producer's connection, Celery's task sender (built on first use) and
-        the declaration of every queue (the first publish to a queue declares it, on a new broker connection:
-        ~8 ms of a fresh gateway's first query, measured). Declaring is idempotent; the workers declare the same
-        queues."""
+        """What the first ``send_task`` would pay (~0.2 s in a fresh gateway: the Redis transport is imported on
+        first use; ~8 ms of a fresh gateway's first query was the declaration of its queue, measured):
+        ``messages.warm_sender``, under the lock."""
         with self._lock:
-            _ = self.app.backend, self.app.amqp.send_task_message
-            with self.app.producer_or_acquire() as producer:
-                producer.connection.ensure_connection(max_retries=1)
-                for queue in self.app.amqp.queues.values():
-                    producer.maybe_declare(queue)
-            for _ in range(REHEARSALS):  # build messages and drop them: the code a send runs before publishing
-                self.app.amqp.create_task_message(uuid.uuid4().hex, WARM_TASK, (), {"tenant": "", "job_id": ""})
+            warm_sender(self.app)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from kombu.transport import redis as kombu_redis
 from api_gateway.state import LockedCelery
 from shared.config import Settings
 from shared.infra import queueing as q
-from shared.infra.messages import ExtractChunk, Message, send_all
+from shared.infra.messages import ExtractChunk, Message, send_all, warm_sender
 from shared.infra.redis_conn import EmbeddedRedis
 from tests.brokers import rabbit_vhost, sentinel_group
 
@@ -128,3 +128,21 @@ def test_rabbitmq_has_no_batches_and_gets_every_message(redis_server, tenant, fl
             assert [kw["chunk_id"] for kw, _ in _received(celery, "extractor", 3)] == ["c0", "c1", "c2"]
         finally:
             celery.close()
+
+
+def test_warming_the_sender_declares_every_queue_and_sends_nothing(redis_server, broker_redis):
+    """What a worker (and a prefork child, and the gateway) runs before its first send: the producer connects
+    and every queue is declared, and no message is published."""
+    celery = q.make_celery(Settings(redis_url=redis_server.url, broker_url=broker_redis.url))
+    try:
+        warm_sender(celery)
+        broker = redis.Redis.from_url(broker_redis.url, decode_responses=True)
+        keys = set(broker.keys("*"))
+        bound = {member.split("\x06\x16")[-1] for key in keys if key.startswith("_kombu.binding.")
+                 for member in broker.smembers(key)}  # exchange -> "routing key, pattern, queue" members
+        assert set(celery.amqp.queues) <= bound
+        assert not [k for k in keys if broker.type(k) == "list"]  # no queue holds a message
+        with celery.producer_or_acquire() as producer:  # the pooled producer is connected already
+            assert producer.connection.connected
+    finally:
+        celery.close()
