@@ -140,8 +140,8 @@ REHEARSALS = 8  # CPython 3.11 specializes a function's code after a few calls: 
 
 def send(celery, msg: Message, **options) -> None:
     """Enqueue ``msg`` on its task's queue (routing: ``shared.infra.queueing.ROUTES``). The reprs that logs and
-    monitors show are given, not left to Celery's ``saferepr``: a message's fields are short ids, and its
-    recursive repr was a fifth of a send's CPU (0.93 -> 0.79 ms per message, measured)."""
+    monitors show are given, not left to Celery's ``saferepr``: a message's fields are short ids, and that
+    recursive repr cost 0.1-0.2 ms of a send's ~1 ms of CPU (``bench.send_cost``)."""
     kwargs = msg.kwargs()
     celery.send_task(msg.TASK, kwargs=kwargs, argsrepr="()", kwargsrepr=repr(kwargs)[:REPR_MAX], **options)
 
@@ -149,8 +149,8 @@ def send(celery, msg: Message, **options) -> None:
 def send_all(celery, messages: Sequence[Message], **options) -> None:
     """Enqueue ``messages`` (a fan-out: a job's chunks, merge or report batches, a query's map groups). Over a
     Redis broker they go in one pipeline: kombu's publish batch (``Producer.batch``) buffers each LPUSH and
-    flushes them together, instead of a new client and a round trip per message (0.93 -> 0.37 ms of CPU per
-    message, 42 at a time, measured). A broker without batches (AMQP) publishes each at once, as before. The
+    flushes them together, instead of a new client and a round trip per message (~1.0 -> 0.46 ms of CPU per
+    message, 42 at a time: ``bench.send_cost``). A broker without batches (AMQP) publishes each at once, as before. The
     batch's flush is not under Celery's publish retry, so when it fails on a broker error the messages are
     sent again one by one, each with its retries; a message the failed flush had delivered is then delivered
     twice, which every task takes (a redelivery, as after a lost acknowledgement)."""
