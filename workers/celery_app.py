@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 
 from celery import Celery
 from celery.signals import worker_init, worker_process_init
@@ -61,10 +62,7 @@ def _warm_up(**_kwargs) -> None:
     except Exception:  # noqa: BLE001 - Redis not up yet: the first task builds it
         log.warning("worker runtime not built before consuming", exc_info=True)
         return
-    try:  # Celery's backend and task sender, the producer's connection, the queues (thread pools' sends)
-        warm_sender(app)
-    except Exception:  # noqa: BLE001 - broker not reachable yet: the first send connects (and retries)
-        log.warning("worker sender not warmed", exc_info=True)
+    _warm_sender_quietly("worker")  # Celery's backend and sender, the producer's connection, the queues (thread pools)
     if rt.llm is not None:  # the SDK's lazily built request transforms and response models (~35 ms of CPU at a
         query_warmup.warm_openai_sdk()  # process's first call), in memory; a prefork pool's children inherit them
 
@@ -72,8 +70,14 @@ def _warm_up(**_kwargs) -> None:
 @worker_process_init.connect
 def _warm_child_sender(**_kwargs) -> None:
     """A prefork child (merge, cluster workers) gets a producer pool of its own after the fork: connect it and
-    declare the queues now, not at the child's first send (~20 ms of CPU, measured in a cluster worker)."""
+    declare the queues now, not at the child's first send (~20 ms of CPU, measured in a cluster worker). In a
+    thread: the pool waits for a child's start-up at most ``worker_proc_alive_timeout`` (4 s), and a broker that
+    does not answer would hold a connect longer (the child would be killed and forked again)."""
+    threading.Thread(target=_warm_sender_quietly, args=("worker child's",), name="warm-sender", daemon=True).start()
+
+
+def _warm_sender_quietly(whose: str) -> None:
     try:
         warm_sender(app)
-    except Exception:  # noqa: BLE001 - as in ``_warm_up``
-        log.warning("worker child's sender not warmed", exc_info=True)
+    except Exception:  # noqa: BLE001 - broker not reachable yet: the first send connects (and retries)
+        log.warning("%s sender not warmed", whose, exc_info=True)
