@@ -15,7 +15,10 @@ shows the counters of all of them; files of exited processes are folded (``share
 
 Supervision: a daemon thread restarts any worker group or gateway process that exits while the stack is
 up (after 1, 2, 4 ... up to 30 s), so a killed worker costs the others nothing; its unacked messages come
-back to the restarted worker after the visibility timeout (``workers/lease.py``). A process that exits
+back once every live worker has renewed its leases twice since the death (~32 s: the supervisor puts back
+what no live worker renewed, ``shared.infra.broker.reclaim_unrenewed``), not after the whole visibility
+timeout (``workers/lease.py``, 120 s; still what brings them back when no supervisor saw the death, as under
+Compose or Kubernetes; RabbitMQ redelivers at once by itself). A process that exits
 ``MAX_RESTARTS`` times within ``RESTART_WINDOW_S`` is given up: ``Stack.failure`` says why and
 ``graphfleet up`` stops with that message."""
 
@@ -32,13 +35,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shared.config import get_settings
+from shared.infra.broker import reclaim_unrenewed
 from shared.infra.metrics import MULTIPROC_ENV, fold_dead, join_multiproc_dir, prepare_multiproc_dir
-from shared.infra.queueing import WORKER_GROUPS, settings_for
+from shared.infra.queueing import WORKER_GROUPS, is_amqp, lease_renew_interval, make_celery, settings_for
 from shared.infra.redis_conn import EmbeddedRedis, connect, read_stack_info, stack_file, write_stack_info
 
 MAX_RESTARTS = 5  # exits within RESTART_WINDOW_S after which a process is given up
 RESTART_WINDOW_S = 300.0
 BACKOFF_S = (1.0, 30.0)  # first delay before a restart, and the longest
+RECLAIM_MARGIN_S = 2.0  # a dead worker's messages are put back 2 lease intervals + this after its exit
 
 
 GIL_BOUND_GROUPS = {"ingest"}  # threads groups whose tasks also spend real CPU in Python (extraction parsing)
@@ -104,6 +109,8 @@ class Supervisor:
         self.exits: dict[str, list[float]] = {}
         self.due: dict[str, float] = {}
         self.restarts = 0
+        self.reclaims: list[tuple[float, float, str]] = []  # (when, exit time, worker): see reclaim_due
+        self.reclaimed = 0  # messages put back so far
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -125,6 +132,7 @@ class Supervisor:
                 self.say(f"graphfleet: supervisor error: {exc!r}")
 
     def check(self, now: float) -> None:
+        self.reclaim_due(now)
         for name, proc in list(self.stack.procs):
             if proc.poll() is None or self._stop.is_set():
                 continue
@@ -144,7 +152,20 @@ class Supervisor:
         self.restarts += 1
         self.say(f"graphfleet: restarted {name} (pid {new.pid})")
 
+    def reclaim_due(self, now: float) -> None:
+        """Put back the messages of the workers that died at least two lease intervals ago."""
+        due = [r for r in self.reclaims if r[0] <= now]
+        self.reclaims = [r for r in self.reclaims if r[0] > now]
+        for _when, died_at, name in due:
+            count = self.stack.reclaim(died_at)
+            if count:
+                self.reclaimed += count
+                self.say(f"graphfleet: put back {count} message(s) that {name} held when it exited")
+
     def _exited(self, name: str, code: int | None, now: float) -> None:
+        if name != "gateway":  # a worker's unacked messages come back without waiting for the visibility timeout
+            wait = 2 * lease_renew_interval(self.stack.settings) + RECLAIM_MARGIN_S
+            self.reclaims.append((now + wait, now, name))
         recent = [t for t in self.exits.get(name, []) if now - t < RESTART_WINDOW_S] + [now]
         self.exits[name] = recent
         if len(recent) >= MAX_RESTARTS:
@@ -186,6 +207,22 @@ class Stack:
         self.supervisor: Supervisor | None = None
         self.gateway_url: str | None = None
         self.metrics_dir = self.data_dir / "metrics"
+        self._celery = None
+
+    def celery(self):
+        """A Celery app on this stack's broker (built once)."""
+        if self._celery is None:
+            self._celery = make_celery(settings_for(self.settings, self.redis_url, self.broker_url))
+        return self._celery
+
+    def reclaim(self, before: float) -> int:
+        """Put back on their queues the messages no live worker has renewed since ``before`` (a Redis or Sentinel
+        broker; RabbitMQ redelivers a closed connection's messages by itself)."""
+        app = self.celery()
+        if is_amqp(app.conf.broker_url):
+            return 0
+        with app.connection_for_write() as connection:
+            return reclaim_unrenewed(connection, before)
 
     def env(self) -> dict:
         env = dict(os.environ)
@@ -263,9 +300,9 @@ class Stack:
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Wait until a consumer is registered on every queue (workers are consuming)."""
         client = connect(self.redis_url)
-        from shared.infra.queueing import QUEUES, make_celery
+        from shared.infra.queueing import QUEUES
 
-        app = make_celery(settings_for(self.settings, self.redis_url, self.broker_url))
+        app = self.celery()
         deadline = time.time() + timeout
         while time.time() < deadline:
             for name, proc in self.procs:
@@ -318,6 +355,9 @@ class Stack:
                 proc.wait()
         self.procs.clear()
         fold_dead(str(self.metrics_dir))  # processes killed without running their exit handlers
+        if self._celery is not None:
+            self._celery.close()  # its broker connections
+            self._celery = None
         if self.redis:
             self.redis.stop()
             self.redis = None

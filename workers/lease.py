@@ -11,7 +11,9 @@ countdown tasks) to now, every ``workers.lease_renew_interval_s``. A task that r
 visibility timeout is therefore not redelivered while its worker lives, and the visibility timeout can
 be short (``workers.visibility_timeout_s``, 120 s): when the worker dies its leases stop and its messages
 come back within the visibility timeout plus kombu's restore interval. ``ZADD XX`` only updates tags
-still in the index, so a tag acked meanwhile is not brought back.
+still in the index, so a tag acked meanwhile is not brought back. The renewals are also what lets
+``graphfleet up``'s supervisor put a dead worker's messages back sooner: two intervals after the exit, a
+lease older than the exit is held by no live worker (``shared.infra.broker.reclaim_unrenewed``).
 
 The ``ZADD`` goes through the task channel's own connection pool (``Channel.conn_or_acquire``): the broker's
 Redis, not the state's, and through Sentinel the *current* primary (kombu's sentinel-managed pool). On

@@ -1,5 +1,6 @@
 """What the workers keep beside Celery's own messages: the leases of the messages they hold, in the broker's
-Redis (``workers/lease.py``; a Redis or Sentinel broker only, RabbitMQ redelivers by itself), and their
+Redis (``workers/lease.py``; a Redis or Sentinel broker only, RabbitMQ redelivers by itself; a dead worker's
+messages put back at once by :func:`reclaim_unrenewed` once every live worker has renewed its leases), and their
 consumer heartbeats, in the *state* Redis whatever the broker (``workers/heartbeat.py``, read by the gateway's
 ``graphfleet_queue_consumers`` gauge, ``shared/infra/metrics_collectors.py``). Reading the broker (depths,
 in-flight messages, consumers) is ``shared/infra/broker_probe.py``."""
@@ -23,6 +24,28 @@ def renew_leases(redis, tags: list[str], now: float | None = None) -> int:
         return 0
     stamp = time.time() if now is None else now
     return int(redis.zadd(BROKER_UNACKED_INDEX, dict.fromkeys(tags, stamp), xx=True, ch=True) or 0)
+
+
+def reclaim_unrenewed(connection, before: float) -> int:
+    """Put back on their queues the messages unacked in kombu's Redis transport whose lease was last set
+    before ``before``; returns how many.
+
+    For a supervisor that saw a worker die at ``before``: every live worker sets the lease of each message it
+    holds to now every ``lease_renew_interval`` (``workers/lease.py``), so once two intervals have passed
+    since the death, a lease still older than it belongs to no live worker (or to one whose renewals failed
+    twice in a row: its task then runs twice, as after any redelivery; every task is idempotent). The
+    visibility timeout would bring them back too, later (~``visibility_timeout_s`` after the death).
+
+    Each message goes back through kombu's own ``QoS.restore_by_tag``: one transaction that watches the
+    ``unacked`` hash, so a message acked or restored meanwhile (by ``restore_visible`` in a worker) is not put
+    back twice. ``connection`` is a kombu connection to the broker (``Celery.connection_for_write()``)."""
+    channel = connection.default_channel
+    qos = channel.qos
+    with channel.conn_or_acquire() as client:
+        tags = client.zrangebyscore(qos.unacked_index_key, "-inf", f"({before}")
+        for tag in tags:
+            qos.restore_by_tag(tag, client)
+    return len(tags)
 
 
 def record_consumer(redis, node: str, queues: list[str]) -> None:

@@ -2,9 +2,10 @@
 
 `graphfleet up` used to stop the whole stack when one worker exited, and the killed worker's deliveries
 waited in kombu's ``unacked`` hash for a one-hour visibility timeout (the job watchdog rightly leaves a job
-alone while any of its messages is there). Now the stack's supervisor restarts the worker group and the
-visibility timeout is short (live workers renew their leases, ``workers/lease.py``), so the job completes
-by itself. Real Redis, real worker processes and gateway, the LLM simulator over HTTP.
+alone while any of its messages is there). Now the stack's supervisor restarts the worker group and, two
+lease intervals after the exit, puts back the messages no live worker renewed since
+(``shared.infra.broker.reclaim_unrenewed``; the short visibility timeout, with live workers renewing their
+leases, ``workers/lease.py``, would bring them back ~90 s later), so the job completes by itself. Real Redis, real worker processes and gateway, the LLM simulator over HTTP.
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ def test_sigkilled_worker_is_restarted_and_its_job_completes_with_default_settin
                     assert now[name] is proc and proc.poll() is None, name
             assert httpx.get(stack.gateway_url + "/healthz", timeout=5).status_code == 200
             assert stack.failure is None and stack.supervisor.restarts == 1
+            assert stack.supervisor.reclaimed >= 1  # put back by the supervisor, not left to the visibility timeout
             assert not orphaned & set(client.redis.hkeys(BROKER_UNACKED)), "orphaned messages never restored"
             print(f"recovered {recovered_in:.0f} s after the kill")
         finally:

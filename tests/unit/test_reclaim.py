@@ -1,0 +1,88 @@
+"""``shared.infra.broker.reclaim_unrenewed`` against a real Redis broker: the messages a SIGKILLed consumer
+process held go back on their queue, each once; a message a live consumer holds and renewed stays with it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from shared.config import Settings
+from shared.infra import queueing as q
+from shared.infra.broker import reclaim_unrenewed, renew_leases
+from shared.infra.keys import BROKER_UNACKED, BROKER_UNACKED_INDEX
+from shared.infra.messages import ExtractChunk, send_all
+from shared.infra.redis_conn import EmbeddedRedis, connect
+
+QUEUE = "extractor"
+
+# A consumer that takes ``n`` messages without acknowledging them, says which, and waits to be killed.
+CONSUMER = textwrap.dedent("""
+    import sys, time
+    from shared.config import Settings
+    from shared.infra import queueing as q
+    app = q.make_celery(Settings(redis_url=sys.argv[1]))
+    channel = app.connection_for_read().default_channel
+    print(" ".join(channel.basic_get(sys.argv[2], no_ack=False).delivery_tag for _ in range(int(sys.argv[3]))),
+          flush=True)
+    time.sleep(600)
+""")
+
+
+@pytest.fixture()
+def broker(tmp_path):
+    server = EmbeddedRedis(tmp_path / "broker", persist=False).start()
+    yield server
+    server.stop()
+
+
+def _held(client) -> set[str]:
+    return {tag.decode() for tag in client.hkeys(BROKER_UNACKED)}
+
+
+def _chunk_id(message) -> str:
+    body = message.body if isinstance(message.body, (list, dict)) else json.loads(message.body)
+    return body[1]["chunk_id"]
+
+
+def test_a_killed_consumers_messages_go_back_and_a_live_ones_stay(broker, tenant):
+    celery = q.make_celery(Settings(redis_url=broker.url))
+    client = connect(broker.url)
+    proc = None
+    try:
+        send_all(celery, [ExtractChunk(tenant, "job-r1", f"c{i}") for i in range(4)])
+        with celery.connection_for_read() as live:
+            held = live.default_channel.basic_get(QUEUE, no_ack=False)  # a live worker's delivery: c0
+            proc = subprocess.Popen([sys.executable, "-c", CONSUMER, broker.url, QUEUE, "2"], stdout=subprocess.PIPE,
+                                    text=True, cwd=os.getcwd())
+            dead_tags = proc.stdout.readline().split()
+            assert len(dead_tags) == 2 and _held(client) == {held.delivery_tag, *dead_tags}
+            os.kill(proc.pid, signal.SIGKILL)  # no channel close, no restore at shutdown: as a killed worker
+            proc.wait()
+            died_at = time.time()
+            assert renew_leases(client, [held.delivery_tag], now=died_at + 1) == 1  # the live worker's lease thread
+
+            with celery.connection_for_write() as conn:
+                assert reclaim_unrenewed(conn, died_at) == 2
+                assert reclaim_unrenewed(conn, died_at) == 0  # nothing left to put back: safe to repeat
+
+            assert _held(client) == {held.delivery_tag}  # still the live worker's
+            assert client.zrange(BROKER_UNACKED_INDEX, 0, -1) == [held.delivery_tag.encode()]
+            assert _chunk_id(held) == "c0"
+            channel = live.default_channel
+            again = [channel.basic_get(QUEUE, no_ack=True) for _ in range(3)]
+            assert sorted(_chunk_id(m) for m in again) == ["c1", "c2", "c3"]  # the killed one's two, and c3, once
+            assert channel.basic_get(QUEUE, no_ack=True) is None
+            held.ack()
+        assert client.hlen(BROKER_UNACKED) == 0
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        client.close()
+        celery.close()
