@@ -136,6 +136,8 @@ class QueryDeadline(Message):
 REPR_MAX = 1024  # Celery's own bound on a message's argument reprs (``amqp.argsrepr_maxsize``)
 WARM_TASK = "graphfleet.warm"  # the name of the messages a warm-up builds and never sends
 REHEARSALS = 8  # CPython 3.11 specializes a function's code after a few calls: as many as warm it
+# messages per publish batch: each batch is flushed once, so a broker error costs a resend of this many at most
+BATCH_MESSAGES = 500
 
 
 def send(celery, msg: Message, **options) -> None:
@@ -143,7 +145,12 @@ def send(celery, msg: Message, **options) -> None:
     monitors show are given, not left to Celery's ``saferepr``: a message's fields are short ids, and that
     recursive repr cost 0.1-0.2 ms of a send's ~1 ms of CPU (``bench.send_cost``)."""
     kwargs = msg.kwargs()
-    celery.send_task(msg.TASK, kwargs=kwargs, argsrepr="()", kwargsrepr=repr(kwargs)[:REPR_MAX], **options)
+    celery.send_task(msg.TASK, kwargs=kwargs, **_reprs(kwargs), **options)
+
+
+def _reprs(kwargs: dict) -> dict:
+    """The reprs of a message's arguments that logs and monitors show (there are no positional ones)."""
+    return {"argsrepr": "()", "kwargsrepr": repr(kwargs)[:REPR_MAX]}
 
 
 def send_all(celery, messages: Sequence[Message], **options) -> None:
@@ -151,17 +158,24 @@ def send_all(celery, messages: Sequence[Message], **options) -> None:
     Redis broker they go in one pipeline: kombu's publish batch (``Producer.batch``) buffers each LPUSH and
     flushes them together, instead of a new client and a round trip per message (~1.0 -> 0.46 ms of CPU per
     message, 42 at a time: ``bench.send_cost``). A broker without batches (AMQP) publishes each at once, as before. The
-    batch's flush is not under Celery's publish retry, so when it fails on a broker error the messages are
-    sent again one by one, each with its retries; a message the failed flush had delivered is then delivered
-    twice, which every task takes (a redelivery, as after a lost acknowledgement)."""
+    batch's flush is not under Celery's publish retry, so when it fails on a broker error that batch's messages
+    are sent again one by one, each with its retries; a message the failed flush had delivered is then delivered
+    twice, which every task takes (a redelivery, as after a lost acknowledgement). A fan-out of more than
+    ``BATCH_MESSAGES`` goes in several batches, each flushed once, so a failure resends one batch, not those
+    already flushed."""
     if len(messages) < 2:
         for msg in messages:
             send(celery, msg, **options)
         return
+    for start in range(0, len(messages), BATCH_MESSAGES):
+        _send_batch(celery, messages[start:start + BATCH_MESSAGES], **options)
+
+
+def _send_batch(celery, messages: Sequence[Message], **options) -> None:
     with celery.producer_or_acquire() as producer:
         errors = producer.connection.connection_errors + producer.connection.channel_errors
         try:
-            with producer.batch():
+            with producer.batch(max_size=2 * len(messages)):  # flushed once, at the end (one LPUSH per message)
                 for msg in messages:
                     send(celery, msg, producer=producer, **options)
             return
@@ -182,5 +196,5 @@ def warm_sender(celery) -> None:
         for queue in celery.amqp.queues.values():
             producer.maybe_declare(queue)
     for i in range(REHEARSALS):
-        celery.amqp.create_task_message(f"warm-{i}", WARM_TASK, (), {"tenant": "", "job_id": ""}, argsrepr="()",
-                                        kwargsrepr=repr({"tenant": "", "job_id": ""}))
+        kwargs = {"tenant": "", "job_id": ""}
+        celery.amqp.create_task_message(f"warm-{i}", WARM_TASK, (), kwargs, **_reprs(kwargs))

@@ -13,6 +13,7 @@ from kombu.transport import redis as kombu_redis
 
 from api_gateway.state import LockedCelery
 from shared.config import Settings
+from shared.infra import messages
 from shared.infra import queueing as q
 from shared.infra.messages import ExtractChunk, Message, send_all, warm_sender
 from shared.infra.redis_conn import EmbeddedRedis
@@ -92,6 +93,33 @@ def test_when_the_batch_cannot_be_flushed_every_message_is_sent_one_by_one(
         assert failed == [4]
         assert sorted(kw["chunk_id"] for kw, _ in _received(celery, "extractor", 4)) == ["c0", "c1", "c2", "c3"]
         assert redis.Redis.from_url(broker_redis.url).llen("extractor") == 0  # none twice
+    finally:
+        celery.close()
+
+
+def test_a_large_fan_out_goes_in_batches_and_a_failed_one_is_resent_alone(
+        redis_server, broker_redis, tenant, monkeypatch):
+    """More than ``BATCH_MESSAGES`` messages go in several batches, each flushed once; when one batch's flush
+    fails, only its messages are sent again: none of an earlier, flushed batch arrives twice."""
+    monkeypatch.setattr(messages, "BATCH_MESSAGES", 3)
+    flushed: list[int] = []
+    real = kombu_redis.PublishBatch.flush
+
+    def second_fails(self):
+        flushed.append(self._buffered)
+        if len(flushed) == 2:
+            self.discard()
+            raise redis.ConnectionError("broker restarted")
+        return real(self)
+
+    monkeypatch.setattr(kombu_redis.PublishBatch, "flush", second_fails)
+    celery = q.make_celery(Settings(redis_url=redis_server.url, broker_url=broker_redis.url))
+    try:
+        send_all(celery, _fan_out(tenant, "job-l1", 7))
+        assert flushed == [3, 3, 1]
+        got = [kw["chunk_id"] for kw, _ in _received(celery, "extractor", 7)]
+        assert sorted(got) == [f"c{i}" for i in range(7)]  # each once: the first batch was not sent again
+        assert redis.Redis.from_url(broker_redis.url).llen("extractor") == 0
     finally:
         celery.close()
 
