@@ -5,7 +5,8 @@ waited in kombu's ``unacked`` hash for a one-hour visibility timeout (the job wa
 alone while any of its messages is there). Now the stack's supervisor restarts the worker group and, two
 lease intervals after the exit, puts back the messages no live worker renewed since
 (``shared.infra.broker.reclaim_unrenewed``; the short visibility timeout, with live workers renewing their
-leases, ``workers/lease.py``, would bring them back ~90 s later), so the job completes by itself. Real Redis, real worker processes and gateway, the LLM simulator over HTTP.
+leases, ``workers/lease.py``, would bring them back ~90 s later), so the job completes by itself.
+Real Redis, real worker processes and gateway, the LLM simulator over HTTP.
 """
 
 from __future__ import annotations
