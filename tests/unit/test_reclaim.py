@@ -27,7 +27,7 @@ CONSUMER = textwrap.dedent("""
     import sys, time
     from shared.config import Settings
     from shared.infra import queueing as q
-    app = q.make_celery(Settings(redis_url=sys.argv[1]))
+    app = q.make_celery(Settings(redis_url=sys.argv[1], broker_url=sys.argv[1]))
     channel = app.connection_for_read().default_channel
     print(" ".join(channel.basic_get(sys.argv[2], no_ack=False).delivery_tag for _ in range(int(sys.argv[3]))),
           flush=True)
@@ -52,7 +52,7 @@ def _chunk_id(message) -> str:
 
 
 def test_a_killed_consumers_messages_go_back_and_a_live_ones_stay(broker, tenant):
-    celery = q.make_celery(Settings(redis_url=broker.url))
+    celery = q.make_celery(Settings(redis_url=broker.url, broker_url=broker.url))  # whatever the test layout's broker
     client = connect(broker.url)
     proc = None
     try:
