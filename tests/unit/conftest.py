@@ -7,6 +7,7 @@ import pytest
 
 from llm_simulator.config import SimConfig
 from llm_simulator.server import start_in_thread
+from shared.infra.redis_conn import EmbeddedRedis
 
 
 @pytest.fixture
@@ -23,3 +24,11 @@ def start():
     yield _start
     for stop in stops:
         stop()
+
+
+@pytest.fixture()
+def broker_redis(tmp_path):
+    """A Redis of the test's own, without persistence, to be a broker (started and stopped with the test)."""
+    server = EmbeddedRedis(tmp_path / "broker", persist=False).start()
+    yield server
+    server.stop()

@@ -8,7 +8,6 @@ import threading
 import time
 from types import SimpleNamespace
 
-import pytest
 import redis
 from kombu import Connection, Consumer
 
@@ -17,17 +16,9 @@ from shared.infra import queueing as q
 from shared.infra.broker_probe import AmqpProbe, RedisProbe, broker_readiness, make_probe
 from shared.infra.keys import BROKER_UNACKED_INDEX, active_jobs_key, watchdog_key
 from shared.infra.messages import ExtractChunk, send
-from shared.infra.redis_conn import EmbeddedRedis
 from shared.pipeline.watchdog import Watchdog
 from tests.brokers import rabbit_vhost, sentinel_group
 from tests.unit.test_watchdog import _running_job
-
-
-@pytest.fixture()
-def broker_redis(tmp_path):
-    server = EmbeddedRedis(tmp_path / "broker", persist=False).start()
-    yield server
-    server.stop()
 
 
 def _settings(state_url: str, broker: str) -> Settings:

@@ -11,14 +11,12 @@ import sys
 import textwrap
 import time
 
-import pytest
-
 from shared.config import Settings
 from shared.infra import queueing as q
 from shared.infra.broker import reclaim_unrenewed, renew_leases
 from shared.infra.keys import BROKER_UNACKED, BROKER_UNACKED_INDEX
 from shared.infra.messages import ExtractChunk, send_all
-from shared.infra.redis_conn import EmbeddedRedis, connect
+from shared.infra.redis_conn import connect
 
 QUEUE = "extractor"
 
@@ -35,13 +33,6 @@ CONSUMER = textwrap.dedent("""
 """)
 
 
-@pytest.fixture()
-def broker(tmp_path):
-    server = EmbeddedRedis(tmp_path / "broker", persist=False).start()
-    yield server
-    server.stop()
-
-
 def _held(client) -> set[str]:
     return {tag.decode() for tag in client.hkeys(BROKER_UNACKED)}
 
@@ -51,15 +42,16 @@ def _chunk_id(message) -> str:
     return body[1]["chunk_id"]
 
 
-def test_a_killed_consumers_messages_go_back_and_a_live_ones_stay(broker, tenant):
-    celery = q.make_celery(Settings(redis_url=broker.url, broker_url=broker.url))  # whatever the test layout's broker
-    client = connect(broker.url)
+def test_a_killed_consumers_messages_go_back_and_a_live_ones_stay(broker_redis, tenant):
+    url = broker_redis.url  # the broker, named: whatever the test layout's GRAPHFLEET_BROKER_URL
+    celery = q.make_celery(Settings(redis_url=url, broker_url=url))
+    client = connect(url)
     proc = None
     try:
         send_all(celery, [ExtractChunk(tenant, "job-r1", f"c{i}") for i in range(4)])
         with celery.connection_for_read() as live:
             held = live.default_channel.basic_get(QUEUE, no_ack=False)  # a live worker's delivery: c0
-            proc = subprocess.Popen([sys.executable, "-c", CONSUMER, broker.url, QUEUE, "2"], stdout=subprocess.PIPE,
+            proc = subprocess.Popen([sys.executable, "-c", CONSUMER, url, QUEUE, "2"], stdout=subprocess.PIPE,
                                     text=True, cwd=os.getcwd())
             dead_tags = proc.stdout.readline().split()
             assert len(dead_tags) == 2 and _held(client) == {held.delivery_tag, *dead_tags}

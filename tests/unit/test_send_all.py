@@ -16,15 +16,7 @@ from shared.config import Settings
 from shared.infra import messages
 from shared.infra import queueing as q
 from shared.infra.messages import ExtractChunk, Message, send_all, warm_sender
-from shared.infra.redis_conn import EmbeddedRedis
 from tests.brokers import rabbit_vhost, sentinel_group
-
-
-@pytest.fixture()
-def broker_redis(tmp_path):
-    server = EmbeddedRedis(tmp_path / "broker", persist=False).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture()
