@@ -4,13 +4,12 @@
 ``MessageType.TASK``. Around the body the shell:
 
 1. reads the typed message (keyword fields; the positional lists of earlier releases too);
-2. counts the delivery of (job, task, item) (``shared.infra.queueing.count_delivery``). A message
-   only comes back when its worker was lost (SIGKILL, OOM, a hard time limit), so past
-   ``1 + workers.max_redeliveries`` deliveries the item is poison: ``give_up`` records it (a failed
-   chunk, or a failed job) instead of running it;
-3. opens the job and applies the guard: skip when the job was canceled (``"canceled"``), has ended
-   (``"ended"``), is not running (``"running"``), or when moving it to ``mark`` fails because it ended
-   (``"active"``); then marks the job running at ``mark``;
+2. counts the delivery of (job, task, item) and applies the guard, in one round trip
+   (``JobStore.admit``). A message only comes back when its worker was lost (SIGKILL, OOM, a hard time
+   limit), so past ``1 + workers.max_redeliveries`` deliveries the item is poison: ``give_up`` records it
+   (a failed chunk, or a failed job) instead of running it. The guard skips the task when the job was
+   canceled (``"canceled"``), has ended (``"ended"``), is not running (``"running"``), or when moving it
+   to ``mark`` fails because it ended (``"active"``); the job is marked running at ``mark``;
 4. runs the body; an exception that escapes it (or the hard time limit) calls the same ``give_up``
    from ``on_failure``, so no fan-in barrier waits for it forever; Redis being unreachable is not the
    item's fault: the message is requeued instead.
@@ -30,9 +29,8 @@ from redis.exceptions import ClusterError, RedisClusterException, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from shared.infra.jobs import TERMINAL
 from shared.infra.messages import Message
-from shared.infra.queueing import count_delivery, delivery_exhausted
+from shared.infra.queueing import delivery_exhausted, max_deliveries
 from workers.celery_app import app
 from workers.job import Job, fail_job
 from workers.runtime import runtime
@@ -48,21 +46,6 @@ INFRA_ERRORS = (RedisConnectionError, RedisTimeoutError, OperationalError, Clust
                 TryAgainError)
 
 
-def _admitted(job: Job, guard: str | None, mark: str | None) -> bool:
-    jobs, job_id = job.jobs, job.msg.job_id
-    if guard == "active":
-        return jobs.mark_running(job_id, mark)
-    if guard == "canceled" and jobs.is_canceled(job_id):
-        return False
-    if guard == "ended" and jobs.status(job_id) in TERMINAL:
-        return False
-    if guard == "running" and jobs.status(job_id) != "running":
-        return False
-    if mark:
-        jobs.mark_running(job_id, mark)
-    return True
-
-
 class JobTask(Task):
     message: type[Message] = Message
     guard: str | None = None
@@ -70,24 +53,24 @@ class JobTask(Task):
     give_up: Callable[[Job, str], None] | None = None
 
     def __call__(self, *args, **kwargs):
-        msg = self.message.from_call(args, kwargs)
         try:
-            if self._delivery_allowed(msg):
-                return super().__call__(*args, **kwargs)  # -> ``run``: the guard, then the body
-            return None
+            return super().__call__(*args, **kwargs)  # -> ``run``: the admission, then the body
         except INFRA_ERRORS as exc:
+            msg = self.message.from_call(args, kwargs)
             log.warning("%s(%s) of job %s: state Redis or broker unreachable (%r); message requeued", self.name,
                         msg.item(), msg.job_id, exc)
             raise Reject(exc, requeue=True) from exc
 
-    def _delivery_allowed(self, msg: Message) -> bool:
-        rt = runtime()
-        count = count_delivery(rt.redis, msg.tenant, msg.job_id, self.name, msg.item())
-        if not delivery_exhausted(count, rt.settings):
-            return True
+    def admitted(self, job: Job) -> bool:
+        """Count this delivery and apply the guard (``JobStore.admit``); a poison item is given up."""
+        msg, settings = job.msg, job.rt.settings
+        count, admitted = job.jobs.admit(msg.job_id, self.name, msg.item(), max_deliveries(settings), self.guard,
+                                         self.mark)
+        if not delivery_exhausted(count, settings):
+            return admitted
         cause = f"{REDELIVERY_LIMIT}: delivered {count} times, its worker was lost every time"
         log.error("%s(%s) of job %s: %s; giving up", self.name, msg.item(), msg.job_id, cause)
-        self._give_up(Job(rt, msg, self.request.id or ""), cause)
+        self._give_up(job, cause)
         return False
 
     def on_failure(self, exc, task_id, args, kwargs, einfo) -> None:
@@ -110,7 +93,7 @@ def job_task(message: type[Message], *, guard: str | None = "canceled", mark: st
         def run(self, *args, **kwargs) -> None:
             msg = self.message.from_call(args, kwargs)
             job = Job(runtime(), msg, self.request.id or "", self.request.hostname or "")
-            if _admitted(job, self.guard, self.mark):
+            if self.admitted(job):
                 body(job, msg)
 
         run.__name__, run.__doc__, run.__module__ = body.__name__, body.__doc__, body.__module__

@@ -24,3 +24,48 @@ redis.call('HSETNX', KEYS[1], 'started_at', ARGV[2])
 redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2])
 return 1
 """
+
+
+# A job's end in one round trip (was six: a status read, SET_IF_ACTIVE, the end-of-job PUBLISH, the metrics
+# claim, two field reads): the final fields set unless the job already ended, then, in the same step, the
+# publish that wakes its waiters (a waiter that reads the status on waking finds it final) and, when ARGV[3] is
+# '1', the once-per-job metrics claim (HSETNX on the flags hash). Returns {ended, claimed, kind, created_at}
+# ({0} when the job had ended or does not exist). KEYS[1] the job hash, KEYS[2] its flags; ARGV[1] its done
+# channel, ARGV[2] the final status, ARGV[3] claim metrics, ARGV[4..] field, value pairs.
+FINISH = """
+local s = redis.call('HGET', KEYS[1], 'status')
+if (not s) or s == 'succeeded' or s == 'failed' or s == 'canceled' then return {0} end
+redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+redis.call('PUBLISH', ARGV[1], ARGV[2])
+local claimed = 0
+if ARGV[3] == '1' then claimed = redis.call('HSETNX', KEYS[2], 'metrics:finished', ARGV[2]) end
+return {1, claimed, redis.call('HGET', KEYS[1], 'kind') or '', redis.call('HGET', KEYS[1], 'created_at') or ''}
+"""
+
+
+# A task's admission in one round trip (was two or three: the delivery count, a status read for the guard, the
+# mark): count one more delivery of (task, item) in the job's deliveries hash (kept ARGV[2] seconds); past
+# ARGV[3] deliveries the item is poison and nothing else happens. Else the guard ARGV[4]: 'canceled' refuses a
+# canceled job, 'ended' an ended one, 'running' one not running, 'active' one that cannot be marked running
+# (ended or missing); '' none. Then, with a stage ARGV[5] ('' none), the job is marked running at it (first
+# start times kept) unless it ended or does not exist. Returns {deliveries, admitted}. KEYS[1] the deliveries
+# hash, KEYS[2] the job hash, KEYS[3] its stage times; ARGV[1] the delivery's field, ARGV[6] the time.
+ADMIT = """
+local n = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+if n > tonumber(ARGV[3]) then return {n, 0} end
+local s = redis.call('HGET', KEYS[2], 'status')
+local ended = s == 'succeeded' or s == 'failed' or s == 'canceled'
+local guard = ARGV[4]
+if (guard == 'canceled' and s == 'canceled') or (guard == 'ended' and ended)
+   or (guard == 'running' and s ~= 'running') then return {n, 0} end
+local marked = 0
+if ARGV[5] ~= '' and s and not ended then
+  redis.call('HSET', KEYS[2], 'status', 'running', 'stage', ARGV[5], 'updated_at', ARGV[6])
+  redis.call('HSETNX', KEYS[2], 'started_at', ARGV[6])
+  redis.call('HSETNX', KEYS[3], ARGV[5], ARGV[6])
+  marked = 1
+end
+if guard == 'active' then return {n, marked} end
+return {n, 1}
+"""

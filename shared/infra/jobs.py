@@ -13,9 +13,9 @@ from typing import Any, Protocol
 
 from shared.domain.models import ChunkFailure
 from shared.infra.job_documents import DocumentProgress
-from shared.infra.job_scripts import MARK_RUNNING, MISSING, SET_IF_ACTIVE
+from shared.infra.job_scripts import ADMIT, FINISH, MARK_RUNNING, MISSING, SET_IF_ACTIVE
 from shared.infra.keys import SEP, Keys, active_jobs_key
-from shared.infra.llm.usage import job_usage
+from shared.infra.llm.usage import job_usage, parse_job_usage
 from shared.infra.redis_conn import to_str
 from shared.infra.tiers import TIERS
 
@@ -60,6 +60,7 @@ class JobListener(Protocol):
     def chunks_finished(self, count: int, outcome: str) -> None: ...
 
 
+DELIVERY_TTL_S = 7 * 24 * 3600  # a job's delivery counts (``admit``) are kept a week after its last delivery
 _listeners: list[JobListener] = []
 
 
@@ -130,6 +131,15 @@ class JobStore(DocumentProgress):
         key = self.k.job(job_id)
         return bool(self.redis.eval(MARK_RUNNING, 2, key, self.k.job_stages(job_id), stage, time.time()))
 
+    def admit(self, job_id: str, task: str, item: str, max_deliveries: int, guard: str | None = None,
+              mark: str | None = None) -> tuple[int, bool]:
+        """(deliveries of (``task``, ``item``) so far, whether the task may run): the count, the ``guard`` and
+        the ``mark`` in one round trip (``job_scripts.ADMIT`` says each); every task calls it (``workers/shell``)."""
+        count, admitted = self.redis.eval(
+            ADMIT, 3, self.k.deliveries(job_id), self.k.job(job_id), self.k.job_stages(job_id), f"{task}:{item}",
+            DELIVERY_TTL_S, max_deliveries, guard or "", mark or "", time.time())
+        return int(count), bool(int(admitted))
+
     def canceled_recently(self, job_id: str, max_age_s: float = 0.5) -> bool:
         """``is_canceled`` read at most every ``max_age_s`` per job and process (a cancel is final):
         the check before every LLM call, cooperative cancel within half a second."""
@@ -159,37 +169,35 @@ class JobStore(DocumentProgress):
     def is_canceled(self, job_id: str) -> bool:
         return self.status(job_id) == "canceled"
 
-    def finish(self, job_id: str, status: str, **fields) -> None:
-        if self.status(job_id) in TERMINAL:
-            return
-        now = time.time()
-        if self.set_if_active(job_id, status=status, stage="done", finished_at=now, **fields):
-            self._record_finished(job_id, status, now)
+    def finish(self, job_id: str, status: str, **fields) -> bool:
+        """End the job with ``status`` and ``fields`` unless it already ended; True when this call ended it."""
+        return self._end(job_id, status, stage="done", **fields)
 
     def cancel(self, job_id: str) -> bool:
-        if self.status(job_id) in TERMINAL:
-            return False
-        now = time.time()
-        if not self.set_if_active(job_id, status="canceled", stage="canceled", finished_at=now):
-            return False
-        self._record_finished(job_id, "canceled", now)
-        return True
+        return self._end(job_id, "canceled", stage="canceled")
 
     def tier(self) -> str:
         return TIERS.tier(self.redis, self.tenant)
 
-    def _record_finished(self, job_id: str, status: str, finished_at: float) -> None:
-        """Job metrics, once per job even when two tasks (or a redelivery) finish it concurrently; wakes
-        whoever waits on the job (``wait_finished``)."""
+    def _end(self, job_id: str, status: str, **fields) -> bool:
+        """The final fields, the publish that wakes its waiters and the metrics claim in one script (``FINISH``);
+        then the job leaves the active set (no tenant's key: another slot) and its metrics are recorded, once
+        per job even when two tasks (or a redelivery) end it concurrently."""
+        now = time.time()
+        fields = {"status": status, **fields, "finished_at": now, "updated_at": now}
+        args = [x for k, v in fields.items() for x in (k, json.dumps(v) if isinstance(v, dict | list) else v)]
+        ended = self.redis.eval(FINISH, 2, self.k.job(job_id), self.k.job_flags(job_id),
+                                self.k.job_done_channel(job_id), status, "1" if _listeners else "0", *args)
+        if not ended or not int(ended[0]):
+            return False
         self.redis.zrem(active_jobs_key(), active_member(self.tenant, job_id))
-        self.redis.publish(self.k.job_done_channel(job_id), status)
-        if not _listeners or not self.redis.hsetnx(self.k.job_flags(job_id), "metrics:finished", status):
-            return
-        kind, created = self.get_field(job_id, "kind") or "unknown", self.get_field(job_id, "created_at")
-        seconds = finished_at - float(created) if created else None
-        tier = self.tier()
-        for listener in _listeners:
-            listener.job_finished(kind, status, seconds, tier)
+        if int(ended[1]):
+            created = to_str(ended[3])
+            seconds = now - float(created) if created else None
+            tier = self.tier()
+            for listener in _listeners:
+                listener.job_finished(to_str(ended[2]) or "unknown", status, seconds, tier)
+        return True
 
     def wait_finished(self, job_id: str, timeout: float, recheck_s: float = 0.5) -> str | None:
         """Block until the job ends; its final status, or None after ``timeout`` seconds (or when the job
@@ -267,6 +275,14 @@ class JobStore(DocumentProgress):
 
     def usage(self, job_id: str) -> dict:
         return job_usage(self.redis, self.tenant, job_id)
+
+    def usage_and_created(self, job_id: str) -> tuple[dict, float | None]:
+        """The job's usage (``usage``) and when it was created, in one round trip (a query's result needs both)."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hgetall(self.k.job_usage(job_id))
+        pipe.hget(self.k.job(job_id), "created_at")
+        raw, created = pipe.execute()
+        return parse_job_usage(raw), float(created) if created is not None else None
 
     # ---- planned batches
     def plan_batches(self, job_id: str, stage: str, payloads: list, total_field: str) -> None:

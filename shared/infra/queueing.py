@@ -11,7 +11,6 @@ from urllib.parse import urlparse
 from celery import Celery
 from kombu import Exchange, Queue
 
-from shared.infra.keys import Keys
 from shared.infra.redis_conn import is_cluster, is_tls, tls_options
 
 PARSE = "graphfleet.parse_document"
@@ -201,23 +200,11 @@ def make_celery(settings, name: str = "graphfleet") -> Celery:
     return app
 
 
-# ---- redelivery cap
-DELIVERY_TTL_S = 7 * 24 * 3600
-
-
-def count_delivery(redis, tenant: str, job_id: str, stage: str, item: str) -> int:
-    """Count one more delivery of (job, stage, item) and return the count (1 on the first run).
-
-    A message comes back after its worker died (SIGKILL, OOM, hard time limit in a lost child), so a
-    poison item would loop forever; callers give up once the count passes
-    ``1 + workers.max_redeliveries`` (see :func:`delivery_exhausted`).
-    """
-    key = Keys(tenant).deliveries(job_id)
-    pipe = redis.pipeline(transaction=True)
-    pipe.hincrby(key, f"{stage}:{item}", 1)
-    pipe.expire(key, DELIVERY_TTL_S)
-    return int(pipe.execute()[0])
-
-
+# ---- redelivery cap (each delivery is counted by ``JobStore.admit``, with the job's guard, in one round trip)
 def delivery_exhausted(count: int, settings) -> bool:
-    return count > 1 + settings.workers.max_redeliveries
+    """Whether a (job, task, item) delivered ``count`` times is poison: past ``1 + workers.max_redeliveries``."""
+    return count > max_deliveries(settings)
+
+
+def max_deliveries(settings) -> int:
+    return 1 + settings.workers.max_redeliveries

@@ -46,7 +46,7 @@ def save_result(jobs: JobStore, query_id: str, result: QueryResult) -> None:
     whole text only in a result that carries its context (the query asked for it): otherwise each item names
     its source (kind, citation, key, documents, pages, score) with a snippet, since the whole texts are the
     context again (about 130 KB for the 30,000-token default, stored, sent and parsed on every answer)."""
-    usage = jobs.usage(query_id)
+    usage, created = jobs.usage_and_created(query_id)
     result.usage = {stage: PhaseUsage(calls=v.get("calls", 0), prompt_tokens=v.get("prompt_tokens", 0),
                                       completion_tokens=v.get("completion_tokens", 0))
                     for stage, v in usage["by_stage"].items()}
@@ -54,8 +54,7 @@ def save_result(jobs: JobStore, query_id: str, result: QueryResult) -> None:
     if result.context is None:
         for item in payload["sources"]["evidence"]:
             item["text"] = snippet(item["text"])
-    started = float(jobs.get_field(query_id, "created_at") or time.time())
-    payload["seconds"] = round(time.time() - started, 4)
+    payload["seconds"] = round(time.time() - created, 4) if created is not None else 0.0
     payload["total_usage"] = {k: usage[k] for k in ("calls", "prompt_tokens", "completion_tokens", "cost_usd")}
     jobs.finish(query_id, "failed" if result.answer_kind == "none" and result.partial else "succeeded",
                 result=json.dumps(payload))

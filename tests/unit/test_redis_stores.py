@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -246,3 +247,66 @@ def test_parsed_entity_and_relation_rows_follow_every_graph_write_and_a_rebuilt_
         assert reader.entities(["A"]) == {} and reader.relations([("A", "B")]) == {}
     finally:
         other.close()
+
+
+def test_a_job_ends_once_with_its_metrics_claimed_once_and_leaves_the_active_set(redis_client, tenant, monkeypatch):
+    """``finish`` and ``cancel`` (one script, ``FINISH``): the first end wins, its fields written and its waiters
+    woken; a later end of the same job changes nothing and records no second metric; an unknown job is not
+    created; the result's usage and creation time come back together (``usage_and_created``)."""
+    from shared.infra import jobs as jobs_module
+    from shared.infra.jobs import active_member
+    from shared.infra.keys import active_jobs_key
+
+    finished: list[tuple] = []
+
+    class Listener:
+        def job_submitted(self, kind, tier):
+            pass
+
+        def job_finished(self, kind, status, seconds, tier):
+            finished.append((kind, status, seconds is not None and seconds >= 0))
+
+    monkeypatch.setattr(jobs_module, "_listeners", [Listener()])
+    jobs = JobStore(redis_client, tenant)
+    jobs.create("j1", "query")
+    assert redis_client.zscore(active_jobs_key(), active_member(tenant, "j1")) is not None
+    redis_client.hincrby(jobs.k.job_usage("j1"), "calls:answer", 2)
+    usage, created = jobs.usage_and_created("j1")
+    assert usage["by_stage"] == {"answer": {"calls": 2}} and created == float(jobs.get_field("j1", "created_at"))
+    assert jobs.finish("j1", "succeeded", result={"answer": "x"}) is True
+    assert jobs.status("j1") == "succeeded" and json.loads(jobs.get_field("j1", "result")) == {"answer": "x"}
+    assert jobs.get_field("j1", "stage") == "done" and jobs.get_field("j1", "finished_at")
+    assert redis_client.zscore(active_jobs_key(), active_member(tenant, "j1")) is None
+    assert jobs.cancel("j1") is False and jobs.finish("j1", "failed") is False  # ended: nothing changes
+    assert jobs.status("j1") == "succeeded" and finished == [("query", "succeeded", True)]
+    assert jobs.finish("nobody", "succeeded") is False and not jobs.exists("nobody")
+    jobs.create("j2", "ingest")
+    assert jobs.cancel("j2") is True
+    assert jobs.status("j2") == "canceled" and jobs.get_field("j2", "stage") == "canceled"
+    assert finished[-1] == ("ingest", "canceled", True) and len(finished) == 2
+
+
+def test_admit_counts_each_delivery_and_applies_the_guard_in_one_step(redis_client, tenant):
+    """``JobStore.admit``: the delivery count of (task, item) grows by one per call whatever the guard says; past
+    the limit nothing else happens; each guard refuses what it names; a stage mark never reopens an ended job."""
+    jobs = JobStore(redis_client, tenant)
+    jobs.create("j", "ingest")
+    assert jobs.admit("j", "t.extract", "c1", 3, "canceled", "extract") == (1, True)
+    assert jobs.status("j") == "running" and jobs.get_field("j", "stage") == "extract"
+    started = jobs.get_field("j", "started_at")
+    assert jobs.admit("j", "t.extract", "c1", 3, "active", "glean") == (2, True)
+    assert jobs.get_field("j", "started_at") == started and set(jobs.stage_times("j")) == {"extract", "glean"}
+    assert jobs.admit("j", "t.extract", "c2", 3, "running", None) == (1, True)  # another item: its own count
+    assert jobs.admit("j", "t.extract", "c1", 3, "canceled", "extract") == (3, True)
+    assert jobs.admit("j", "t.extract", "c1", 3, "canceled", "late") == (4, False)  # poison: the job untouched
+    assert jobs.get_field("j", "stage") == "extract" and "late" not in jobs.stage_times("j")
+    jobs.cancel("j")
+    for guard in ("canceled", "ended", "running", "active"):
+        assert jobs.admit("j", "t.merge", guard, 3, guard, "merge") == (1, False)
+    assert jobs.admit("j", "t.merge", "none", 3, None, "merge") == (1, True)  # no guard: runs, not reopened
+    assert jobs.status("j") == "canceled" and "merge" not in jobs.stage_times("j")
+    jobs.create("q", "query")
+    assert jobs.admit("q", "t.query", "-", 3, "running", None) == (1, False)  # queued, not running
+    assert jobs.admit("q", "t.query", "-", 3, "ended", "retrieve") == (2, True) and jobs.status("q") == "running"
+    assert jobs.admit("gone", "t.query", "-", 3, "active", "retrieve") == (1, False) and not jobs.exists("gone")
+    assert jobs.admit("gone", "t.query", "-", 3, "ended", "retrieve") == (2, True) and not jobs.exists("gone")

@@ -75,7 +75,11 @@ def read_usage(redis, tenant: str, start_ts: float | None = None, end_ts: float 
 
 
 def job_usage(redis, tenant: str, job_id: str) -> dict:
-    raw = redis.hgetall(Keys(tenant).job_usage(job_id))
+    return parse_job_usage(redis.hgetall(Keys(tenant).job_usage(job_id)))
+
+
+def parse_job_usage(raw: dict) -> dict:
+    """A job's usage hash (``HGETALL`` of its usage key) as totals and ``by_stage``."""
     usage: dict = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "by_stage": {}}
     for k, v in raw.items():
         key = to_str(k)
