@@ -32,11 +32,10 @@ def run_chunk(store: GraphStore, jobs: JobStore, settings, job_id: str, doc_id: 
         doc.status = "processing"
         store.save_document(doc)
     jobs.add_chunks(job_id, chunk_ids)
-    pending = []
+    done = store.extracted(chunk_ids)
     for cid in chunk_ids:
-        if store.has_extraction(cid):
+        if cid in done:
             jobs.chunk_finished(job_id, cid)
-        else:
-            pending.append(cid)
+    pending = [cid for cid in chunk_ids if cid not in done]
     jobs.doc_chunked(job_id, doc_id)
     return pending

@@ -38,9 +38,14 @@ def _stats(url):
     return httpx.get(url.removesuffix("/v1") + "/stats").json()
 
 
-def test_usage_records_match_the_server_and_cache_is_tenant_scoped(sim_factory, redis_client, tenant):
+def test_usage_records_match_the_server_and_cache_is_tenant_scoped(sim_factory, redis_client, tenant, monkeypatch):
     url = sim_factory()
     client, records = _client(url, redis_client)
+
+    def separate_set(*args, **kwargs):
+        raise AssertionError("the answer's cache entry goes in the pipeline that books its usage")
+
+    monkeypatch.setattr(redis_client, "set", separate_set)
     msgs = [{"role": "user", "content": "Tell me about Scrooge and Marley."}]
     first = client.chat(msgs, CallContext(tenant=tenant, stage="answer", job_id="j1"))
     again = client.chat(msgs, CallContext(tenant=tenant, stage="answer", job_id="j1"))
@@ -55,6 +60,8 @@ def test_usage_records_match_the_server_and_cache_is_tenant_scoped(sim_factory, 
     assert job_usage(redis_client, tenant, "j1")["prompt_tokens"] == first.prompt_tokens
     assert sum(r.prompt_tokens for r in read_usage(redis_client, tenant)) == first.prompt_tokens
     assert stats["prompt_tokens"] == first.prompt_tokens + other.prompt_tokens
+    entries = list(redis_client.scan_iter(f"gf:t:{{{tenant}}}:llmcache:*"))
+    assert len(entries) == 1 and 0 < redis_client.ttl(entries[0]) <= client.settings.llm.cache_ttl_s
 
 
 def test_server_errors_are_retried_by_us_only_and_then_reported(sim_factory, redis_client, tenant):
@@ -66,6 +73,7 @@ def test_server_errors_are_retried_by_us_only_and_then_reported(sim_factory, red
     # 1 call + 2 retries; the openai client's own retries are off (max_retries=0), so nothing multiplies
     assert sum(_stats(url)["errors"].values()) == 3
     assert len(records) == 3 and all(r.error for r in records)
+    assert not list(redis_client.scan_iter(f"gf:t:{{{tenant}}}:llmcache:*"))  # no answer, no cache entry
 
 
 def test_429_retry_after_is_honoured(redis_client, tenant):

@@ -198,14 +198,14 @@ class LLMClient:
                 return ChatResult(data["text"], 0, 0, True, 0.0, model)
         if self.cancel_check and self.cancel_check():
             raise CanceledError("job canceled")
-        result = self._call_with_retries(messages, ctx, model, params, on_token)
-        if key:
-            self.redis.set(
-                key,
-                json.dumps({"text": result.text, "p": result.prompt_tokens, "c": result.completion_tokens}),
-                ex=self.settings.llm.cache_ttl_s,
-            )
-        return result
+        return self._call_with_retries(messages, ctx, model, params, on_token, cache_key=key)
+
+    def _cache_write(self, key: str | None, text: str, p_tok: int, c_tok: int) -> Callable[[Any], None] | None:
+        """The answer's cache entry, written in the pipeline that books its usage (one round trip for both)."""
+        if not key:
+            return None
+        entry, ttl = json.dumps({"text": text, "p": p_tok, "c": c_tok}), self.settings.llm.cache_ttl_s
+        return lambda pipe: pipe.set(key, entry, ex=ttl)
 
     def _complete(self, messages, model: str, params: dict, on_token, streamed: list[str]) -> tuple[str, Any]:
         """(text, usage) of one attempt; streamed: every piece goes to ``on_token`` and to ``streamed``."""
@@ -221,7 +221,7 @@ class LLMClient:
         return "".join(streamed), usage
 
     def _call_with_retries(self, messages, ctx: CallContext, model: str, params: dict,
-                           on_token: Callable[[str], None] | None = None) -> ChatResult:
+                           on_token: Callable[[str], None] | None = None, cache_key: str | None = None) -> ChatResult:
         cfg = self.settings.llm
         estimate = sum(estimate_tokens(m.get("content") or "", model) + 4 for m in messages)
         reserve = estimate + self.completions.reserve(model, ctx.stage, estimate, params.get("max_tokens"))
@@ -260,7 +260,8 @@ class LLMClient:
                     prompt_tokens=p_tok, completion_tokens=c_tok, latency_s=latency,
                     cost_usd=cost_usd(model, p_tok, c_tok, self.settings.llm.prices),
                     retries=attempt, queue=ctx.queue, tier=ctx.tier,
-                )
+                ),
+                also=self._cache_write(cache_key, text, p_tok, c_tok),
             )
             return ChatResult(text, p_tok, c_tok, False, latency, model)
 

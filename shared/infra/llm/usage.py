@@ -37,7 +37,9 @@ class UsageRecorder:
         self.listeners = list(listeners or [])
         self.tiers = tiers or TIERS
 
-    def record(self, rec: UsageRecord) -> None:
+    def record(self, rec: UsageRecord, also: Callable[[object], None] | None = None) -> None:
+        """Write ``rec`` in one round trip; ``also(pipe)`` adds the caller's own writes of the tenant to it (the
+        LLM cache entry of the answer just booked: ``LLMClient.chat``)."""
         if not rec.ts:
             rec.ts = time.time()
         if not rec.tier:
@@ -58,6 +60,8 @@ class UsageRecorder:
                 pipe.hincrby(jk, "cache_hits", 1)
             if rec.error:
                 pipe.hincrby(jk, "errors", 1)
+        if also is not None:
+            also(pipe)
         pipe.execute()
         for listener in self.listeners:
             listener(rec)

@@ -65,9 +65,12 @@ class GraphStore(DocumentStore, CommunityStore):
         return (Chunk.model_validate_json(chunk) if chunk else None,
                 ExtractionResult.model_validate_json(extraction) if extraction else None)
 
-    def has_extraction(self, chunk_id: str) -> bool:
-        """Whether the chunk's extraction is stored (it was extracted before, by any job)."""
-        return bool(self.redis.exists(self.k.extraction(chunk_id)))
+    def extracted(self, chunk_ids: list[str]) -> set[str]:
+        """The chunks whose extraction is stored (extracted before, by any job), in one round trip."""
+        pipe = self.redis.pipeline(transaction=False)
+        for cid in chunk_ids:
+            pipe.exists(self.k.extraction(cid))
+        return {cid for cid, n in zip(chunk_ids, pipe.execute() if chunk_ids else [], strict=True) if n}
 
     def save_extraction(self, result: ExtractionResult) -> None:
         """Write the chunk's fragments (idempotent) and mark what they touch dirty."""
