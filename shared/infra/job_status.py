@@ -33,8 +33,8 @@ class AsyncJobStatus:
 
     async def wait_finished(self, job_id: str, seconds: float, recheck_s: float | None = None) -> bool:
         """Wait until the job ended; False after ``seconds``. Woken by the end-of-job message
-        (``JobStore._record_finished`` publishes it for every final status), subscribed before the first
-        status read so an end between the two is not missed; the status is re-read every ``recheck_s``
+        (``JobStore._end`` publishes it with every final status, in the script that writes it), subscribed before
+        the first status read so an end between the two is not missed; the status is re-read every ``recheck_s``
         (default ``GRAPHFLEET_WAIT_RECHECK_S``, 1 s) in case the message was lost (a Redis restart).
         Never blocks the event loop."""
         recheck = recheck_interval() if recheck_s is None else recheck_s
