@@ -58,28 +58,42 @@ def cpu_of(procs: dict[str, list], precise: bool = False) -> dict[str, float]:
     return out
 
 
-class CpuTimeline:
-    def __init__(self, procs: dict[str, list], interval: float = 0.05, cores: int | None = None):
-        """``procs``: label -> psutil processes (a worker process and its pool children)."""
-        self.procs = procs
+class PeriodicSampler:
+    """A daemon thread that calls ``sample()`` every ``interval`` seconds while the context is open, and once more
+    on leaving it (``CpuTimeline``; ``bench.redis_round_trips.Owners``)."""
+
+    def __init__(self, interval: float, name: str):
         self.interval = interval
-        self.cores = cores or os.cpu_count() or 1
-        self.samples: list[tuple[float, dict[str, float]]] = []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="cpu-timeline", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def sample(self) -> None:
+        raise NotImplementedError
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.samples.append((time.perf_counter(), cpu_of(self.procs)))
+            self.sample()
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> CpuTimeline:
+    def __enter__(self):
         self._thread.start()
         return self
 
     def __exit__(self, *_exc) -> None:
         self._stop.set()
         self._thread.join()
+        self.sample()
+
+
+class CpuTimeline(PeriodicSampler):
+    def __init__(self, procs: dict[str, list], interval: float = 0.05, cores: int | None = None):
+        """``procs``: label -> psutil processes (a worker process and its pool children)."""
+        super().__init__(interval, "cpu-timeline")
+        self.procs = procs
+        self.cores = cores or os.cpu_count() or 1
+        self.samples: list[tuple[float, dict[str, float]]] = []
+
+    def sample(self) -> None:
         self.samples.append((time.perf_counter(), cpu_of(self.procs)))
 
     def summary(self) -> dict:

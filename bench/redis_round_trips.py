@@ -27,6 +27,7 @@ import psutil
 import redis
 
 from bench.common import SAMPLE, carol_question, emit, machine, redis_server, simulator, stack
+from bench.cpu_timeline import PeriodicSampler
 from bench.ingest_bench import stack_processes
 from graphfleet_cli.local_client import LocalClient
 from shared.domain.query.params import QueryParam
@@ -95,17 +96,16 @@ def by_group(rows: list[tuple], owner: dict[int, str]) -> dict[str, dict]:
     return out
 
 
-class Owners:
+class Owners(PeriodicSampler):
     """Client port -> process group (``ingest``, ``query``... ``client``: this process) of the connections to Redis,
-    sampled every ``every_s`` while recording (a waiter's subscription connection lives for one wait)."""
+    sampled every ``interval`` while recording (a waiter's subscription connection lives for one wait)."""
 
-    def __init__(self, st, redis_url: str, every_s: float = 0.02):
-        self.port, self.every_s, self.map = int(redis_url.rsplit(":", 1)[1].split("/")[0]), every_s, {}
+    def __init__(self, st, redis_url: str, interval: float = 0.02):
+        super().__init__(interval, "redis-owners")
+        self.port, self.map = int(redis_url.rsplit(":", 1)[1].split("/")[0]), {}
         self.groups = [*stack_processes(st).items(), ("client", [psutil.Process()])]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _sample(self) -> None:
+    def sample(self) -> None:
         for label, procs in self.groups:
             for proc in procs:
                 try:
@@ -115,20 +115,6 @@ class Owners:
                 for conn in conns:
                     if conn.raddr and conn.raddr.port == self.port:
                         self.map[conn.laddr.port] = label.rstrip("0123456789")
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._sample()
-            self._stop.wait(self.every_s)
-
-    def __enter__(self) -> Owners:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self._sample()
 
 
 def _per(groups: dict[str, dict], n: int) -> dict:
