@@ -7,14 +7,6 @@ if redis.call('SCARD', KEYS[2]) < redis.call('SCARD', KEYS[1]) then return 1 end
 return #redis.call('SDIFF', KEYS[1], KEYS[2])
 """
 
-# HSET while the job exists and has not ended: a cancel is never overwritten by a worker, whoever wins.
-SET_IF_ACTIVE = """
-local s = redis.call('HGET', KEYS[1], 'status')
-if (not s) or s == 'succeeded' or s == 'failed' or s == 'canceled' then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV))
-return 1
-"""
-
 
 MARK_RUNNING = """
 local s = redis.call('HGET', KEYS[1], 'status')
@@ -26,11 +18,12 @@ return 1
 """
 
 
-# A job's end in one round trip (was six: a status read, SET_IF_ACTIVE, the end-of-job PUBLISH, the metrics
-# claim, two field reads): the final fields set unless the job already ended, then, in the same step, the
-# publish that wakes its waiters (a waiter that reads the status on waking finds it final) and, when ARGV[3] is
-# '1', the once-per-job metrics claim (HSETNX on the flags hash). Returns {ended, claimed, kind, created_at}
-# ({0} when the job had ended or does not exist). KEYS[1] the job hash, KEYS[2] its flags; ARGV[1] its done
+# A job's end in one round trip (was six: a status read, a set-if-active script, the end-of-job PUBLISH, the
+# metrics claim, two field reads): the final fields set unless the job already ended (a cancel is never
+# overwritten by a worker, whoever wins), then, in the same step, the publish that wakes its waiters (a waiter
+# that reads the status on waking finds it final) and, when ARGV[3] is '1', the once-per-job metrics claim
+# (HSETNX on the flags hash). Returns {ended, claimed, kind, created_at} ({0} when the job had ended or does not
+# exist). KEYS[1] the job hash, KEYS[2] its flags; ARGV[1] its done
 # channel, ARGV[2] the final status, ARGV[3] claim metrics, ARGV[4..] field, value pairs.
 FINISH = """
 local s = redis.call('HGET', KEYS[1], 'status')

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from shared.domain.models import ChunkFailure
 from shared.infra.job_documents import DocumentProgress
-from shared.infra.job_scripts import ADMIT, FINISH, MARK_RUNNING, MISSING, SET_IF_ACTIVE
+from shared.infra.job_scripts import ADMIT, FINISH, MARK_RUNNING, MISSING
 from shared.infra.keys import SEP, Keys, active_jobs_key
 from shared.infra.llm.usage import job_usage, parse_job_usage
 from shared.infra.redis_conn import to_str
@@ -117,12 +117,6 @@ class JobStore(DocumentProgress):
         fields["updated_at"] = time.time()
         self.redis.hset(self.k.job(job_id), mapping={k: v if not isinstance(v, dict | list) else json.dumps(v)
                                                      for k, v in fields.items()})
-
-    def set_if_active(self, job_id: str, **fields) -> bool:
-        """Atomically set ``fields`` unless the job ended (or does not exist); True when set."""
-        fields["updated_at"] = time.time()
-        args = [x for k, v in fields.items() for x in (k, json.dumps(v) if isinstance(v, dict | list) else v)]
-        return bool(self.redis.eval(SET_IF_ACTIVE, 1, self.k.job(job_id), *args))
 
     def mark_running(self, job_id: str, stage: str) -> bool:
         """Move to running/stage unless the job already ended (e.g. canceled); first start times of the
