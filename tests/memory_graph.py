@@ -61,6 +61,9 @@ class InMemoryGraphReader:
     def reports(self) -> dict[str, CommunityReport]:
         return dict(self.report_map)
 
+    def community_rows(self) -> tuple[dict[str, Community], dict[str, CommunityReport]]:
+        return self.communities(), self.reports()
+
     def entity_communities(self, name: str) -> list[str]:
         return [c.id for c in self.community_map.values() if name in c.nodes]
 

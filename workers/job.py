@@ -3,7 +3,7 @@ its LLM call context, and sending the next messages."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from shared.infra.jobs import JobStore
@@ -25,6 +25,7 @@ class Job:
     msg: Message
     token: str  # the task id: a redelivery of the same message may claim again
     worker: str = ""
+    fields: dict[str, str | None] = field(default_factory=dict)  # job fields read at admission (``job_task(read=)``)
 
     @property
     def settings(self):

@@ -21,6 +21,7 @@ from workers.shell import job_task
 log = logging.getLogger(__name__)
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gf-entity-search")
 STREAMED = ("answer", "reduce")  # phases whose tokens are published as the LLM produces them
+PARAMS = ("params",)  # the job field each query task reads first: read at its admission (``workers.shell``)
 
 
 def _chat(job: Job):
@@ -45,10 +46,10 @@ def _chat(job: Job):
 
 
 def _param(job: Job):
-    return query_param(job.jobs, job.msg.job_id, job.settings)
+    return query_param(job.jobs, job.msg.job_id, job.settings, job.fields)
 
 
-@job_task(RunQuery, guard="ended", mark="retrieve")
+@job_task(RunQuery, guard="ended", mark="retrieve", read=PARAMS)
 def run_query(job: Job, msg: RunQuery) -> None:
     try:
         param = _param(job)
@@ -105,7 +106,7 @@ def _start_global(job: Job, param, llm: bool) -> None:
     job.send(QueryDeadline(job.msg.tenant, job.msg.job_id), countdown=param.deadline_s)
 
 
-@job_task(GlobalMap, guard="running", give_up=lambda job, cause: None)
+@job_task(GlobalMap, guard="running", read=PARAMS, give_up=lambda job, cause: None)
 def global_map(job: Job, msg: GlobalMap) -> None:
     plan = job.queries.plan(msg.job_id)
     group = next(g for g in plan.groups if g.index == msg.group)
@@ -121,13 +122,13 @@ def global_map(job: Job, msg: GlobalMap) -> None:
         job.send(GlobalReduce(msg.tenant, msg.job_id))
 
 
-@job_task(QueryDeadline, guard="running")
+@job_task(QueryDeadline, guard="running", read=PARAMS)
 def query_deadline(job: Job, msg: QueryDeadline) -> None:
     if job.jobs.claim_advance(msg.job_id, "reduce", "deadline"):
         _reduce(job)
 
 
-@job_task(GlobalReduce, guard="running")
+@job_task(GlobalReduce, guard="running", read=PARAMS)
 def global_reduce(job: Job, msg: GlobalReduce) -> None:
     _reduce(job)
 

@@ -9,7 +9,8 @@
    limit), so past ``1 + workers.max_redeliveries`` deliveries the item is poison: ``give_up`` records it
    (a failed chunk, or a failed job) instead of running it. The guard skips the task when the job was
    canceled (``"canceled"``), has ended (``"ended"``), is not running (``"running"``), or when moving it
-   to ``mark`` fails because it ended (``"active"``); the job is marked running at ``mark``;
+   to ``mark`` fails because it ended (``"active"``); the job is marked running at ``mark``; the job fields
+   named in ``read`` come back in the same round trip (``job.fields``: a query's parameters);
 4. runs the body; an exception that escapes it (or the hard time limit) calls the same ``give_up``
    from ``on_failure``, so no fan-in barrier waits for it forever; Redis being unreachable is not the
    item's fault: the message is requeued instead.
@@ -50,6 +51,7 @@ class JobTask(Task):
     message: type[Message] = Message
     guard: str | None = None
     mark: str | None = None
+    read: tuple[str, ...] = ()
     give_up: Callable[[Job, str], None] | None = None
 
     def __call__(self, *args, **kwargs):
@@ -64,8 +66,8 @@ class JobTask(Task):
     def admitted(self, job: Job) -> bool:
         """Count this delivery and apply the guard (``JobStore.admit``); a poison item is given up."""
         msg, settings = job.msg, job.rt.settings
-        count, admitted = job.jobs.admit(msg.job_id, self.name, msg.item(), max_deliveries(settings), self.guard,
-                                         self.mark)
+        count, admitted, job.fields = job.jobs.admit(msg.job_id, self.name, msg.item(), max_deliveries(settings),
+                                                     self.guard, self.mark, self.read)
         if not delivery_exhausted(count, settings):
             return admitted
         cause = f"{REDELIVERY_LIMIT}: delivered {count} times, its worker was lost every time"
@@ -86,7 +88,7 @@ class JobTask(Task):
 
 
 def job_task(message: type[Message], *, guard: str | None = "canceled", mark: str | None = None,
-             give_up: Callable[[Job, str], None] | None = None):
+             read: tuple[str, ...] = (), give_up: Callable[[Job, str], None] | None = None):
     """Register ``body(job, msg)`` as the task of ``message`` (see the module docstring)."""
 
     def register(body: Callable[[Job, Message], None]):
@@ -98,6 +100,6 @@ def job_task(message: type[Message], *, guard: str | None = "canceled", mark: st
 
         run.__name__, run.__doc__, run.__module__ = body.__name__, body.__doc__, body.__module__
         return app.task(name=message.TASK, bind=True, base=JobTask, message=message, guard=guard, mark=mark,
-                        give_up=staticmethod(give_up) if give_up else None)(run)
+                        read=read, give_up=staticmethod(give_up) if give_up else None)(run)
 
     return register

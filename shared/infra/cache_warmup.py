@@ -117,7 +117,7 @@ def warm_global_index(store: GraphStore) -> None:
     from shared.domain.query.global_select import report_index
     from shared.domain.query.params import QueryParam
 
-    communities, reports = store.communities(), store.reports()
+    communities, reports = store.community_rows()
     candidates, _ = static_selection(communities, reports, QueryParam(mode="global"))
     if candidates:
         report_index(candidates)

@@ -1,4 +1,16 @@
-"""The Lua scripts of ``shared.infra.jobs.JobStore`` (each reads and writes keys of one job: one slot)."""
+"""The Lua scripts of ``shared.infra.jobs.JobStore`` (each reads and writes keys of one job: one slot), and the
+shape of an admission's answer."""
+
+from typing import NamedTuple
+
+
+class Admission(NamedTuple):
+    """``JobStore.admit``'s answer (``ADMIT``): deliveries so far, whether the task may run, the job fields read."""
+
+    count: int
+    admitted: bool
+    fields: dict[str, str | None]
+
 
 # Whether chunks are unfinished: O(1) while fewer are done than planned, one SDIFF at the end (was an SDIFF
 # per finished chunk, O(n^2) per job: 80 % of the state Redis's time at 10k chunks, bench/capacity.py).
@@ -41,8 +53,10 @@ return {1, claimed, redis.call('HGET', KEYS[1], 'kind') or '', redis.call('HGET'
 # ARGV[3] deliveries the item is poison and nothing else happens. Else the guard ARGV[4]: 'canceled' refuses a
 # canceled job, 'ended' an ended one, 'running' one not running, 'active' one that cannot be marked running
 # (ended or missing); '' none. Then, with a stage ARGV[5] ('' none), the job is marked running at it (first
-# start times kept) unless it ended or does not exist. Returns {deliveries, admitted}. KEYS[1] the deliveries
-# hash, KEYS[2] the job hash, KEYS[3] its stage times; ARGV[1] the delivery's field, ARGV[6] the time.
+# start times kept) unless it ended or does not exist. Returns {deliveries, admitted}, and when admitted the job
+# hash's fields named in ARGV[7..] after them (what the task's body reads first: a query's parameters), so the
+# body does not read them in another round trip. KEYS[1] the deliveries hash, KEYS[2] the job hash, KEYS[3] its
+# stage times; ARGV[1] the delivery's field, ARGV[6] the time.
 ADMIT = """
 local n = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
 redis.call('EXPIRE', KEYS[1], ARGV[2])
@@ -59,6 +73,8 @@ if ARGV[5] ~= '' and s and not ended then
   redis.call('HSETNX', KEYS[3], ARGV[5], ARGV[6])
   marked = 1
 end
-if guard == 'active' then return {n, marked} end
-return {n, 1}
+local admitted = 1
+if guard == 'active' then admitted = marked end
+if admitted == 1 and #ARGV >= 7 then return {n, 1, unpack(redis.call('HMGET', KEYS[2], unpack(ARGV, 7)))} end
+return {n, admitted}
 """

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from shared.domain.models import ChunkFailure
 from shared.infra.job_documents import DocumentProgress
-from shared.infra.job_scripts import ADMIT, FINISH, MARK_RUNNING, MISSING
+from shared.infra.job_scripts import ADMIT, FINISH, MARK_RUNNING, MISSING, Admission
 from shared.infra.keys import SEP, Keys, active_jobs_key
 from shared.infra.llm.usage import job_usage, parse_job_usage
 from shared.infra.redis_conn import to_str
@@ -126,13 +126,15 @@ class JobStore(DocumentProgress):
         return bool(self.redis.eval(MARK_RUNNING, 2, key, self.k.job_stages(job_id), stage, time.time()))
 
     def admit(self, job_id: str, task: str, item: str, max_deliveries: int, guard: str | None = None,
-              mark: str | None = None) -> tuple[int, bool]:
-        """(deliveries of (``task``, ``item``) so far, whether the task may run): the count, the ``guard`` and
-        the ``mark`` in one round trip (``job_scripts.ADMIT`` says each); every task calls it (``workers/shell``)."""
-        count, admitted = self.redis.eval(
+              mark: str | None = None, read: tuple[str, ...] = ()) -> Admission:
+        """Deliveries of (``task``, ``item``) so far, whether the task may run and, if it may, the job's fields
+        ``read`` (None when unset): the count, the ``guard``, the ``mark`` and the read in one round trip
+        (``job_scripts.ADMIT`` says each); every task calls it (``workers/shell``)."""
+        count, admitted, *values = self.redis.eval(
             ADMIT, 3, self.k.deliveries(job_id), self.k.job(job_id), self.k.job_stages(job_id), f"{task}:{item}",
-            DELIVERY_TTL_S, max_deliveries, guard or "", mark or "", time.time())
-        return int(count), bool(int(admitted))
+            DELIVERY_TTL_S, max_deliveries, guard or "", mark or "", time.time(), *read)
+        fields = {f: to_str(v) if v is not None else None for f, v in zip(read, values, strict=False)} if values else {}
+        return Admission(int(count), bool(int(admitted)), fields)
 
     def canceled_recently(self, job_id: str, max_age_s: float = 0.5) -> bool:
         """``is_canceled`` read at most every ``max_age_s`` per job and process (a cancel is final):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 
 from shared.domain.query.budget import model_context_limit
 from shared.domain.query.params import QueryParam
@@ -19,9 +20,11 @@ def tenant_preset(tenants: TenantStore, settings, tenant: str) -> str | None:
     return (record.preset if record is not None else None) or settings.query.tenant_presets.get(tenant)
 
 
-def query_param(jobs: JobStore, query_id: str, settings) -> QueryParam:
-    """The submitted parameters, with the deployment's model and its context limit where the query set none."""
-    param = QueryParam.model_validate(json.loads(jobs.get_field(query_id, "params") or "{}"))
+def query_param(jobs: JobStore, query_id: str, settings, fields: Mapping[str, str | None] | None = None) -> QueryParam:
+    """The submitted parameters (from ``fields`` when it holds them: read at the task's admission), with the
+    deployment's model and its context limit where the query set none."""
+    raw = fields["params"] if fields and "params" in fields else jobs.get_field(query_id, "params")
+    param = QueryParam.model_validate(json.loads(raw or "{}"))
     if param.model is None:
         param.model = settings.llm_model
     if param.model_context_limit is None:

@@ -125,11 +125,8 @@ def test_only_context_returns_the_groups_selected_for_the_question():
     class Reader:
         tenant = "t"
 
-        def communities(self):
-            return comms
-
-        def reports(self):
-            return reps
+        def community_rows(self):
+            return comms, reps
 
     def context(q):
         p = resolve(QueryParam(query=q, only_need_context=True, global_group_tokens=4000))

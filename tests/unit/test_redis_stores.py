@@ -291,22 +291,38 @@ def test_admit_counts_each_delivery_and_applies_the_guard_in_one_step(redis_clie
     the limit nothing else happens; each guard refuses what it names; a stage mark never reopens an ended job."""
     jobs = JobStore(redis_client, tenant)
     jobs.create("j", "ingest")
-    assert jobs.admit("j", "t.extract", "c1", 3, "canceled", "extract") == (1, True)
+    assert jobs.admit("j", "t.extract", "c1", 3, "canceled", "extract")[:2] == (1, True)
     assert jobs.status("j") == "running" and jobs.get_field("j", "stage") == "extract"
     started = jobs.get_field("j", "started_at")
-    assert jobs.admit("j", "t.extract", "c1", 3, "active", "glean") == (2, True)
+    assert jobs.admit("j", "t.extract", "c1", 3, "active", "glean")[:2] == (2, True)
     assert jobs.get_field("j", "started_at") == started and set(jobs.stage_times("j")) == {"extract", "glean"}
-    assert jobs.admit("j", "t.extract", "c2", 3, "running", None) == (1, True)  # another item: its own count
-    assert jobs.admit("j", "t.extract", "c1", 3, "canceled", "extract") == (3, True)
-    assert jobs.admit("j", "t.extract", "c1", 3, "canceled", "late") == (4, False)  # poison: the job untouched
+    assert jobs.admit("j", "t.extract", "c2", 3, "running", None)[:2] == (1, True)  # another item: its own count
+    assert jobs.admit("j", "t.extract", "c1", 3, "canceled", "extract")[:2] == (3, True)
+    assert jobs.admit("j", "t.extract", "c1", 3, "canceled", "late")[:2] == (4, False)  # poison: the job untouched
     assert jobs.get_field("j", "stage") == "extract" and "late" not in jobs.stage_times("j")
     jobs.cancel("j")
     for guard in ("canceled", "ended", "running", "active"):
-        assert jobs.admit("j", "t.merge", guard, 3, guard, "merge") == (1, False)
-    assert jobs.admit("j", "t.merge", "none", 3, None, "merge") == (1, True)  # no guard: runs, not reopened
+        assert jobs.admit("j", "t.merge", guard, 3, guard, "merge")[:2] == (1, False)
+    assert jobs.admit("j", "t.merge", "none", 3, None, "merge")[:2] == (1, True)  # no guard: runs, not reopened
     assert jobs.status("j") == "canceled" and "merge" not in jobs.stage_times("j")
     jobs.create("q", "query")
-    assert jobs.admit("q", "t.query", "-", 3, "running", None) == (1, False)  # queued, not running
-    assert jobs.admit("q", "t.query", "-", 3, "ended", "retrieve") == (2, True) and jobs.status("q") == "running"
-    assert jobs.admit("gone", "t.query", "-", 3, "active", "retrieve") == (1, False) and not jobs.exists("gone")
-    assert jobs.admit("gone", "t.query", "-", 3, "ended", "retrieve") == (2, True) and not jobs.exists("gone")
+    assert jobs.admit("q", "t.query", "-", 3, "running", None)[:2] == (1, False)  # queued, not running
+    assert jobs.admit("q", "t.query", "-", 3, "ended", "retrieve")[:2] == (2, True) and jobs.status("q") == "running"
+    assert jobs.admit("gone", "t.query", "-", 3, "active", "retrieve")[:2] == (1, False) and not jobs.exists("gone")
+    assert jobs.admit("gone", "t.query", "-", 3, "ended", "retrieve")[:2] == (2, True) and not jobs.exists("gone")
+
+
+def test_admit_reads_the_fields_a_task_asks_for_only_when_it_is_admitted(redis_client, tenant):
+    """``admit(read=...)``: the job fields the body reads first come back with an admission (None when unset), in
+    the same script; a refused or poison delivery reads nothing; no ``read``, no fields."""
+    jobs = JobStore(redis_client, tenant)
+    jobs.create("q", "query", params={"query": "who?", "mode": "local"})
+    admitted = jobs.admit("q", "t.query", "-", 3, "ended", "retrieve", ("params", "nothing"))
+    assert admitted.admitted and admitted.count == 1
+    assert json.loads(admitted.fields["params"])["query"] == "who?" and admitted.fields["nothing"] is None
+    assert admitted.fields["params"] == jobs.get_field("q", "params")
+    assert jobs.admit("q", "t.query", "-", 3, "ended", "retrieve").fields == {}
+    assert jobs.admit("q", "t.query", "-", 2, "ended", None, ("params",)) == (3, False, {})  # poison
+    jobs.cancel("q")
+    assert jobs.admit("q", "t.map", "0", 3, "running", None, ("params",)) == (1, False, {})
+    assert jobs.admit("q", "t.query", "x", 3, "active", "retrieve", ("params",)) == (1, False, {})

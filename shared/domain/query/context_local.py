@@ -137,7 +137,7 @@ def report_section(reports: Sequence[CommunityReport], cap: int | None, model: s
 def related_reports(reader, names: Sequence[str], level: int) -> list[CommunityReport]:
     """Communities of the entities at level <= ``level``, by occurrence count then rating."""
     by_name = reader.entities_communities(names)
-    communities = reader.communities()  # parsed once per revision per process (a top community is large)
+    communities, reports = reader.community_rows()  # parsed once per revision per process (a top community is large)
     counts: Counter[str] = Counter()
     for name in names:
         for cid in by_name.get(name, ()):
@@ -145,7 +145,6 @@ def related_reports(reader, names: Sequence[str], level: int) -> list[CommunityR
             if c is not None and c.level <= level:
                 counts[cid] += 1
     wanted = {c for c, _n in counts.most_common(MAX_RELATED_REPORTS)}
-    reports = reader.reports()
     found = [reports[c] for c in counts if c in wanted and c in reports]
     return sorted(found, key=lambda r: (-counts[r.community_id], -r.rating, r.community_id))
 

@@ -86,7 +86,7 @@ def start_global(param: QueryParam, reader, rate: Callable[[CommunityReport], fl
     """Plan the map groups and the result skeleton (sources, context, budget). Pure given ``reader``.
     ``entity_hits``: the question's entity search (name, score), best first, which anchors the relevance
     selection in the communities holding those entities."""
-    communities, reports = reader.communities(), reader.reports()
+    communities, reports = reader.community_rows()
     if (param.dynamic_community_selection or param.global_selection == "dynamic") and rate is None:
         rate = lexical_rater(param.query)
     hits = entity_hits() if callable(entity_hits) else entity_hits  # a callable: the search runs meanwhile

@@ -74,6 +74,12 @@ class CommunityStore:
             _COMMUNITY_ROWS.put(self.k.p, (to_str(rev), self.redis, communities, reports))
         return communities, reports
 
+    def community_rows(self) -> tuple[dict[str, Community], dict[str, CommunityReport]]:
+        """Communities and reports of one revision, checked in one round trip (``communities()`` then ``reports()``
+        check it twice); the dicts are the caller's, their rows shared and read-only by contract."""
+        communities, reports = self._community_rows()
+        return dict(communities), dict(reports)
+
     def communities(self) -> dict[str, Community]:
         """Shared parsed rows (read-only by contract); the dict itself is the caller's."""
         return dict(self._community_rows()[0])
