@@ -16,6 +16,8 @@ from shared.infra.queueing import make_celery, settings_for
 from shared.infra.redis_conn import connect
 from shared.infra.store.redis_graph import GraphStore
 
+PROGRESS_S = 0.25  # how often ``wait(progress=True)`` redraws the progress line
+
 
 def collect_files(paths: list[str]) -> list[Path]:
     """The client's collection (``graphfleet._base.collect_files``), with the CLI's exits."""
@@ -53,10 +55,16 @@ class LocalClient:
         return JobStore(self.redis, tenant).view(job_id)
 
     def wait(self, tenant: str, job_id: str, timeout: float = 3600.0, progress: bool = False) -> dict:
-        deadline = time.time() + timeout
-        delay = 0.05
+        """The job's view once it ended. Woken by its end-of-job message (``JobStore.wait_finished``), as the
+        gateway's ``?wait`` is: a poll every 100 ms saw an end 50 ms late on average. With ``progress`` the
+        progress line is redrawn every ``PROGRESS_S`` meanwhile."""
+        jobs, deadline = JobStore(self.redis, tenant), time.monotonic() + timeout
         bar = ProgressLine() if progress else None
         while True:
+            left = deadline - time.monotonic()
+            ended = jobs.wait_finished(job_id, max(0.0, min(left, PROGRESS_S) if bar else left))
+            if ended is None and not jobs.exists(job_id):
+                time.sleep(0.05)  # no such job (yet): wait_finished returns at once, so no busy loop
             view = self.job(tenant, job_id)
             if bar and view:
                 bar.update(view)
@@ -64,10 +72,8 @@ class LocalClient:
                 if bar:
                     bar.close()
                 return view
-            if time.time() > deadline:
+            if time.monotonic() > deadline:
                 raise TimeoutError(f"job {job_id} not finished after {timeout}s")
-            time.sleep(delay)
-            delay = min(0.1, delay * 1.5)
 
     def query(self, tenant: str, param, timeout: float = 300.0) -> dict:
         """Enqueue and wait for the end-of-job message; ``{"query_id", "status", "error", "result"}``

@@ -1,0 +1,53 @@
+"""``LocalClient.wait`` (``graphfleet ingest --wait`` on the local stack, and the benches): the job's view once it
+ended, woken by its end-of-job message instead of polling the view; with the progress line too; a job that does
+not exist times out instead of spinning."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from graphfleet_cli.local_client import LocalClient
+from shared.infra.jobs import JobStore
+
+
+def test_wait_returns_the_view_of_a_job_once_its_end_wakes_it(redis_server, tenant, monkeypatch):
+    client = LocalClient(redis_server.url)
+    jobs = JobStore(client.redis, tenant)
+    jobs.create("j", "ingest")
+    views = []
+    read_view = client.job
+    monkeypatch.setattr(client, "job", lambda t, j: views.append(j) or read_view(t, j))
+    ender = threading.Timer(0.6, lambda: jobs.finish("j", "succeeded", result='{"documents": 1}'))
+    ender.start()
+    try:
+        view = client.wait(tenant, "j", timeout=60)
+    finally:
+        ender.cancel()
+    assert view["status"] == "succeeded" and view["result"] == {"documents": 1}
+    assert views == ["j"]  # woken by the end, the view is read once, after it (a poll read it every 100 ms)
+
+
+def test_wait_with_progress_redraws_the_line_until_the_job_ends(redis_server, tenant, monkeypatch):
+    client = LocalClient(redis_server.url)
+    jobs = JobStore(client.redis, tenant)
+    jobs.create("j", "ingest")
+    views = []
+    read_view = client.job
+
+    def job(t, j):  # the job ends as the third view is read: two redraws of a running job come first
+        views.append(j)
+        if len(views) == 3:
+            jobs.finish("j", "succeeded", result="{}")
+        return read_view(t, j)
+
+    monkeypatch.setattr(client, "job", job)
+    assert client.wait(tenant, "j", timeout=60, progress=True)["status"] == "succeeded"
+    assert len(views) == 3
+
+
+def test_wait_for_a_job_that_does_not_exist_times_out(redis_server, tenant):
+    client = LocalClient(redis_server.url)
+    with pytest.raises(TimeoutError, match="not finished"):
+        client.wait(tenant, "missing", timeout=0.5)
