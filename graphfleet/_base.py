@@ -22,7 +22,7 @@ from graphfleet.errors import error_for
 DEFAULT_URL = "http://127.0.0.1:8080"
 RETRY_STATUSES = (429, 503)
 FILE_SUFFIXES = {".txt", ".md", ".markdown", ".text", ".pdf", ".html", ".htm", ".docx"}  # what a directory uploads
-MAX_WAIT_S = 60.0  # the gateway holds POST /v1/queries?wait= at most this long
+MAX_WAIT_S = 60.0  # the gateway holds POST /v1/queries?wait= and GET /v1/jobs/{id}?wait= at most this long
 
 
 @dataclass
@@ -230,8 +230,12 @@ class Operations:
                                parse=model(m.JobAccepted)))
 
     # ------------------------------------------------------------ jobs
-    def get_job(self, job_id: str):
-        return self._call(Call("GET", f"/v1/jobs/{job_id}", parse=model(m.Job)))
+    def get_job(self, job_id: str, *, wait: float = 0):
+        """``GET /v1/jobs/{id}``; with ``wait`` (at most 60 s) the gateway holds an unfinished job's answer until it
+        ends or the seconds pass (an older gateway answers at once)."""
+        wait = min(max(wait, 0.0), MAX_WAIT_S)
+        return self._call(Call("GET", f"/v1/jobs/{job_id}", params={"wait": wait or None},
+                               timeout=wait + 30 if wait else None, parse=model(m.Job)))
 
     def list_jobs(self, *, offset: int = 0, limit: int = 50, status: str | None = None, kind: str | None = None):
         """``GET /v1/jobs`` (newest first); gateways without that route answer 404/405 (``ApiError``)."""

@@ -62,17 +62,19 @@ class AsyncClient(Operations):
 
     async def wait_job(self, job_id: str, *, timeout: float = 3600.0, poll: float = 1.0,
                        progress: Callable[[m.Job], Any] | None = None) -> m.Job:
-        """Poll until the job ends; ``progress(job)`` (a function or a coroutine function) sees every view."""
+        """Until the job ends, each request held by the gateway up to ``poll`` seconds (``?wait``: answered as soon as
+        the job ends); ``progress(job)`` (a function or a coroutine function) sees every view."""
         deadline = time.monotonic() + timeout
         while True:
-            job = await self.get_job(job_id)
+            asked = time.monotonic()
+            job = await self.get_job(job_id, wait=max(0.0, min(poll, deadline - asked)))
             if progress and inspect.isawaitable(shown := progress(job)):
                 await shown
             if job.finished:
                 return job
             if time.monotonic() > deadline:
                 raise TimeoutError(f"job {job_id} not finished after {timeout}s")
-            await asyncio.sleep(poll)
+            await asyncio.sleep(max(0.0, poll - (time.monotonic() - asked)))  # an older gateway answered at once
 
     async def query(self, query: str, *, mode: str = "local", timeout: float = 300.0, poll: float = 1.0,
                     **params) -> m.QueryResult:

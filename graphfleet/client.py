@@ -69,17 +69,20 @@ class Client(Operations):
     # ------------------------------------------------------------ loops
     def wait_job(self, job_id: str, *, timeout: float = 3600.0, poll: float = 1.0,
                  progress: ProgressFn | None = None) -> m.Job:
-        """Poll until the job ends; ``progress(job)`` is called with every view (the last one finished)."""
+        """Until the job ends: each request is held by the gateway up to ``poll`` seconds and answered as soon as the
+        job ends (``?wait``), so the end is seen when it happens; ``progress(job)`` is called with every view (the
+        last one finished)."""
         deadline = time.monotonic() + timeout
         while True:
-            job = self.get_job(job_id)
+            asked = time.monotonic()
+            job = self.get_job(job_id, wait=max(0.0, min(poll, deadline - asked)))
             if progress:
                 progress(job)
             if job.finished:
                 return job
             if time.monotonic() > deadline:
                 raise TimeoutError(f"job {job_id} not finished after {timeout}s")
-            time.sleep(poll)
+            time.sleep(max(0.0, poll - (time.monotonic() - asked)))  # an older gateway answered at once
 
     def query(self, query: str, *, mode: str = "local", timeout: float = 300.0, poll: float = 1.0,
               **params) -> m.QueryResult:

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Header
+from fastapi import Header, Query
 
 from api_gateway.errors import ErrorBody
+from api_gateway.state import Gateway
+from shared.infra.job_status import AsyncJobStatus
+
+MAX_WAIT_S = 60.0  # a request held with ``?wait`` answers after at most this long
+WaitSeconds = Annotated[float, Query(ge=0, description="hold up to this many seconds (capped at 60)")]
 
 
 def errors(*codes: int) -> dict:
@@ -20,3 +25,9 @@ IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_lengt
                                               description="same key + same payload returns the same job")]
 
 RETRY_AFTER_S = {"ingest": 2, "delete": 1, "query": 1}
+
+
+async def wait_until_finished(gw: Gateway, tenant: str, job_id: str, seconds: float) -> bool:
+    """Wait (at most ``MAX_WAIT_S``) for the job or query to end, woken by its end-of-job message, with the asyncio
+    Redis client (never blocks the event loop); whether it ended."""
+    return await AsyncJobStatus(gw.aredis(), tenant).wait_finished(job_id, min(seconds, MAX_WAIT_S))

@@ -1,14 +1,16 @@
-"""``/v1/jobs``: the tenant's recent jobs; status, progress, failures, usage; cooperative cancel."""
+"""``/v1/jobs``: the tenant's recent jobs; status (optionally held until the job ends), progress, failures, usage;
+cooperative cancel."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Response
+from fastapi.concurrency import run_in_threadpool
 
 from api_gateway.deps import GatewayDep, TenantDep
 from api_gateway.errors import not_found
-from api_gateway.routes.common import RETRY_AFTER_S, errors
+from api_gateway.routes.common import RETRY_AFTER_S, WaitSeconds, errors, wait_until_finished
 from api_gateway.schemas import CancelOut, JobListOut, JobOut
 from shared.infra.jobs import TERMINAL, JobStore
 from shared.infra.keys import Keys
@@ -62,12 +64,17 @@ def list_jobs(gw: GatewayDep, who: TenantDep, offset: Annotated[int, Query(ge=0,
 
 
 @router.get("/{job_id}", response_model=JobOut, responses=errors(401, 404, 429), summary="Job status")
-def get_job(gw: GatewayDep, who: TenantDep, job_id: JobId, response: Response) -> JobOut:
+async def get_job(gw: GatewayDep, who: TenantDep, job_id: JobId, response: Response, wait: WaitSeconds = 0) -> JobOut:
     """Status (queued, running, succeeded, failed, canceled), progress, per-chunk failures, usage so far,
-    timestamps; ``Retry-After`` while the job has not finished."""
-    view = JobStore(gw.redis, who.tenant).view(job_id)
+    timestamps; ``Retry-After`` while the job has not finished. With ``?wait``, a job that has not finished is held
+    until it does (woken by its end, not polled) or the seconds pass, then shown as it is."""
+    jobs = JobStore(gw.redis, who.tenant)
+    view = await run_in_threadpool(jobs.view, job_id)
     if view is None:
         raise not_found("job")
+    if wait > 0 and view["status"] not in TERMINAL:
+        await wait_until_finished(gw, who.tenant, job_id, wait)
+        view = await run_in_threadpool(jobs.view, job_id) or view
     set_retry_after(response, view)
     return job_out(view)
 

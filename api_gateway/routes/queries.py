@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from pydantic import Field
@@ -13,18 +13,15 @@ from api_gateway.deps import GatewayDep, TenantDep
 from api_gateway.errors import ApiError
 from api_gateway.idempotency import fingerprint
 from api_gateway.query_view import QueryId, query_out, query_view
-from api_gateway.routes.common import RETRY_AFTER_S, IdempotencyKey, errors
+from api_gateway.routes.common import RETRY_AFTER_S, IdempotencyKey, WaitSeconds, errors, wait_until_finished
 from api_gateway.routes.query_events import sse, stream_response
 from api_gateway.schemas import QueryAccepted, QueryOut
-from api_gateway.state import Gateway
 from api_gateway.submission import run_submission
 from shared.domain.query.params import QueryParam
-from shared.infra.job_status import AsyncJobStatus
 from shared.infra.jobs import TERMINAL
 from shared.infra.query_submit import submit_query
 
 router = APIRouter(prefix="/v1/queries", tags=["queries"])
-MAX_WAIT_S = 60.0
 QUERY_EXAMPLES = {
     "local": {"summary": "local search with a token budget",
               "value": {"mode": "local", "query": "How does Scrooge change after the ghosts visit?",
@@ -43,11 +40,6 @@ class QueryRequest(QueryParam):
                                             "`GET /v1/queries/{query_id}/events` (tokens as they are produced)")
 
 
-async def wait_until_finished(gw: Gateway, tenant: str, query_id: str, seconds: float) -> bool:
-    """Wait for the query to end with the asyncio Redis client (never blocks the event loop)."""
-    return await AsyncJobStatus(gw.aredis(), tenant).wait_finished(query_id, seconds)
-
-
 @router.post("", status_code=202, response_model=QueryAccepted, summary="Submit a query",
              responses={200: {"model": QueryOut, "description": "finished within `?wait`; with `\"stream\": true`, the "
                           "events: `accepted` `{query_id, location}`, then those of `GET .../events`",
@@ -56,7 +48,7 @@ async def wait_until_finished(gw: Gateway, tenant: str, query_id: str, seconds: 
 async def create_query(
     gw: GatewayDep, who: TenantDep,
     request: Annotated[QueryRequest, Body(openapi_examples=QUERY_EXAMPLES)],
-    wait: Annotated[float, Query(ge=0, description="hold up to this many seconds (capped at 60)")] = 0,
+    wait: WaitSeconds = 0,
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
     if not request.query.strip():
@@ -75,7 +67,7 @@ async def create_query(
 
         accepted = sse("accepted", {"query_id": body["query_id"], "location": body["location"]})
         return stream_response(gw, who.tenant, body["query_id"], accepted, {"Location": body["location"]})
-    if wait > 0 and await wait_until_finished(gw, who.tenant, body["query_id"], min(wait, MAX_WAIT_S)):
+    if wait > 0 and await wait_until_finished(gw, who.tenant, body["query_id"], wait):
         view = await run_in_threadpool(query_view, gw, who.tenant, body["query_id"])
         return JSONResponse(query_out(view), status_code=200, headers={"Location": body["location"]})
     return JSONResponse(body, status_code=status, headers={"Location": body["location"],

@@ -102,3 +102,54 @@ def test_the_end_message_of_another_tenants_job_does_not_end_the_wait(redis_serv
             await client.aclose()
 
     assert asyncio.run(wait()) is False
+
+
+def _end_when_waited_on(redis, tenant: str, job_id: str, end) -> threading.Thread:
+    """In a thread: once a waiter has subscribed to ``job_id``'s end message, call ``end(jobs)``."""
+    def run() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if subscribers(redis, Keys(tenant).job_done_channel(job_id)) > 0:
+                end(JobStore(redis, tenant))
+                return
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_job_held_with_wait_is_answered_when_its_end_message_arrives(api, alice, gw_redis, gw_env):
+    """``GET /v1/jobs/{id}?wait=N`` (what the SDK's ``wait_job`` sends): an unfinished job is held until its end
+    message, then shown finished (no Retry-After); only the message can end it within ``?wait`` here."""
+    gw_env.setenv(RECHECK_ENV, "3600")
+    reset_settings_cache()
+    JobStore(gw_redis, "alice").create("ingest-held", "ingest", doc_ids=["d1"])
+    ender = _end_when_waited_on(gw_redis, "alice", "ingest-held",
+                                lambda jobs: jobs.finish("ingest-held", "succeeded", result='{"documents": 1}'))
+    r = api.get("/v1/jobs/ingest-held", params={"wait": 30}, headers=alice["headers"])
+    ender.join(timeout=5)
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "succeeded" and r.json()["result"] == {"documents": 1}
+    assert "Retry-After" not in r.headers
+
+
+def test_a_job_held_with_wait_is_shown_as_it_is_when_the_time_is_up(api, alice, gw_redis):
+    JobStore(gw_redis, "alice").create("ingest-slow", "ingest", doc_ids=["d1"])
+    r = api.get("/v1/jobs/ingest-slow", params={"wait": 0.3}, headers=alice["headers"])
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "queued" and r.headers["Retry-After"] == "2"
+
+
+def test_waiting_on_a_finished_unknown_or_other_tenants_job(api, alice, gw_redis):
+    """A finished job is answered at once, an unknown one (or another tenant's) is a 404, held or not."""
+    jobs = JobStore(gw_redis, "alice")
+    jobs.create("ingest-done", "ingest")
+    jobs.finish("ingest-done", "failed", error="every chunk failed")
+    r = api.get("/v1/jobs/ingest-done", params={"wait": 60}, headers=alice["headers"])
+    assert r.status_code == 200 and r.json()["status"] == "failed" and r.json()["error"] == "every chunk failed"
+    JobStore(gw_redis, "bob").create("bobs-job", "ingest")
+    for job_id in ("no-such-job", "bobs-job"):
+        r = api.get(f"/v1/jobs/{job_id}", params={"wait": 60}, headers=alice["headers"])
+        assert r.status_code == 404, r.text
+    assert api.get("/v1/jobs/ingest-done", params={"wait": -1}, headers=alice["headers"]).status_code == 422
