@@ -12,13 +12,26 @@ from graphfleet_cli.local_client import LocalClient
 from shared.infra.jobs import JobStore
 
 
-def test_wait_returns_the_view_of_a_job_once_its_end_wakes_it(redis_server, tenant, monkeypatch):
+def _client_with_a_job(redis_server, tenant: str, monkeypatch, on_read=None):
+    """A client, the store of its tenant with one queued ingestion ``j``, and the list of the views it reads
+    (``on_read(views)`` runs before each read)."""
     client = LocalClient(redis_server.url)
     jobs = JobStore(client.redis, tenant)
     jobs.create("j", "ingest")
-    views = []
-    read_view = client.job
-    monkeypatch.setattr(client, "job", lambda t, j: views.append(j) or read_view(t, j))
+    views, read_view = [], client.job
+
+    def job(t, j):
+        views.append(j)
+        if on_read:
+            on_read(views)
+        return read_view(t, j)
+
+    monkeypatch.setattr(client, "job", job)
+    return client, jobs, views
+
+
+def test_wait_returns_the_view_of_a_job_once_its_end_wakes_it(redis_server, tenant, monkeypatch):
+    client, jobs, views = _client_with_a_job(redis_server, tenant, monkeypatch)
     ender = threading.Timer(0.6, lambda: jobs.finish("j", "succeeded", result='{"documents": 1}'))
     ender.start()
     try:
@@ -30,19 +43,11 @@ def test_wait_returns_the_view_of_a_job_once_its_end_wakes_it(redis_server, tena
 
 
 def test_wait_with_progress_redraws_the_line_until_the_job_ends(redis_server, tenant, monkeypatch):
-    client = LocalClient(redis_server.url)
-    jobs = JobStore(client.redis, tenant)
-    jobs.create("j", "ingest")
-    views = []
-    read_view = client.job
-
-    def job(t, j):  # the job ends as the third view is read: two redraws of a running job come first
-        views.append(j)
+    def end_at_the_third_read(views):  # two redraws of a running job come first
         if len(views) == 3:
-            jobs.finish("j", "succeeded", result="{}")
-        return read_view(t, j)
+            JobStore(client.redis, tenant).finish("j", "succeeded", result="{}")
 
-    monkeypatch.setattr(client, "job", job)
+    client, _jobs, views = _client_with_a_job(redis_server, tenant, monkeypatch, end_at_the_third_read)
     assert client.wait(tenant, "j", timeout=60, progress=True)["status"] == "succeeded"
     assert len(views) == 3
 
