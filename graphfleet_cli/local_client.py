@@ -10,6 +10,7 @@ from graphfleet_cli.progress import ProgressLine
 from shared.config import get_settings
 from shared.domain.parsing import TEXT_TYPES, sniff
 from shared.infra.ingest_submit import DocumentInput, decode_bytes, submit_ingestion
+from shared.infra.job_status import wait_finished
 from shared.infra.jobs import TERMINAL, JobStore
 from shared.infra.query_submit import submit_query
 from shared.infra.queueing import make_celery, settings_for
@@ -55,14 +56,14 @@ class LocalClient:
         return JobStore(self.redis, tenant).view(job_id)
 
     def wait(self, tenant: str, job_id: str, timeout: float = 3600.0, progress: bool = False) -> dict:
-        """The job's view once it ended. Woken by its end-of-job message (``JobStore.wait_finished``), as the
+        """The job's view once it ended. Woken by its end-of-job message (``job_status.wait_finished``), as the
         gateway's ``?wait`` is: a poll every 100 ms saw an end 50 ms late on average. With ``progress`` the
         progress line is redrawn every ``PROGRESS_S`` meanwhile."""
         jobs, deadline = JobStore(self.redis, tenant), time.monotonic() + timeout
         bar = ProgressLine() if progress else None
         while True:
             left = deadline - time.monotonic()
-            ended = jobs.wait_finished(job_id, max(0.0, min(left, PROGRESS_S) if bar else left))
+            ended = wait_finished(jobs, job_id, max(0.0, min(left, PROGRESS_S) if bar else left))
             if ended is None and not jobs.exists(job_id):
                 time.sleep(0.05)  # no such job (yet): wait_finished returns at once, so no busy loop
             view = self.job(tenant, job_id)
@@ -79,7 +80,7 @@ class LocalClient:
         """Enqueue and wait for the end-of-job message; ``{"query_id", "status", "error", "result"}``
         (as the HTTP client)."""
         query_id = submit_query(self.redis, self.celery, tenant, param)
-        if JobStore(self.redis, tenant).wait_finished(query_id, timeout) not in TERMINAL:
+        if wait_finished(JobStore(self.redis, tenant), query_id, timeout) not in TERMINAL:
             raise TimeoutError(f"query {query_id} not finished after {timeout}s")
         view = self.job(tenant, query_id) or {}
         return {"query_id": query_id, "status": view.get("status"), "error": view.get("error"),

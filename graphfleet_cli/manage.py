@@ -221,9 +221,10 @@ class LocalBackend:
                 "location": f"/v1/jobs/{job_id}"}
 
     def wait_job(self, tenant: str, job_id: str) -> dict:
+        from shared.infra.job_status import wait_finished
         from shared.infra.jobs import JobStore
 
-        JobStore(self.redis, tenant).wait_finished(job_id, 3600.0)
+        wait_finished(JobStore(self.redis, tenant), job_id, 3600.0)
         return self.get_job(tenant, job_id)
 
     def usage(self, tenant: str, start: str | None, end: str | None, group_by: str | None) -> dict:

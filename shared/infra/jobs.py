@@ -195,28 +195,6 @@ class JobStore(DocumentProgress):
                 listener.job_finished(to_str(ended[2]) or "unknown", status, seconds, tier)
         return True
 
-    def wait_finished(self, job_id: str, timeout: float, recheck_s: float = 0.5) -> str | None:
-        """Block until the job ends; its final status, or None after ``timeout`` seconds (or when the job
-        does not exist). Woken by the end-of-job publish instead of polling, so a short query's result is
-        seen as soon as it is written; the status is re-read every ``recheck_s`` in case a publish was
-        missed (a reconnect), so the wait never depends on the message alone."""
-        deadline = time.monotonic() + timeout
-        pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
-        try:
-            pubsub.subscribe(self.k.job_done_channel(job_id))  # before the first read: no end can slip between
-            while True:
-                status = self.status(job_id)
-                if status is None or status in TERMINAL:
-                    return status
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                message = pubsub.get_message(timeout=min(recheck_s, left))
-                if message is not None and message.get("type") == "message":
-                    return to_str(message["data"])
-        finally:
-            pubsub.close()
-
     # ---- chunk progress
     def add_chunks(self, job_id: str, chunk_ids: list[str]) -> None:
         if chunk_ids:

@@ -10,6 +10,7 @@ import numpy as np
 
 from shared.domain.models import Entity, EntityFragment, ExtractionResult, RelationFragment
 from shared.domain.storage import VectorItem
+from shared.infra.job_status import wait_finished
 from shared.infra.jobs import JobStore
 from shared.infra.store.redis_graph import GraphStore
 from shared.infra.store.redis_vectors import RedisVectorStore
@@ -180,7 +181,7 @@ def test_wait_finished_wakes_on_the_end_of_job_message_and_only_for_that_tenants
     jobs.create("q1", "query")
     other.create("q1", "query")  # same job id in another tenant: its end must not wake this waiter
     seen: list[str | None] = []
-    waiter = threading.Thread(target=lambda: seen.append(jobs.wait_finished("q1", timeout=30, recheck_s=30)))
+    waiter = threading.Thread(target=lambda: seen.append(wait_finished(jobs, "q1", timeout=30, recheck_s=30)))
     waiter.start()
     deadline = time.monotonic() + 10
     while subscribers(redis_client, jobs.k.job_done_channel("q1")) == 0:  # the waiter has subscribed
@@ -193,12 +194,53 @@ def test_wait_finished_wakes_on_the_end_of_job_message_and_only_for_that_tenants
     waiter.join(timeout=10)  # recheck_s=30: only the published message can have woken it this soon
     assert not waiter.is_alive() and seen == ["succeeded"]
     # already ended, unknown job, and a job that never ends within the timeout
-    assert jobs.wait_finished("q1", timeout=5) == "succeeded"
-    assert jobs.wait_finished("missing", timeout=5) is None
+    assert wait_finished(jobs, "q1", timeout=5) == "succeeded"
+    assert wait_finished(jobs, "missing", timeout=5) is None
     jobs.create("q2", "query")
-    assert jobs.wait_finished("q2", timeout=0.2, recheck_s=0.05) is None
+    assert wait_finished(jobs, "q2", timeout=0.2, recheck_s=0.05) is None
     jobs.cancel("q2")
-    assert jobs.wait_finished("q2", timeout=5) == "canceled"
+    assert wait_finished(jobs, "q2", timeout=5) == "canceled"
+
+
+
+def test_wait_finished_re_reads_the_status_when_the_subscription_fails(redis_client, tenant):
+    """A pubsub that cannot subscribe (a cluster node gone: the subscription is not routed around it as commands
+    are), or whose connection drops mid-wait: the wait carries on by re-reading the status, and sees the end."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    class Broken:
+        def __init__(self, fail_at: str):
+            self.fail_at = fail_at
+
+        def subscribe(self, *channels):
+            if self.fail_at == "subscribe":
+                raise RedisConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+
+        def get_message(self, timeout):
+            raise RedisConnectionError("Connection closed by server.")
+
+        def close(self):
+            raise RedisConnectionError("already gone")
+
+    class Client:  # the real client, but its pubsubs fail
+        def __init__(self, fail_at: str):
+            self.fail_at = fail_at
+
+        def __getattr__(self, name):
+            return getattr(redis_client, name)
+
+        def pubsub(self, **_kwargs):
+            return Broken(self.fail_at)
+
+    for fail_at in ("subscribe", "get_message"):
+        jobs = JobStore(Client(fail_at), tenant)
+        jobs.create(fail_at, "query")
+        ender = threading.Timer(0.3, lambda j=fail_at: JobStore(redis_client, tenant).finish(j, "succeeded"))
+        ender.start()
+        try:
+            assert wait_finished(jobs, fail_at, timeout=30, recheck_s=0.05) == "succeeded"
+        finally:
+            ender.cancel()
 
 
 def test_parsed_entity_and_relation_rows_follow_every_graph_write_and_a_rebuilt_tenant(
