@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from graphfleet._base import collect_files as _collect
@@ -56,25 +55,29 @@ class LocalClient:
         return JobStore(self.redis, tenant).view(job_id)
 
     def wait(self, tenant: str, job_id: str, timeout: float = 3600.0, progress: bool = False) -> dict:
-        """The job's view once it ended. Woken by its end-of-job message (``job_status.wait_finished``), as the
-        gateway's ``?wait`` is: a poll every 100 ms saw an end 50 ms late on average. With ``progress`` the
-        progress line is redrawn every ``PROGRESS_S`` meanwhile."""
-        jobs, deadline = JobStore(self.redis, tenant), time.monotonic() + timeout
+        """The job's view once it ended. Woken by its end-of-job message (``job_status.wait_finished``, one
+        subscription for the whole wait), as the gateway's ``?wait`` is: a poll every 100 ms saw an end 50 ms
+        late on average. With ``progress`` the progress line is redrawn at each status re-read (every
+        ``PROGRESS_S``) meanwhile. A job that does not exist is a ``LookupError`` at once."""
         bar = ProgressLine() if progress else None
-        while True:
-            left = deadline - time.monotonic()
-            ended = wait_finished(jobs, job_id, max(0.0, min(left, PROGRESS_S) if bar else left))
-            if ended is None and not jobs.exists(job_id):
-                time.sleep(0.05)  # no such job (yet): wait_finished returns at once, so no busy loop
-            view = self.job(tenant, job_id)
-            if bar and view:
+
+        def redraw(_status: str) -> None:
+            if view := self.job(tenant, job_id):
                 bar.update(view)
-            if view and view["status"] in TERMINAL:
-                if bar:
-                    bar.close()
-                return view
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"job {job_id} not finished after {timeout}s")
+
+        jobs = JobStore(self.redis, tenant)
+        ended = wait_finished(jobs, job_id, timeout, recheck_s=PROGRESS_S if bar else 0.5,
+                              on_recheck=redraw if bar else None)
+        view = self.job(tenant, job_id) if ended else None
+        if bar:
+            if view:
+                bar.update(view)
+            bar.close()
+        if view and view["status"] in TERMINAL:
+            return view
+        if ended is None and not jobs.exists(job_id):
+            raise LookupError(f"no job {job_id} for tenant {tenant}")
+        raise TimeoutError(f"job {job_id} not finished after {timeout}s")
 
     def query(self, tenant: str, param, timeout: float = 300.0) -> dict:
         """Enqueue and wait for the end-of-job message; ``{"query_id", "status", "error", "result"}``

@@ -85,6 +85,51 @@ def test_a_lost_end_message_is_caught_by_the_status_re_read(redis_server, gw_red
     assert asyncio.run(wait()) is True
 
 
+@pytest.mark.parametrize("fail_at", ["subscribe", "get_message"])
+def test_a_failing_subscription_leaves_the_status_re_reads(redis_server, gw_redis, fail_at):
+    """A pubsub that cannot subscribe (a cluster node gone: a pubsub is not routed around it as commands are), or
+    whose connection drops mid-wait: the gateway's wait carries on by re-reading the status, and sees the end,
+    as the blocking wait does (one rule, ``job_status._Listen``), instead of failing the request."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    class Broken:
+        async def subscribe(self, *channels):
+            if fail_at == "subscribe":
+                raise RedisConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+
+        async def get_message(self, **_kwargs):
+            raise RedisConnectionError("Connection closed by server.")
+
+        async def aclose(self):
+            raise RedisConnectionError("already gone")
+
+    class Client:  # the real client, but its pubsubs fail
+        def __init__(self, real):
+            self.real = real
+
+        def __getattr__(self, name):
+            return getattr(self.real, name)
+
+        def pubsub(self, **_kwargs):
+            return Broken()
+
+    jobs = JobStore(gw_redis, "t-broken")
+    jobs.create("q1", "query")
+
+    async def wait() -> bool:
+        client = aconnect(db_url(redis_server))
+        try:
+            waiting = asyncio.create_task(AsyncJobStatus(Client(client), "t-broken").wait_finished("q1", 30, 0.05))
+            await asyncio.sleep(0.2)
+            assert not waiting.done()  # the job is still queued
+            jobs.finish("q1", "succeeded")
+            return await waiting
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(wait()) is True
+
+
 def test_the_end_message_of_another_tenants_job_does_not_end_the_wait(redis_server, gw_redis):
     mine, theirs = JobStore(gw_redis, "t-mine"), JobStore(gw_redis, "t-theirs")
     mine.create("q1", "query")

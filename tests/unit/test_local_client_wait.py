@@ -1,6 +1,6 @@
 """``LocalClient.wait`` (``graphfleet ingest --wait`` on the local stack, and the benches): the job's view once it
 ended, woken by its end-of-job message instead of polling the view; with the progress line too; a job that does
-not exist times out instead of spinning."""
+not exist is told at once, one that does not end times out."""
 
 from __future__ import annotations
 
@@ -49,10 +49,17 @@ def test_wait_with_progress_redraws_the_line_until_the_job_ends(redis_server, te
 
     client, _jobs, views = _client_with_a_job(redis_server, tenant, monkeypatch, end_at_the_third_read)
     assert client.wait(tenant, "j", timeout=60, progress=True)["status"] == "succeeded"
-    assert len(views) == 3
+    assert len(views) == 4  # three redraws (the third ends the job), then the view the wait returns
 
 
-def test_wait_for_a_job_that_does_not_exist_times_out(redis_server, tenant):
+def test_wait_for_a_job_that_does_not_exist_says_so_at_once(redis_server, tenant):
     client = LocalClient(redis_server.url)
-    with pytest.raises(TimeoutError, match="not finished"):
-        client.wait(tenant, "missing", timeout=0.5)
+    with pytest.raises(LookupError, match="no job missing"):
+        client.wait(tenant, "missing", timeout=3600)
+
+
+def test_wait_for_a_job_that_does_not_end_times_out(redis_server, tenant, monkeypatch):
+    client, _jobs, views = _client_with_a_job(redis_server, tenant, monkeypatch)
+    with pytest.raises(TimeoutError, match="not finished after 0.3s"):
+        client.wait(tenant, "j", timeout=0.3)
+    assert views == []  # no view is read for a job that did not end
