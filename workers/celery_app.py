@@ -9,7 +9,7 @@ from celery import Celery
 from celery.signals import worker_init, worker_process_init
 
 from shared.config import LLMModeError, get_settings
-from shared.infra import log_setup, tracing
+from shared.infra import kombu_client, log_setup, tracing
 from shared.infra.messages import warm_sender
 from shared.infra.queueing import celery_config
 from workers import heartbeat, kombu_fixes, lease, query_warmup, soft_shutdown, watchdog
@@ -19,6 +19,7 @@ from workers.runtime import runtime
 log = logging.getLogger(__name__)
 
 kombu_fixes.install()  # Redis restarts must not stop the consumer (see workers/kombu_fixes.py)
+kombu_client.install()  # one Redis client per kombu channel, not one per command (shared/infra/kombu_client.py)
 soft_shutdown.install()  # SIGTERM on a threads pool requeues what still runs (workers/soft_shutdown.py)
 app = Celery("graphfleet", include=["workers.ingest_tasks", "workers.query_tasks"])
 install_celery_signal_handlers(app)  # task/process metrics (workers/metrics_signals.py)

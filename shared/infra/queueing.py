@@ -195,6 +195,9 @@ def settings_for(settings, state_url: str | None, broker: str | None = None):
 
 
 def make_celery(settings, name: str = "graphfleet") -> Celery:
+    from shared.infra import kombu_client
+
+    kombu_client.install()  # one Redis client per kombu channel, not one per command it sends
     app = Celery(name, set_as_current=False)
     app.conf.update(celery_config(settings))
     return app

@@ -1,6 +1,7 @@
-"""workers/kombu_fixes.py replaces private kombu functions; fail loudly when a kombu upgrade changes one.
+"""workers/kombu_fixes.py and shared/infra/kombu_client.py replace private kombu functions; fail loudly when a
+kombu upgrade changes one.
 
-For every ``kombu_redis.<Class>.<method> = ...`` assignment in kombu_fixes (found in its source, so a new patch
+For every ``kombu_redis.<Class>.<method> = ...`` assignment in those modules (found in their source, so a new patch
 cannot slip past), the installed kombu's original must still have the parameters and the code the workaround
 was written against (read from kombu's source file, so it holds whether or not the patch is installed in this
 process). After a kombu upgrade: re-run tests/reliability/test_faults.py, then update EXPECTED and the pins in
@@ -28,13 +29,15 @@ EXPECTED = {
     # the wrapper checks self.connection / .client before calling the original with asynchronous=...
     "Channel._connparams": (["self", "asynchronous"], ["conninfo = self.connection.client", "conninfo.hostname",
                                                        "if asynchronous:"]),
+    # kombu_client yields the given client, or one client per channel built by the same _create_client
+    "Channel.conn_or_acquire": (["self", "client"], ["if client:", "yield client", "yield self._create_client()"]),
 }
+PATCHING = ("workers/kombu_fixes.py", "shared/infra/kombu_client.py")
 
 
 def patched_targets() -> set[str]:
-    tree = ast.parse((ROOT / "workers" / "kombu_fixes.py").read_text())
     targets = set()
-    for node in ast.walk(tree):
+    for node in (n for path in PATCHING for n in ast.walk(ast.parse((ROOT / path).read_text()))):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Attribute)
@@ -52,12 +55,12 @@ def original(qualname: str) -> tuple[ast.FunctionDef, str]:
             for item in node.body:
                 if isinstance(item, ast.FunctionDef) and item.name == method:
                     return item, ast.get_source_segment(source, item)
-    raise AssertionError(f"kombu {kombu.__version__} has no {qualname}: workers/kombu_fixes.py patches nothing")
+    raise AssertionError(f"kombu {kombu.__version__} has no {qualname}: {PATCHING} patch nothing")
 
 
 def test_every_patched_kombu_function_is_known():
     targets = patched_targets()
-    assert targets, "no kombu_redis.<Class>.<method> assignment found in workers/kombu_fixes.py"
+    assert targets, f"no kombu_redis.<Class>.<method> assignment found in {PATCHING}"
     assert targets <= set(EXPECTED), f"new kombu patch(es) {targets - set(EXPECTED)}: record their shape here"
 
 
@@ -68,7 +71,7 @@ def test_patched_kombu_functions_keep_their_shape():
         args = [a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
         assert args == params, f"kombu {kombu.__version__} {qualname}{args}: the patch expects {params}"
         missing = [m for m in markers if m not in source]
-        assert not missing, f"kombu {kombu.__version__} {qualname} changed (no {missing}): review kombu_fixes.py"
+        assert not missing, f"kombu {kombu.__version__} {qualname} changed (no {missing}): review {PATCHING}"
 
 
 def test_installed_kombu_is_in_the_tested_range():
