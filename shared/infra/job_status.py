@@ -95,7 +95,7 @@ def wait_finished(jobs: JobStore, job_id: str, timeout: float, recheck_s: float 
                   on_recheck: Callable[[str], None] | None = None) -> str | None:
     """Block until the job ends (the CLI, the local client): its final status, or None after ``timeout`` seconds
     or when the job does not exist (the module's rule). ``on_recheck(status)`` runs after each status read that
-    did not end the wait, so every ``recheck_s`` at most (the CLI's progress line)."""
+    did not end the wait: about every ``recheck_s`` (the CLI's progress line)."""
     listen = _Listen(timeout, recheck_s)
     pubsub = _subscribed(jobs, jobs.k.job_done_channel(job_id))
     try:
