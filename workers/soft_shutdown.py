@@ -1,21 +1,28 @@
-"""SIGTERM on a ``threads`` (or ``solo``) worker: a bounded wait, then the unfinished tasks are requeued.
+"""SIGTERM: a soft shutdown that acks what finishes in it, then the unfinished tasks are requeued at once.
 
 The deployment sets ``REMAP_SIGTERM=SIGQUIT`` (docker-compose.yml, ``graphfleet up``), so SIGTERM is
 Celery's cold shutdown preceded by its soft shutdown: running tasks get ``worker_soft_shutdown_timeout``
-(``workers.soft_shutdown_timeout_s``, 30 s) to finish, then Celery cancels them and the broker connection's
-close requeues their messages (kombu's ``restore_at_shutdown``). That works on ``prefork`` (the pool kills
-its children). A pool that cannot stop a task (``threads``, ``solo``: ``terminate_job`` not implemented)
-fails the cancel with ``NotImplementedError`` and then joins its threads for as long as the tasks run: the
-container is SIGKILLed at the end of its grace period and the messages wait for the visibility timeout.
+(``workers.soft_shutdown_timeout_s``, 30 s) to finish.
 
-So after the soft shutdown wait, on such a pool, this module puts every message the worker still holds
-back at the head of its queue (``QoS.restore_unacked``: the messages come out of the ``unacked`` hash) and
-exits the process at once; another worker runs them now. A task that finishes in the instant between the
-requeue and the exit runs again: every task is idempotent.
+Celery waits with a plain ``sleep`` inside the signal handler, on the main thread, while its event loop
+(kombu's hub) runs every ack: a task thread only schedules its ack there (``Consumer.call_soon_ack``). So a
+task that finished in the wait, or just before the signal with its ack not yet run, kept its message unacked;
+the requeue below (Redis) or the closed connection (RabbitMQ) sent it to another worker, which ran it again: a
+second LLM call for an extraction that had succeeded, and a re-chunked document that sent its extraction twice
+(found by ``tests/reliability/test_shutdown.py`` on a loaded CI machine). :func:`soft_shutdown_wait` replaces
+that sleep: it runs the acks and rejects the loop holds (:func:`flush_acks`) every ``POLL_S``, and ends as
+soon as every running task finished and was acked (or at the timeout, as before).
 
-``restore_unacked`` runs on the task channel's own connection pool: the broker's Redis, through Sentinel the
-current primary. On RabbitMQ the channel has no such QoS; the exit closes the connection and the broker
-requeues every unacked message at once, which is the same outcome.
+After the wait, a pool that cannot stop a task (``threads``, ``solo``: ``terminate_job`` not implemented)
+would fail Celery's cancel with ``NotImplementedError`` and join its threads for as long as the tasks run: the
+container would be SIGKILLed at the end of its grace period and the messages wait for the visibility timeout.
+So on such a pool this module puts every message the worker still holds back at the head of its queue
+(``QoS.restore_unacked``: the messages come out of the ``unacked`` hash) and exits the process; another worker
+runs them now. A task that finishes in the instant between the requeue and the exit runs again: every task is
+idempotent. ``restore_unacked`` runs on the task channel's own connection pool (the broker's Redis, through
+Sentinel the current primary). On RabbitMQ the channel has no such QoS; the exit closes the connection and the
+broker requeues every unacked message at once, which is the same outcome. Prefork (``terminate_job``) goes on
+with Celery's own cold shutdown after the wait.
 """
 
 from __future__ import annotations
@@ -23,32 +30,93 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
+import time
 
 from celery.concurrency.base import BasePool
 from celery.worker import state
 from celery.worker.worker import WorkController
+from kombu.message import Message
 
 log = logging.getLogger(__name__)
-_original = WorkController.wait_for_soft_shutdown
 EXIT_CODE = 0  # a deliberate stop: compose's `restart: unless-stopped` and the embedded stack restart it anyway
+POLL_S = 0.05
+ACK_NAMES = ("ack_log_error", "reject_log_error")  # what Celery's call_soon_ack schedules for a delivered task
+ACK_JOIN_S = 5.0
 
 
 def cannot_stop_tasks(pool) -> bool:
     return type(pool).terminate_job is BasePool.terminate_job
 
 
+def is_ack(callback) -> bool:
+    """Whether a callback on the hub is a message's ack or reject: ``promise(promise(message.ack_log_error))``."""
+    inner = getattr(callback, "fun", None)
+    target = getattr(inner, "fun", inner)
+    return getattr(target, "__name__", "") in ACK_NAMES and isinstance(getattr(target, "__self__", None), Message)
+
+
+def flush_acks(consumer) -> int:
+    """Run the acks and rejects waiting on the consumer's event loop; returns how many.
+
+    They run on a thread of their own, joined for at most ``ACK_JOIN_S``: the signal handler runs on top of
+    whatever the main thread was doing, which may hold a lock an ack needs (py-amqp's frame lock). The hub's
+    own lock is taken with a timeout for the same reason; left alone, those acks are lost as before."""
+    hub = getattr(consumer, "hub", None)
+    if hub is None or not hub._ready_lock.acquire(timeout=0.2):
+        return 0
+    try:
+        acks = [c for c in hub._ready if is_ack(c)]
+        hub._ready.difference_update(acks)
+    finally:
+        hub._ready_lock.release()
+    if acks:
+        thread = threading.Thread(target=_run_all, args=(acks,), name="graphfleet-shutdown-acks", daemon=True)
+        thread.start()
+        thread.join(ACK_JOIN_S)
+    return len(acks)
+
+
+def _run_all(acks: list) -> None:
+    for ack in acks:
+        try:
+            ack()
+        except Exception:  # noqa: BLE001 - one failed ack (logged) must not keep the others from running
+            log.exception("an ack in the soft shutdown failed; its message comes back")
+
+
+def soft_shutdown_wait(worker: WorkController) -> None:
+    """Celery's soft shutdown wait, with the acks run meanwhile; ends once what ran finished and was acked."""
+    conf = worker.app.conf
+    timeout, on_idle = float(conf.worker_soft_shutdown_timeout or 0), bool(conf.worker_enable_soft_shutdown_on_idle)
+    if timeout > 0 and (state.active_requests or on_idle):
+        log.warning("Initiating Soft Shutdown, terminating in %s seconds", timeout)
+        deadline, seen = time.monotonic() + timeout, set()
+        while True:
+            seen.update(state.active_requests)
+            flush_acks(worker.consumer)
+            # a finished request leaves active_requests, then schedules its ack, then is marked acknowledged
+            settled = not state.active_requests and all(r.acknowledged for r in seen)
+            if (settled and not on_idle) or time.monotonic() >= deadline:
+                break
+            time.sleep(POLL_S)
+        if settled:
+            log.warning("soft shutdown: every running task finished and was acked")
+    flush_acks(worker.consumer)
+
+
 def requeue_held(consumer) -> int:
-    """Put the messages this worker holds back on their queues; returns how many."""
+    """Put the messages this worker holds back on their queues; returns how many were still unacked."""
     qos = getattr(consumer.task_consumer.channel, "qos", None)
     if not hasattr(qos, "restore_unacked"):
         return 0  # RabbitMQ: closing the connection (the exit) requeues them
-    held = len(qos._delivered)
+    held = len([tag for tag in list(qos._delivered) if tag not in qos._dirty])  # _dirty: acked, not yet dropped
     qos.restore_unacked()
     return held
 
 
 def _wait_then_requeue(self: WorkController) -> None:
-    _original(self)  # the soft shutdown: up to worker_soft_shutdown_timeout while tasks run
+    soft_shutdown_wait(self)
     if not state.active_requests or not cannot_stop_tasks(self.pool):
         return  # nothing running, or a pool that cancels its tasks itself (prefork)
     try:

@@ -46,7 +46,8 @@ GROUPS = [
 
 class Gate:
     """ASGI wrapper around the simulator: holds chat requests containing ``hold`` until released
-    (announcing each), and answers 400 to chat requests containing ``refuse``."""
+    (announcing each), answers chat requests containing ``delay[0]`` ``delay[1]`` seconds late (announcing
+    each in ``delayed``), and answers 400 to chat requests containing ``refuse``."""
 
     def __init__(self, app):
         self.app = app
@@ -54,6 +55,8 @@ class Gate:
         self.refuse: str | None = None
         self.arrived = threading.Semaphore(0)
         self.released = False
+        self.delay: tuple[str, float] | None = None
+        self.delayed = threading.Semaphore(0)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or not scope["path"].endswith("/chat/completions"):
@@ -74,6 +77,9 @@ class Gate:
             self.arrived.release()
             while not self.released:
                 await asyncio.sleep(0.05)
+        if self.delay and self.delay[0] in text:
+            self.delayed.release()
+            await asyncio.sleep(self.delay[1])
 
         async def replay():
             return {"type": "http.request", "body": body, "more_body": False}

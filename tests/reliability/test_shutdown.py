@@ -7,6 +7,7 @@ reliably mid-flight when the test acts.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -21,6 +22,7 @@ from shared.infra import queueing as q
 from shared.infra.jobs import JobStore
 from shared.infra.keys import Keys
 from shared.infra.store.redis_graph import GraphStore
+from tests.brokers import rabbit_vhost
 from tests.conftest import SAMPLE, worker_env
 from tests.reliability.test_redelivery import Gate, gate  # noqa: F401 - the module-scoped gate fixture
 
@@ -28,6 +30,7 @@ pytestmark = pytest.mark.integration
 
 COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
 MARKER = "Qwvx-held-marker-5519"
+SLOW = "Zqfr-slow-marker-7731"
 
 
 def compose_pool(queue: str) -> str:
@@ -69,25 +72,45 @@ def test_merge_over_its_time_limit_is_stopped_and_fails_the_job(gate: Gate, tmp_
     assert view["error"].startswith("merge_batch: ") and "TimeLimitExceeded" in view["error"], view["error"]
 
 
+def _drain(semaphore) -> None:
+    """Forget the announcements left by an earlier test."""
+    while semaphore.acquire(timeout=0):
+        pass
+
+
+def _deliveries(client: LocalClient, tenant: str, job_id: str) -> tuple[dict[str, int], dict[str, str]]:
+    """(task:item -> times admitted, document title -> its first chunk id)."""
+    deliveries = {k.decode(): int(v) for k, v in client.redis.hgetall(Keys(tenant).deliveries(job_id)).items()}
+    docs = GraphStore(client.redis, tenant).documents(JobStore(client.redis, tenant).doc_ids(job_id))
+    return deliveries, {d.title: d.chunk_ids[0] for d in docs.values()}
+
+
 def test_sigterm_mid_task_requeues_it_at_once_and_the_job_succeeds(gate: Gate, tmp_path):  # noqa: F811
     """SIGTERM (docker stop, a rolling restart) with a task running: Celery's soft shutdown gives it
     ``workers.soft_shutdown_timeout_s`` (30 s) and then requeues it; the supervisor's fresh worker runs it
     again and the job succeeds. Without the soft shutdown (a plain warm shutdown) the worker waits for the
     held task forever and the chunk is never delivered again (the 60 s wait below fails); with SIGKILL after
-    a grace period it would wait for the visibility timeout."""
+    a grace period it would wait for the visibility timeout.
+
+    A task that finishes during the soft shutdown (an extraction whose LLM answer comes 3 s late) is acked and
+    never runs again. Celery runs acks on its event loop, which its soft shutdown blocks: that extraction used
+    to run a second time on the fresh worker, and a document chunked just before the signal was chunked again
+    and sent its extraction twice (workers/soft_shutdown.py)."""
     groups = [("ingest", ["chunker", "extractor", "merger", "reporter", "indexer"], "threads"),
               ("cluster", ["clusterer"], "prefork")]
     stack = _stack(tmp_path, gate.url, groups)
-    while gate.arrived.acquire(timeout=0):  # arrivals of the previous test
-        pass
-    gate.hold, gate.released = MARKER, False
+    _drain(gate.arrived)
+    _drain(gate.delayed)
+    gate.hold, gate.released, gate.delay = MARKER, False, (SLOW, 3.0)
     try:
         client = LocalClient(stack.redis_url)
-        held, normal = tmp_path / "held.txt", tmp_path / "normal.txt"
+        held, slow, normal = tmp_path / "held.txt", tmp_path / "slow.txt", tmp_path / "normal.txt"
         held.write_text(f"The ledger of Marley and {MARKER} lay open on the desk.", encoding="utf-8")
+        slow.write_text(f"Bob Cratchit and {SLOW} counted the coal in the tank.", encoding="utf-8")
         normal.write_text(SAMPLE.read_text(encoding="utf-8-sig")[40_000:44_000], encoding="utf-8")
-        job_id = client.ingest_files("sigterm", [held, normal])["job_id"]
+        job_id = client.ingest_files("sigterm", [held, slow, normal])["job_id"]
         assert gate.arrived.acquire(timeout=120), "the held chunk never reached the LLM"
+        assert gate.delayed.acquire(timeout=120), "the slow chunk never reached the LLM"
         worker = dict(stack.procs)["ingest"]
         os.kill(worker.pid, signal.SIGTERM)
         worker.wait(timeout=120)  # the soft shutdown, then the requeue
@@ -96,14 +119,51 @@ def test_sigterm_mid_task_requeues_it_at_once_and_the_job_succeeds(gate: Gate, t
         gate.hold = None
         gate.released = True
         view = client.wait("sigterm", job_id, timeout=300)
-        deliveries = {k.decode(): int(v) for k, v in client.redis.hgetall(Keys("sigterm").deliveries(job_id)).items()}
-        docs = GraphStore(client.redis, "sigterm").documents(JobStore(client.redis, "sigterm").doc_ids(job_id))
-        held_chunk = next(d for d in docs.values() if d.title == "held.txt").chunk_ids[0]
+        deliveries, chunk = _deliveries(client, "sigterm", job_id)
     finally:
-        gate.hold, gate.released = None, True
+        gate.hold, gate.released, gate.delay = None, True, None
         stack.stop()
     assert view["status"] == "succeeded", view
     assert view["failures"] == []
-    assert deliveries[f"{q.EXTRACT}:{held_chunk}"] == 2, deliveries  # interrupted, requeued, run again
-    # messages the worker had reserved but not started are requeued with it: delivered twice, never more
-    assert set(deliveries.values()) <= {1, 2}, deliveries
+    interrupted = f"{q.EXTRACT}:{chunk['held.txt']}"
+    assert deliveries[interrupted] == 2, deliveries  # interrupted, requeued, run again
+    assert deliveries[f"{q.EXTRACT}:{chunk['slow.txt']}"] == 1, deliveries  # finished in the soft shutdown
+    # everything else finished before the signal or during the soft shutdown, and was acked: run once
+    assert {k: v for k, v in deliveries.items() if k != interrupted and v != 1} == {}, deliveries
+
+
+@pytest.mark.parametrize("broker", ["redis", pytest.param("rabbitmq", marks=pytest.mark.own_servers)])
+def test_sigterm_waits_only_for_the_running_tasks_and_runs_nothing_twice(gate: Gate, tmp_path, broker):  # noqa: F811
+    """With nothing held, the soft shutdown ends once the running task finished and was acked, not at its
+    timeout (600 s here: Celery slept it out; the 120 s wait for the exit below would fail), and the job
+    goes on on the supervisor's fresh worker with every task run once. On the embedded Redis broker and on
+    RabbitMQ (where the acks go out on the AMQP connection before the worker closes it)."""
+    with contextlib.ExitStack() as servers:
+        env = {} if broker == "redis" else {"GRAPHFLEET_BROKER_URL": servers.enter_context(rabbit_vhost()).url}
+        _sigterm_with_one_slow_task(gate, tmp_path, env)
+
+
+def _sigterm_with_one_slow_task(gate: Gate, tmp_path, env: dict) -> None:  # noqa: F811
+    groups = [("ingest", ["chunker", "extractor", "merger", "reporter", "indexer"], "threads"),
+              ("cluster", ["clusterer"], "prefork")]
+    stack = _stack(tmp_path, gate.url, groups, GRAPHFLEET_WORKERS__SOFT_SHUTDOWN_TIMEOUT_S=600, **env)
+    _drain(gate.delayed)
+    gate.delay = (SLOW, 3.0)
+    try:
+        client = LocalClient(stack.redis_url, stack.broker_url)
+        slow, normal = tmp_path / "slow.txt", tmp_path / "normal.txt"
+        slow.write_text(f"Bob Cratchit and {SLOW} counted the coal in the tank.", encoding="utf-8")
+        normal.write_text(SAMPLE.read_text(encoding="utf-8-sig")[40_000:44_000], encoding="utf-8")
+        job_id = client.ingest_files("drain", [slow, normal])["job_id"]
+        assert gate.delayed.acquire(timeout=120), "the slow chunk never reached the LLM"
+        worker = dict(stack.procs)["ingest"]
+        os.kill(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=120)
+        view = client.wait("drain", job_id, timeout=300)
+        deliveries, _chunk = _deliveries(client, "drain", job_id)
+    finally:
+        gate.delay = None
+        stack.stop()
+    assert view["status"] == "succeeded", view
+    assert set(deliveries.values()) == {1}, deliveries
+    assert "every running task finished and was acked" in (stack.log_dir / "worker-ingest.log").read_text()

@@ -1,0 +1,63 @@
+"""workers/soft_shutdown.py: the acks Celery leaves on its event loop during the soft shutdown are run.
+
+Real kombu objects: an event loop (``Hub``), messages delivered on kombu's in-memory transport, and the ack
+callbacks built by Celery's own ``Consumer.call_soon_ack`` (what a task thread schedules when it finishes),
+so a change of that shape in a Celery or kombu upgrade fails here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from types import SimpleNamespace
+
+from celery.worker.consumer.consumer import Consumer
+from kombu import Connection
+from kombu.asynchronous import Hub
+
+from workers import soft_shutdown
+
+
+def _delivered(conn: Connection, n: int) -> list:
+    queue = conn.SimpleQueue("soft-shutdown-test")
+    for i in range(n):
+        queue.put({"i": i})
+    return [queue.get(timeout=1) for _ in range(n)]
+
+
+def _schedule(hub: Hub, callback, *args) -> None:
+    """As a finished task's thread does: Celery's call_soon_ack puts the callback on the hub."""
+    Consumer.call_soon_ack(SimpleNamespace(hub=hub), callback, logging.getLogger("test"), (), *args)
+
+
+def test_acks_and_rejects_waiting_on_the_loop_are_run_and_nothing_else():
+    hub, other_ran = Hub(), []
+    with Connection("memory://") as conn:
+        acked, rejected, untouched = _delivered(conn, 3)
+        thread = threading.Thread(target=lambda: (_schedule(hub, acked.ack_log_error),
+                                                  _schedule(hub, rejected.reject_log_error, True)))
+        thread.start()
+        thread.join()
+        hub.call_soon(lambda: other_ran.append(1))  # not an ack: stays for the loop
+        assert soft_shutdown.flush_acks(SimpleNamespace(hub=hub)) == 2
+        assert acked.acknowledged and acked._state == "ACK"
+        assert rejected.acknowledged and rejected._state == "REJECTED"  # with requeue=True: back on its queue
+        assert conn.SimpleQueue("soft-shutdown-test").get(timeout=1).payload == rejected.payload
+        assert not untouched.acknowledged
+        assert len(hub._ready) == 1 and not other_ran
+        assert soft_shutdown.flush_acks(SimpleNamespace(hub=hub)) == 0
+
+
+def test_a_hub_lock_held_by_the_interrupted_loop_leaves_the_acks_alone():
+    hub = Hub()
+    with Connection("memory://") as conn:
+        (message,) = _delivered(conn, 1)
+        _schedule(hub, message.ack_log_error)
+        with hub._ready_lock:  # the signal arrived while the loop held it
+            assert soft_shutdown.flush_acks(SimpleNamespace(hub=hub)) == 0
+        assert not message.acknowledged and len(hub._ready) == 1
+        assert soft_shutdown.flush_acks(SimpleNamespace(hub=hub)) == 1 and message.acknowledged
+
+
+def test_no_event_loop_is_nothing_to_flush():
+    assert soft_shutdown.flush_acks(SimpleNamespace(hub=None)) == 0
