@@ -31,6 +31,11 @@ pytestmark = pytest.mark.integration
 COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
 MARKER = "Qwvx-held-marker-5519"
 SLOW = "Zqfr-slow-marker-7731"
+# the SIGTERM tests' worker groups: the one that is stopped runs every ingest queue on threads
+SIGTERM_GROUPS = [("ingest", ["chunker", "extractor", "merger", "reporter", "indexer"], "threads"),
+                  ("cluster", ["clusterer"], "prefork")]
+TEXTS = {"held.txt": f"The ledger of Marley and {MARKER} lay open on the desk.",
+         "slow.txt": f"Bob Cratchit and {SLOW} counted the coal in the tank."}
 
 
 def compose_pool(queue: str) -> str:
@@ -71,6 +76,14 @@ def test_merge_over_its_time_limit_is_stopped_and_fails_the_job(gate: Gate, tmp_
     assert view["status"] == "failed", view
     assert view["error"].startswith("merge_batch: ") and "TimeLimitExceeded" in view["error"], view["error"]
 
+def _documents(tmp_path, *names: str) -> list[Path]:
+    """The named ``TEXTS`` written as files (``held`` waits at the gate, ``slow`` is answered late); any other
+    name is an excerpt of the sample story."""
+    for name in names:
+        text = TEXTS.get(name) or SAMPLE.read_text(encoding="utf-8-sig")[40_000:44_000]
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    return [tmp_path / name for name in names]
+
 
 def _drain(semaphore) -> None:
     """Forget the announcements left by an earlier test."""
@@ -96,19 +109,13 @@ def test_sigterm_mid_task_requeues_it_at_once_and_the_job_succeeds(gate: Gate, t
     never runs again. Celery runs acks on its event loop, which its soft shutdown blocks: that extraction used
     to run a second time on the fresh worker, and a document chunked just before the signal was chunked again
     and sent its extraction twice (workers/soft_shutdown.py)."""
-    groups = [("ingest", ["chunker", "extractor", "merger", "reporter", "indexer"], "threads"),
-              ("cluster", ["clusterer"], "prefork")]
-    stack = _stack(tmp_path, gate.url, groups)
+    stack = _stack(tmp_path, gate.url, SIGTERM_GROUPS)
     _drain(gate.arrived)
     _drain(gate.delayed)
     gate.hold, gate.released, gate.delay = MARKER, False, (SLOW, 3.0)
     try:
-        client = LocalClient(stack.redis_url)
-        held, slow, normal = tmp_path / "held.txt", tmp_path / "slow.txt", tmp_path / "normal.txt"
-        held.write_text(f"The ledger of Marley and {MARKER} lay open on the desk.", encoding="utf-8")
-        slow.write_text(f"Bob Cratchit and {SLOW} counted the coal in the tank.", encoding="utf-8")
-        normal.write_text(SAMPLE.read_text(encoding="utf-8-sig")[40_000:44_000], encoding="utf-8")
-        job_id = client.ingest_files("sigterm", [held, slow, normal])["job_id"]
+        client = LocalClient(stack.redis_url, stack.broker_url)
+        job_id = client.ingest_files("sigterm", _documents(tmp_path, "held.txt", "slow.txt", "normal.txt"))["job_id"]
         assert gate.arrived.acquire(timeout=120), "the held chunk never reached the LLM"
         assert gate.delayed.acquire(timeout=120), "the slow chunk never reached the LLM"
         worker = dict(stack.procs)["ingest"]
@@ -144,17 +151,12 @@ def test_sigterm_waits_only_for_the_running_tasks_and_runs_nothing_twice(gate: G
 
 
 def _sigterm_with_one_slow_task(gate: Gate, tmp_path, env: dict) -> None:  # noqa: F811
-    groups = [("ingest", ["chunker", "extractor", "merger", "reporter", "indexer"], "threads"),
-              ("cluster", ["clusterer"], "prefork")]
-    stack = _stack(tmp_path, gate.url, groups, GRAPHFLEET_WORKERS__SOFT_SHUTDOWN_TIMEOUT_S=600, **env)
+    stack = _stack(tmp_path, gate.url, SIGTERM_GROUPS, GRAPHFLEET_WORKERS__SOFT_SHUTDOWN_TIMEOUT_S=600, **env)
     _drain(gate.delayed)
     gate.delay = (SLOW, 3.0)
     try:
         client = LocalClient(stack.redis_url, stack.broker_url)
-        slow, normal = tmp_path / "slow.txt", tmp_path / "normal.txt"
-        slow.write_text(f"Bob Cratchit and {SLOW} counted the coal in the tank.", encoding="utf-8")
-        normal.write_text(SAMPLE.read_text(encoding="utf-8-sig")[40_000:44_000], encoding="utf-8")
-        job_id = client.ingest_files("drain", [slow, normal])["job_id"]
+        job_id = client.ingest_files("drain", _documents(tmp_path, "slow.txt", "normal.txt"))["job_id"]
         assert gate.delayed.acquire(timeout=120), "the slow chunk never reached the LLM"
         worker = dict(stack.procs)["ingest"]
         os.kill(worker.pid, signal.SIGTERM)
