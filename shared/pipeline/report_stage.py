@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from shared.domain.models import CommunityReport
 from shared.domain.reports import build_report_context, build_report_messages, extractive_report, parse_report
@@ -14,13 +15,13 @@ ChatFn = Callable[[list[dict], str], str]
 
 def plan_report_batches(store: GraphStore, community_ids: list[str], settings, llm: bool) -> list[list[str]]:
     """Split one wave into tasks: communities that need an LLM call ``report.communities_per_task`` per
-    task (they run in parallel across workers), the ones reported extractively (no LLM call: fewer
-    members than ``report.min_llm_members``, or no LLM) ``report.extractive_per_task`` per task, since
-    each costs only a few Redis reads and a task per community would spend more on queueing."""
+    task (asked side by side in the task, the tasks in parallel across workers), the ones reported
+    extractively (no LLM call: fewer members than ``report.min_llm_members``, or no LLM)
+    ``report.extractive_per_task`` per task, since each costs only a few Redis reads and a task per
+    community would spend more on queueing."""
     cfg = settings.report
     communities = store.communities_by_ids(community_ids)
-    needs_llm = [c for c in community_ids if llm and c in communities
-                 and len(communities[c].nodes) >= cfg.min_llm_members]
+    needs_llm = [c for c in community_ids if c in communities and asks_llm(communities[c], settings, llm)]
     chosen = set(needs_llm)
     cheap = [c for c in community_ids if c not in chosen]
 
@@ -31,9 +32,17 @@ def plan_report_batches(store: GraphStore, community_ids: list[str], settings, l
     return chunks(needs_llm, cfg.communities_per_task) + chunks(cheap, cfg.extractive_per_task)
 
 
+def asks_llm(community, settings, llm: bool) -> bool:
+    """Whether ``community``'s report is asked of the LLM: with one, for ``report.min_llm_members`` members or more
+    (smaller ones get an extractive report)."""
+    return llm and len(community.nodes) >= settings.report.min_llm_members
+
+
 def run_report_batch(store: GraphStore, community_ids: list[str], settings, chat: ChatFn | None) -> dict:
     """Reuse a report whose community signature is unchanged; otherwise generate one. Inputs are read
-    for the whole batch up front and the new reports written in one round trip at the end."""
+    for the whole batch up front, the batch's LLM reports are asked for all at once (a thread each, as when
+    each was a task of its own: ``report.communities_per_task``), and the new reports are written in one round
+    trip at the end."""
     batch = store.communities_by_ids(community_ids)
     communities = {**store.communities_by_ids(c for b in batch.values() for c in b.children), **batch}
     existing = store.reports_by_ids(communities)
@@ -43,15 +52,9 @@ def run_report_batch(store: GraphStore, community_ids: list[str], settings, chat
     uncached = [c for c in todo if c.signature not in cache]
     entities = store.entities(n for c in uncached for n in c.nodes)
     relations = store.relations(e for c in uncached for e in c.edges)
-    generated = failed = 0
-    errors: dict[str, str] = {}
-    new: list[CommunityReport] = []
-    for community in todo:
-        cid = community.id
-        cached = cache.get(community.signature)
-        if cached is not None:
-            new.append(cached.model_copy(update={"community_id": cid, "level": community.level}))
-            continue
+
+    def report_of(community) -> tuple[CommunityReport, str | None]:
+        """(report, None), or an extractive report and the error that stopped the LLM one."""
         ents = {n: entities[n] for n in community.nodes if n in entities}
         rels = {key: relations[key] for key in (tuple(sorted(e)) for e in community.edges) if key in relations}
         sub_reports = {
@@ -59,27 +62,47 @@ def run_report_batch(store: GraphStore, community_ids: list[str], settings, chat
             if child in existing and child in communities and existing[child].signature == communities[child].signature
         }
         try:
-            report = _generate(community, ents, rels, sub_reports, communities, settings, chat)
+            return _generate(community, ents, rels, sub_reports, communities, settings, chat), None
         except CanceledError:
             raise
         except Exception as exc:  # noqa: BLE001 - recorded; an extractive report keeps the graph usable
-            errors[cid] = f"{type(exc).__name__}: {exc}"[:300]
             report = extractive_report(community, ents, rels, sub_reports)
             report.signature = ""  # do not cache a fallback under the real signature
-            failed += 1
-        else:
-            generated += 1
+            return report, f"{type(exc).__name__}: {exc}"[:300]
+
+    # A wave's LLM communities read no report of the same wave (one that would use its children's reports waits for
+    # them: ``report_waves``), so they are asked together; extractive ones follow in order, reading the fresh ones.
+    asked = _in_threads(report_of, [c for c in uncached if asks_llm(c, settings, chat is not None)])
+    errors: dict[str, str] = {}
+    new: list[CommunityReport] = []
+    for community in todo:
+        cid, cached = community.id, cache.get(community.signature)
+        if cached is not None:
+            new.append(cached.model_copy(update={"community_id": cid, "level": community.level}))
+            continue
+        report, error = asked[cid] if cid in asked else report_of(community)
+        if error is not None:
+            errors[cid] = error
         existing[cid] = report
         new.append(report)
     if new:
         store.save_reports(new)
-    reused = len(community_ids) - generated - failed
-    return {"generated": generated, "reused": reused, "failed": failed, "errors": errors}
+    generated = len(new) - len(errors) - sum(c.signature in cache for c in todo)
+    return {"generated": generated, "reused": len(community_ids) - generated - len(errors), "failed": len(errors),
+            "errors": errors}
+
+
+def _in_threads(fn: Callable, communities: list) -> dict:
+    """community id -> ``fn(community)``, the calls run side by side (a thread each; one runs inline)."""
+    if len(communities) <= 1:
+        return {c.id: fn(c) for c in communities}
+    with ThreadPoolExecutor(len(communities), thread_name_prefix="report") as pool:
+        return dict(zip((c.id for c in communities), pool.map(fn, communities), strict=True))
 
 
 def _generate(community, entities, relations, sub_reports, communities, settings, chat: ChatFn | None
               ) -> CommunityReport:
-    if chat is None or len(community.nodes) < settings.report.min_llm_members:
+    if not asks_llm(community, settings, chat is not None):
         report = extractive_report(community, entities, relations, sub_reports)
         report.signature = community.signature
         return report

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -107,6 +108,30 @@ def test_batch_merge_retries_when_a_fragment_arrives_during_the_merge(redis_clie
     assert calls["n"] == 2
     assert store.entities(["A"])["A"].source_ids == ["c1", "c2"]
     assert store.dirty_members("entities") == []
+
+
+def test_batch_merge_starts_the_longest_descriptions_first_and_files_each_result_under_its_key(redis_client, tenant):
+    """The entities with the most fragment text (the ones an LLM summary is asked for) are merged first, so a thread
+    pool sends every summary at the start instead of behind the cheap merges listed ahead of them."""
+    store = GraphStore(redis_client, tenant)
+    names = [f"E{i}" for i in range(8)] + ["LONG"]
+    store.save_extraction(ExtractionResult(chunk_id="c1", entities=[
+        EntityFragment(name=n, description=f"short {n}", source_id="c1") for n in names]))
+    for i in range(2, 6):
+        store.save_extraction(ExtractionResult(chunk_id=f"c{i}", entities=[
+            EntityFragment(name="LONG", description=f"a long description, part {i} " * 20, source_id=f"c{i}")]))
+    order: list[str] = []
+
+    def merge(name, frags):
+        order.append(name)
+        return _merge(name, frags)
+
+    with ThreadPoolExecutor(1) as pool:
+        assert store.merge_batch("entities", names, merge, map_fn=pool.map) == (9, 0)
+    assert order[0] == "LONG" and sorted(order) == sorted(names)
+    merged = store.entities(names)
+    assert merged["LONG"].source_ids == ["c1", "c2", "c3", "c4", "c5"]
+    assert all(merged[n].description == f"short {n}" and merged[n].source_ids == ["c1"] for n in names[:-1])
 
 
 def test_concurrent_batch_merges_lose_nothing(redis_client, tenant):

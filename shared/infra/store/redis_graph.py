@@ -45,6 +45,15 @@ def split_rel_field(field: str) -> tuple[str, str]:
     return a, b
 
 
+def longest_first(items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """(key, fragment hash) pairs with the most fragment bytes first (ties: as given). A merge batch applies its
+    merge function to them in this order: the longest merged descriptions are the ones that need an LLM summary,
+    so in a thread pool's ``map`` every summary of the batch is sent at the start, and the cheap merges queued
+    behind run while they are in flight (longest processing time first). Before, a summary waited for the merges
+    listed ahead of it, and the batch ended that much after its last summary was sent."""
+    return sorted(items, key=lambda item: -sum(len(v) for v in item[1].values()))
+
+
 class GraphStore(DocumentStore, CommunityStore):
     """Read/write access to one tenant's data. Implements ``shared.domain.storage.GraphReader``."""
 
@@ -144,8 +153,8 @@ class GraphStore(DocumentStore, CommunityStore):
         Optimistic concurrency: the fragment hashes are WATCHed while read, the merged records are
         written in one MULTI/EXEC, and a concurrent fragment write aborts and retries the batch, so
         no update is lost without holding per-key locks across the (possibly slow) merge function.
-        ``map_fn`` applies it (e.g. a thread pool's ``map``, so LLM summaries overlap). Returns
-        (written, deleted).
+        ``map_fn`` applies it (e.g. a thread pool's ``map``, so LLM summaries overlap), to the keys with the
+        most fragment bytes first (``longest_first``). Returns (written, deleted).
         """
         frag_key = self.k.entity_fragments if kind == "entities" else (
             lambda f: self.k.relation_fragments(*split_rel_field(f)))
@@ -160,7 +169,8 @@ class GraphStore(DocumentStore, CommunityStore):
                 frags = [model.model_validate_json(v) for v in item[1].values()]
                 return merge(item[0], frags) if frags else None
 
-            results = dict(zip(keys, map_fn(merged, zip(keys, raws, strict=True)), strict=True))
+            items = longest_first(list(zip(keys, raws, strict=True)))
+            results = dict(zip((key for key, _ in items), map_fn(merged, items), strict=True))
             if self._write_merged(kind, keys, frag_key, target, raws, results):
                 written = sum(r is not None for r in results.values())
                 return written, len(keys) - written
