@@ -72,7 +72,8 @@ def run_report_batch(store: GraphStore, community_ids: list[str], settings, chat
 
     # A wave's LLM communities read no report of the same wave (one that would use its children's reports waits for
     # them: ``report_waves``), so they are asked together; extractive ones follow in order, reading the fresh ones.
-    asked = _in_threads(report_of, [c for c in uncached if asks_llm(c, settings, chat is not None)])
+    asked = _in_threads(report_of, [c for c in uncached if asks_llm(c, settings, chat is not None)],
+                        settings.workers.llm_concurrency)
     errors: dict[str, str] = {}
     new: list[CommunityReport] = []
     for community in todo:
@@ -92,11 +93,12 @@ def run_report_batch(store: GraphStore, community_ids: list[str], settings, chat
             "errors": errors}
 
 
-def _in_threads(fn: Callable, communities: list) -> dict:
-    """community id -> ``fn(community)``, the calls run side by side (a thread each; one runs inline)."""
+def _in_threads(fn: Callable, communities: list, at_most: int) -> dict:
+    """community id -> ``fn(community)``, the calls run side by side (a thread each, at most ``at_most``: the
+    threads of an LLM-bound worker process; one runs inline)."""
     if len(communities) <= 1:
         return {c.id: fn(c) for c in communities}
-    with ThreadPoolExecutor(len(communities), thread_name_prefix="report") as pool:
+    with ThreadPoolExecutor(max(1, min(len(communities), at_most)), thread_name_prefix="report") as pool:
         return dict(zip((c.id for c in communities), pool.map(fn, communities), strict=True))
 
 
