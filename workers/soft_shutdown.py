@@ -1,28 +1,23 @@
 """SIGTERM: a soft shutdown that acks what finishes in it, then the unfinished tasks are requeued at once.
 
-The deployment sets ``REMAP_SIGTERM=SIGQUIT`` (docker-compose.yml, ``graphfleet up``), so SIGTERM is
-Celery's cold shutdown preceded by its soft shutdown: running tasks get ``worker_soft_shutdown_timeout``
-(``workers.soft_shutdown_timeout_s``, 30 s) to finish.
+``REMAP_SIGTERM=SIGQUIT`` (docker-compose.yml, ``graphfleet up``) makes SIGTERM Celery's cold shutdown preceded
+by its soft shutdown: running tasks get ``workers.soft_shutdown_timeout_s`` (30 s) to finish.
 
-Celery waits with a plain ``sleep`` inside the signal handler, on the main thread, while its event loop
-(kombu's hub) runs every ack: a task thread only schedules its ack there (``Consumer.call_soon_ack``). So a
-task that finished in the wait, or just before the signal with its ack not yet run, kept its message unacked;
-the requeue below (Redis) or the closed connection (RabbitMQ) sent it to another worker, which ran it again: a
-second LLM call for an extraction that had succeeded, and a re-chunked document that sent its extraction twice
-(found by ``tests/reliability/test_shutdown.py`` on a loaded CI machine). :func:`soft_shutdown_wait` replaces
-that sleep: it runs the acks and rejects the loop holds (:func:`flush_acks`) every ``POLL_S``, and ends as
-soon as every running task finished and was acked (or at the timeout, as before).
+Celery waits with a ``sleep`` in the signal handler, on the main thread, while its event loop (kombu's hub) runs
+every ack: a task thread only schedules its ack there (``Consumer.call_soon_ack``). So a task that finished in
+the wait (or just before the signal) kept its message unacked and ran again on another worker: a second LLM
+call, a re-chunked document that sent its extraction twice (``tests/reliability/test_shutdown.py`` on a loaded
+CI machine). :func:`soft_shutdown_wait` replaces that sleep: it runs the acks and rejects the loop holds
+(:func:`flush_acks`) every ``POLL_S`` and ends once every running task finished and was acked (or at the timeout).
 
-After the wait, a pool that cannot stop a task (``threads``, ``solo``: ``terminate_job`` not implemented)
-would fail Celery's cancel with ``NotImplementedError`` and join its threads for as long as the tasks run: the
-container would be SIGKILLed at the end of its grace period and the messages wait for the visibility timeout.
-So on such a pool this module puts every message the worker still holds back at the head of its queue
-(``QoS.restore_unacked``: the messages come out of the ``unacked`` hash) and exits the process; another worker
-runs them now. A task that finishes in the instant between the requeue and the exit runs again: every task is
-idempotent. ``restore_unacked`` runs on the task channel's own connection pool (the broker's Redis, through
-Sentinel the current primary). On RabbitMQ the channel has no such QoS; the exit closes the connection and the
-broker requeues every unacked message at once, which is the same outcome. Prefork (``terminate_job``) goes on
-with Celery's own cold shutdown after the wait.
+After the wait, a pool that cannot stop a task (``threads``, ``solo``: no ``terminate_job``) would fail Celery's
+cancel with ``NotImplementedError`` and join its threads for as long as the tasks run. So on such a pool this
+module puts every message the worker holds back at the head of its queue (``QoS.restore_unacked``, on the task
+channel's own connection pool: the broker's Redis, through Sentinel the current primary) and exits; another
+worker runs them now. On RabbitMQ the exit closes the connection and the broker requeues every unacked message,
+the same outcome. A task finishing between the requeue and the exit runs again: every task is idempotent.
+Prefork goes on with Celery's own cold shutdown. On every pool, a message delivered after the wait starts no
+task (:func:`start_nothing_more`).
 """
 
 from __future__ import annotations
@@ -115,8 +110,27 @@ def requeue_held(consumer) -> int:
     return held
 
 
+def start_nothing_more(consumer) -> None:
+    """From here on, a task message the consumer still receives is left unacked and not started.
+
+    Celery's cold shutdown still delivers after the wait: RabbitMQ's ``basic_cancel`` hands over what the broker
+    pushed into the prefetch window the wait's acks freed; on Redis the loop reads a ``BRPOP`` answer in flight.
+    Started then, a task cannot be stopped on a threads pool ("Unrecoverable error", then a warm shutdown that
+    could hang). Left unacked, it goes back to its queue (the closed connection, the channel's close or
+    :func:`requeue_held`; else the ``unacked`` hash's visibility timeout)."""
+    task_consumer = getattr(consumer, "task_consumer", None)
+    if task_consumer is not None:
+        task_consumer.on_message = _leave_for_another_worker
+
+
+def _leave_for_another_worker(message) -> None:
+    log.warning("soft shutdown: a message delivered after the wait (%s) is left for another worker",
+                (message.headers or {}).get("task", "?"))
+
+
 def _wait_then_requeue(self: WorkController) -> None:
     soft_shutdown_wait(self)
+    start_nothing_more(self.consumer)
     if not state.active_requests or not cannot_stop_tasks(self.pool):
         return  # nothing running, or a pool that cancels its tasks itself (prefork)
     try:

@@ -168,4 +168,8 @@ def _sigterm_with_one_slow_task(gate: Gate, tmp_path, env: dict) -> None:  # noq
         stack.stop()
     assert view["status"] == "succeeded", view
     assert set(deliveries.values()) == {1}, deliveries
-    assert "every running task finished and was acked" in (stack.log_dir / "worker-ingest.log").read_text()
+    log = (stack.log_dir / "worker-ingest.log").read_text()
+    assert "every running task finished and was acked" in log
+    # nothing started after the wait: a task started then cannot be stopped on -P threads (Celery's cancel
+    # raised NotImplementedError, "Unrecoverable error", and the worker hung in its warm shutdown)
+    assert "Unrecoverable error" not in log and "NotImplementedError" not in log, log[-3000:]

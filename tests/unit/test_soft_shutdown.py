@@ -11,8 +11,8 @@ import logging
 import threading
 from types import SimpleNamespace
 
-from celery.worker.consumer.consumer import Consumer
-from kombu import Connection
+from celery.worker.consumer.consumer import Consumer as CeleryConsumer
+from kombu import Connection, Consumer, Exchange, Producer, Queue
 from kombu.asynchronous import Hub
 
 from workers import soft_shutdown
@@ -27,7 +27,7 @@ def _delivered(conn: Connection, n: int) -> list:
 
 def _schedule(hub: Hub, callback, *args) -> None:
     """As a finished task's thread does: Celery's call_soon_ack puts the callback on the hub."""
-    Consumer.call_soon_ack(SimpleNamespace(hub=hub), callback, logging.getLogger("test"), (), *args)
+    CeleryConsumer.call_soon_ack(SimpleNamespace(hub=hub), callback, logging.getLogger("test"), (), *args)
 
 
 def test_acks_and_rejects_waiting_on_the_loop_are_run_and_nothing_else():
@@ -61,3 +61,23 @@ def test_a_hub_lock_held_by_the_interrupted_loop_leaves_the_acks_alone():
 
 def test_no_event_loop_is_nothing_to_flush():
     assert soft_shutdown.flush_acks(SimpleNamespace(hub=None)) == 0
+
+
+def test_a_message_delivered_after_the_wait_is_not_started_and_goes_back_to_its_queue():
+    """What Celery's cold shutdown still delivers after the wait (basic_cancel's drain on RabbitMQ, the BRPOP
+    in flight on Redis) reaches no task: it stays unacked, so the requeue (or on Redis the channel's close,
+    on RabbitMQ the closed connection) puts it back."""
+    queue, started = Queue("soft-shutdown-after-wait", Exchange("soft-shutdown-after-wait"), "k"), []
+    with Connection("memory://") as conn:
+        Producer(conn.channel()).publish({"i": 1}, exchange=queue.exchange, routing_key="k", declare=[queue],
+                                         headers={"task": "graphfleet.extract_chunk"})
+        channel = conn.channel()
+        consumer = Consumer(channel, queues=[queue], on_message=started.append)
+        soft_shutdown.start_nothing_more(SimpleNamespace(task_consumer=consumer))
+        consumer.consume()
+        conn.drain_events(timeout=1)
+        assert started == []
+        assert soft_shutdown.requeue_held(SimpleNamespace(task_consumer=consumer)) == 1  # delivered, unacked
+        back = conn.SimpleQueue(queue).get(timeout=1)
+        assert back.payload == {"i": 1} and back.headers["task"] == "graphfleet.extract_chunk"
+    soft_shutdown.start_nothing_more(SimpleNamespace())  # a consumer that never connected: nothing to do
