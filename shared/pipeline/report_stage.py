@@ -76,6 +76,7 @@ def run_report_batch(store: GraphStore, community_ids: list[str], settings, chat
                         settings.workers.llm_concurrency)
     errors: dict[str, str] = {}
     new: list[CommunityReport] = []
+    generated = 0
     for community in todo:
         cid, cached = community.id, cache.get(community.signature)
         if cached is not None:
@@ -84,11 +85,12 @@ def run_report_batch(store: GraphStore, community_ids: list[str], settings, chat
         report, error = asked[cid] if cid in asked else report_of(community)
         if error is not None:
             errors[cid] = error
+        else:
+            generated += 1
         existing[cid] = report
         new.append(report)
     if new:
         store.save_reports(new)
-    generated = len(new) - len(errors) - sum(c.signature in cache for c in todo)
     return {"generated": generated, "reused": len(community_ids) - generated - len(errors), "failed": len(errors),
             "errors": errors}
 
