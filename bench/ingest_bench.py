@@ -3,8 +3,9 @@
     .venv/bin/python -m bench.ingest_bench [--latency 0 200] [--repeat 3] [--ms-per-completion-token 12.5]
         [--processes 1|N|auto] [--concurrency 16] [--warm-stack] [--out bench/results/ingest.jsonl]
 
-Prints wall seconds, LLM calls by stage, prompt/completion tokens, when each stage first started and the CPU
-seconds of each process (with the cores busy on average) per run, then medians. ``--ms-per-completion-token``
+Prints wall seconds, LLM calls by stage, prompt/completion tokens, when each stage first started, the CPU
+seconds of each process (with the cores busy on average) and each task's mean wait in its queue (publish to
+start, ``graphfleet_task_queue_wait_seconds``) per run, then medians. ``--ms-per-completion-token``
 adds generation time per answer token (12.5: ~80 tokens/s); ``--processes auto`` sizes the worker groups as
 ``graphfleet up`` does (``--concurrency 0``: the configured threads per LLM-bound worker). Each run starts a
 fresh stack, so by default it measures a stack's first ingestion; ``--warm-stack`` measures its second (the same
@@ -62,6 +63,39 @@ def group_cpu(procs: dict[str, list], precise: bool = False) -> dict[str, float]
     return out
 
 
+def queue_waits(metrics_dir) -> dict[str, tuple[float, float]]:
+    """task (short name) -> (tasks started, seconds their messages waited in all) so far, from the stack's
+    ``graphfleet_task_queue_wait_seconds`` (publish to start, observed by the workers in its metrics directory)."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(metrics_dir))
+    out: dict[str, tuple[float, float]] = {}
+    for family in registry.collect():
+        if family.name != "graphfleet_task_queue_wait_seconds":
+            continue
+        for sample in family.samples:
+            task = sample.labels.get("task", "").rsplit(".", 1)[-1]
+            count, total = out.get(task, (0.0, 0.0))
+            if sample.name.endswith("_count"):
+                count += sample.value
+            elif sample.name.endswith("_sum"):
+                total += sample.value
+            out[task] = (count, total)
+    return out
+
+
+def queue_wait_ms(before: dict, after: dict) -> dict[str, dict]:
+    """Per task started between two ``queue_waits`` readings: how many, and their mean wait in the queue (ms)."""
+    out = {}
+    for task, (count, total) in sorted(after.items()):
+        n, waited = count - before.get(task, (0.0, 0.0))[0], total - before.get(task, (0.0, 0.0))[1]
+        if n > 0:
+            out[task] = {"tasks": int(n), "mean_ms": round(1000 * waited / n, 1)}
+    return out
+
+
 def run_once(latency: float, concurrency: int, run: int, processes: int | str = 1, ms_per_token: float = 0.0,
              warm_stack: bool = False) -> dict:
     with (simulator(latency_ms=latency, ms_per_completion_token=ms_per_token) as llm, redis_server() as redis_url,
@@ -72,7 +106,7 @@ def run_once(latency: float, concurrency: int, run: int, processes: int | str = 
             warm = client.ingest_files(f"warm{run}", [SAMPLE])
             client.wait(f"warm{run}", warm["job_id"], timeout=1800)
         procs = stack_processes(st, llm, redis_url)
-        cpu_before = group_cpu(procs)
+        cpu_before, waits_before = group_cpu(procs), queue_waits(st.metrics_dir)
         with CpuTimeline(procs) as timeline:
             started = time.perf_counter()
             job = client.ingest_files(tenant, [SAMPLE])
@@ -95,6 +129,8 @@ def run_once(latency: float, concurrency: int, run: int, processes: int | str = 
             "cores_busy": round(sum(cpu.values()) / seconds, 2), "cores": os.cpu_count(),
             # seconds in which one process used a whole core (its GIL), and in which every core was busy
             "saturated": timeline.summary(),
+            # per task: how many ran, and the mean wait of their messages from publish to start
+            "queue_wait_ms": queue_wait_ms(waits_before, queue_waits(st.metrics_dir)),
             "sim_chat_calls": sim["chat"]["calls"],
             "sim_embedding_calls": sim["embeddings"]["calls"],
             **{k: stats[k] for k in ("chunks", "entities", "relations", "communities_by_level", "reports")},

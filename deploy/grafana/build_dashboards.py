@@ -62,6 +62,7 @@ def zero(expr: str) -> str:
 COST, TOKENS = "graphfleet:llm_cost_usd:rate5m", "graphfleet:llm_tokens:rate5m"
 LLM_LAT = "graphfleet:llm_request_duration_seconds_bucket:rate5m"
 TASK_LAT = "graphfleet:task_duration_seconds_bucket:rate5m"
+QUEUE_WAIT = "graphfleet:task_queue_wait_seconds_bucket:rate5m"
 JOB_LAT = "graphfleet:job_duration_seconds_bucket:rate5m"
 HTTP, HTTP_LAT = "graphfleet:http_requests:rate5m", "graphfleet:http_request_duration_seconds_bucket:rate5m"
 
@@ -107,6 +108,10 @@ OVERVIEW = [
     panel("Tasks in progress", [q("sum by (queue) (graphfleet_tasks_in_progress)", "{{queue}}")], w=8, stack=True),
     panel("Task latency p95 by queue",
           [q(f"histogram_quantile(0.95, sum by (queue, le) ({TASK_LAT}))", "{{queue}}")], unit="s"),
+    panel("Queue wait p95 by queue",
+          [q(f"histogram_quantile(0.95, sum by (queue, le) ({QUEUE_WAIT}))", "{{queue}}")], unit="s",
+          description="From a message's publish to its task's start (the backlog ahead of it and the delivery): "
+                      "a wait that grows while the tasks' own latency does not says the queue needs more workers"),
     panel("Tasks/s by queue and outcome",
           [q(f"sum by (queue, outcome) (rate(graphfleet_tasks_total[{RI}]))", "{{queue}} {{outcome}}")],
           unit="ops"),

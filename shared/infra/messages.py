@@ -10,6 +10,7 @@ so messages queued before an upgrade are read the same way.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import ClassVar
@@ -133,6 +134,8 @@ class QueryDeadline(Message):
     pass
 
 
+# a message header: when it was published (``time.time()``); ``graphfleet_task_queue_wait_seconds`` is read from it
+SENT_AT = "graphfleet_sent_at"
 REPR_MAX = 1024  # Celery's own bound on a message's argument reprs (``amqp.argsrepr_maxsize``)
 WARM_TASK = "graphfleet.warm"  # the name of the messages a warm-up builds and never sends
 REHEARSALS = 8  # CPython 3.11 specializes a function's code after a few calls: as many as warm it
@@ -143,9 +146,11 @@ BATCH_MESSAGES = 500
 def send(celery, msg: Message, **options) -> None:
     """Enqueue ``msg`` on its task's queue (routing: ``shared.infra.queueing.ROUTES``). The reprs that logs and
     monitors show are given, not left to Celery's ``saferepr``: a message's fields are short ids, and that
-    recursive repr cost 0.1-0.2 ms of a send's ~1 ms of CPU (``bench.send_cost``)."""
+    recursive repr cost 0.1-0.2 ms of a send's ~1 ms of CPU (``bench.send_cost``). The message carries when it
+    was published (header ``SENT_AT``, epoch seconds): the worker observes its wait in the queue at its start."""
     kwargs = msg.kwargs()
-    celery.send_task(msg.TASK, kwargs=kwargs, **_reprs(kwargs), **options)
+    headers = {**(options.pop("headers", None) or {}), SENT_AT: time.time()}
+    celery.send_task(msg.TASK, kwargs=kwargs, headers=headers, **_reprs(kwargs), **options)
 
 
 def _reprs(kwargs: dict) -> dict:

@@ -54,6 +54,7 @@ METRIC_NAMES: frozenset[str] = frozenset({
     "graphfleet_llm_cache_hits_total",
     "graphfleet_tasks_total",
     "graphfleet_task_duration_seconds",
+    "graphfleet_task_queue_wait_seconds",
     "graphfleet_tasks_in_progress",
     "graphfleet_queue_depth",
     "graphfleet_queue_unacked",
@@ -116,6 +117,9 @@ class _Metrics:
                              ["queue", "task", "outcome"])
         self.task_duration = Histogram("graphfleet_task_duration_seconds", "Celery task run time",
                                        ["queue", "task"], buckets=TASK_BUCKETS)
+        self.task_queue_wait = Histogram("graphfleet_task_queue_wait_seconds",
+                                         "Time a task's message waited between its publish and the task's start",
+                                         ["queue", "task"], buckets=TASK_BUCKETS)
         self.tasks_in_progress = Gauge("graphfleet_tasks_in_progress", "Celery tasks running now",
                                        ["queue", "task"], multiprocess_mode="livesum")
         self.jobs = Counter("graphfleet_jobs", "Jobs by kind and status (submitted or a final status)",
@@ -213,7 +217,7 @@ def prime_query_series(model: str, queue: str, task: str, tenant_tiers: dict[str
     """Create, at zero, the series a query worker's first answer writes to (its answer call, its task, its job)
     for each ``tenant -> tier`` given. Prometheus's advice is to initialise the label sets known in advance
     (``rate`` and alerts see them before the first event); and in multiprocess mode each new child maps its
-    values when created, ~1 ms for a query's 15 series, which the first query would otherwise pay. Nothing is
+    values when created, ~1 ms for a query's 16 series, which the first query would otherwise pay. Nothing is
     counted or observed."""
     m = metrics()
     model, queue = _label(model), _label(queue)
@@ -232,6 +236,7 @@ def prime_query_series(model: str, queue: str, task: str, tenant_tiers: dict[str
     for outcome in ("started", "succeeded"):
         m.tasks.labels(queue=queue, task=task, outcome=outcome)
     m.task_duration.labels(queue=queue, task=task)
+    m.task_queue_wait.labels(queue=queue, task=task)
     m.tasks_in_progress.labels(queue=queue, task=task)
 
 
@@ -242,6 +247,11 @@ def record_task(queue: str, task: str, outcome: str) -> None:
 
 def observe_task_duration(queue: str, task: str, seconds: float) -> None:
     metrics().task_duration.labels(queue=queue, task=task).observe(max(0.0, seconds))
+
+
+def observe_task_queue_wait(queue: str, task: str, seconds: float) -> None:
+    """A task's wait between its message's publish and its start (0 when the clocks of two hosts disagree)."""
+    metrics().task_queue_wait.labels(queue=queue, task=task).observe(max(0.0, seconds))
 
 
 def record_job_submitted(kind: str, tier: str = DEFAULT_TIER) -> None:

@@ -142,6 +142,11 @@ def test_gateway_metrics_equal_simulator_counts(stack, simulator, tenant):
     assert total(got, "graphfleet_tasks_total", queue="extractor", outcome="succeeded") == chunks
     assert total(got, "graphfleet_tasks_total", queue="extractor", outcome="started") == chunks
     assert total(got, "graphfleet_task_duration_seconds_count", queue="extractor") == chunks
+    # every task's wait in its queue, from the publish time its message carries: each message is sent with it
+    for queue in {lab["queue"] for lab, v in got["graphfleet_tasks_total"] if v and lab["outcome"] == "started"}:
+        started = total(got, "graphfleet_tasks_total", queue=queue, outcome="started")
+        assert total(got, "graphfleet_task_queue_wait_seconds_count", queue=queue) == started, queue
+    assert total(got, "graphfleet_task_queue_wait_seconds_sum", queue="extractor") > 0
     assert total(got, "graphfleet_chunks_processed_total", outcome="ok") == chunks
     assert total(got, "graphfleet_jobs_total", kind="ingest", status="succeeded", tier="gold") == 1
     assert total(got, "graphfleet_job_duration_seconds_count", kind="ingest", tier="gold") == 1

@@ -318,7 +318,8 @@ def scrape():
                   for s in f.samples if s.name.startswith(("graphfleet_llm", "graphfleet_job", "graphfleet_task")))
 m.prime_query_series("gpt-4o-mini", ROUTES[QUERY], QUERY, {"acme": "gold", "beta": "free"})
 primed = scrape()
-# what a query worker's first answer writes: its task, its answer call (usage), its job
+# what a query worker's first answer writes: its task (its wait in the queue first), its answer call (usage), its job
+m.observe_task_queue_wait(ROUTES[QUERY], QUERY, 0.002)
 m.record_task(ROUTES[QUERY], QUERY, "started")
 m.metrics().tasks_in_progress.labels(queue=ROUTES[QUERY], task=QUERY).inc()
 m.usage_listener(UsageRecord(tenant="acme", job_id="q1", stage="answer", model="gpt-4o-mini", kind="chat",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -9,6 +10,7 @@ from celery import Celery
 from prometheus_client import REGISTRY
 
 from shared.infra import metrics as m
+from shared.infra.messages import SENT_AT
 from shared.infra.queueing import EXTRACT, ROUTES
 from workers.metrics_signals import install as install_celery_signal_handlers
 
@@ -54,6 +56,28 @@ def test_task_success_counts_and_duration(app):
     assert value("graphfleet_tasks_total", queue=queue, task=EXTRACT, outcome="failed") == before["failed"]
     assert value("graphfleet_task_duration_seconds_count", queue=queue, task=EXTRACT) == count_before + 1
     assert value("graphfleet_tasks_in_progress", queue=queue, task=EXTRACT) == 0
+
+
+def test_a_tasks_wait_in_the_queue_is_observed_from_its_messages_publish_time(app):
+    extract = app.graphfleet_tasks[0]
+    queue = ROUTES[EXTRACT]
+
+    def observed() -> tuple[float, float, float]:
+        return (value("graphfleet_task_queue_wait_seconds_count", queue=queue, task=EXTRACT),
+                value("graphfleet_task_queue_wait_seconds_sum", queue=queue, task=EXTRACT),
+                value("graphfleet_task_queue_wait_seconds_bucket", queue=queue, task=EXTRACT, le="1.0"))
+
+    count, total, within_1s = observed()
+    extract.apply(args=(1,), headers={SENT_AT: time.time() - 2.0})  # published 2 s ago
+    assert observed()[0] == count + 1
+    assert 2.0 <= observed()[1] - total < 60
+    assert observed()[2] == within_1s  # not in the 1 s bucket
+    after_first = observed()
+    extract.apply(args=(1,), headers={SENT_AT: time.time() + 30})  # the sender's clock ahead: observed as 0
+    assert observed() == (count + 2, after_first[1], within_1s + 1)
+    extract.apply(args=(1,))  # a message sent without the header (another client): not observed
+    extract.apply(args=(1,), headers={SENT_AT: "yesterday"})
+    assert observed()[0] == count + 2
 
 
 def test_task_failure_and_retry(app):
