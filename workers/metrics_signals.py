@@ -2,8 +2,8 @@
 
 Outcomes: ``started`` (task_prerun), ``succeeded`` (task_postrun with state SUCCESS), ``failed``
 (task_failure), ``retried`` (task_retry). Durations are observed for every run that reaches
-task_postrun, whatever its state; the wait in the queue at task_prerun, from the publish time its message
-carries (``shared.infra.messages.SENT_AT``; a message sent without it is not observed). Signals are
+task_postrun, whatever its state; the wait in the queue at task_prerun, from the time its message says it was
+ready to run (``shared.infra.messages.READY_AT``; a message sent without it is not observed). Signals are
 process-global; handlers are connected once.
 """
 
@@ -19,7 +19,7 @@ from celery import signals
 from shared.infra import metrics as m
 from shared.infra.job_metrics import JobMetrics
 from shared.infra.jobs import add_job_listener
-from shared.infra.messages import SENT_AT
+from shared.infra.messages import READY_AT
 
 log = logging.getLogger(__name__)
 METRICS_PORT_ENV = "GRAPHFLEET_METRICS_PORT"
@@ -44,21 +44,21 @@ def _names(task, request=None) -> tuple[str, str]:
     return queue_of(task, request), getattr(task, "name", None) or "unknown"
 
 
-def _sent_at(request) -> float | None:
-    """The publish time a task's message carries (``messages.SENT_AT``): a worker's request has the message's
+def _ready_at(request) -> float | None:
+    """When a task's message was ready to run (``messages.READY_AT``): a worker's request has the message's
     headers as attributes, an eagerly applied task has them in ``headers``."""
-    value = getattr(request, SENT_AT, None)
+    value = getattr(request, READY_AT, None)
     if value is None:
-        value = (getattr(request, "headers", None) or {}).get(SENT_AT)
+        value = (getattr(request, "headers", None) or {}).get(READY_AT)
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def on_prerun(sender=None, task_id=None, task=None, **_kw) -> None:
     task = task or sender
     queue, name = _names(task)
-    sent_at = _sent_at(getattr(task, "request", None))
-    if sent_at is not None:
-        m.observe_task_queue_wait(queue, name, time.time() - sent_at)
+    ready_at = _ready_at(getattr(task, "request", None))
+    if ready_at is not None:
+        m.observe_task_queue_wait(queue, name, time.time() - ready_at)
     with _lock:
         _started[task_id] = (time.perf_counter(), queue, name)
     m.record_task(queue, name, "started")

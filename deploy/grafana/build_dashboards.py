@@ -110,8 +110,9 @@ OVERVIEW = [
           [q(f"histogram_quantile(0.95, sum by (queue, le) ({TASK_LAT}))", "{{queue}}")], unit="s"),
     panel("Queue wait p95 by queue",
           [q(f"histogram_quantile(0.95, sum by (queue, le) ({QUEUE_WAIT}))", "{{queue}}")], unit="s",
-          description="From a message's publish to its task's start (the backlog ahead of it and the delivery): "
-                      "a wait that grows while the tasks' own latency does not says the queue needs more workers"),
+          description="From a message being ready (sent, or its countdown over) to its task's start (the backlog "
+                      "ahead of it and the delivery): a wait that grows while the tasks' own latency does not says "
+                      "the queue needs more workers"),
     panel("Tasks/s by queue and outcome",
           [q(f"sum by (queue, outcome) (rate(graphfleet_tasks_total[{RI}]))", "{{queue}} {{outcome}}")],
           unit="ops"),

@@ -134,8 +134,9 @@ class QueryDeadline(Message):
     pass
 
 
-# a message header: when it was published (``time.time()``); ``graphfleet_task_queue_wait_seconds`` is read from it
-SENT_AT = "graphfleet_sent_at"
+# a message header: when it was ready to run (``time.time()``): its publish, or the end of its countdown; the
+# workers observe ``graphfleet_task_queue_wait_seconds`` from it
+READY_AT = "graphfleet_ready_at"
 REPR_MAX = 1024  # Celery's own bound on a message's argument reprs (``amqp.argsrepr_maxsize``)
 WARM_TASK = "graphfleet.warm"  # the name of the messages a warm-up builds and never sends
 REHEARSALS = 8  # CPython 3.11 specializes a function's code after a few calls: as many as warm it
@@ -147,9 +148,12 @@ def send(celery, msg: Message, **options) -> None:
     """Enqueue ``msg`` on its task's queue (routing: ``shared.infra.queueing.ROUTES``). The reprs that logs and
     monitors show are given, not left to Celery's ``saferepr``: a message's fields are short ids, and that
     recursive repr cost 0.1-0.2 ms of a send's ~1 ms of CPU (``bench.send_cost``). The message carries when it
-    was published (header ``SENT_AT``, epoch seconds): the worker observes its wait in the queue at its start."""
+    is ready to run (header ``READY_AT``, epoch seconds: now, or when its ``countdown`` or ``eta`` (an aware
+    datetime, as Celery wants) comes): the worker observes its wait in the queue at its start."""
     kwargs = msg.kwargs()
-    headers = {**(options.pop("headers", None) or {}), SENT_AT: time.time()}
+    eta = options.get("eta")
+    ready_at = eta.timestamp() if eta is not None else time.time() + float(options.get("countdown") or 0)
+    headers = {**(options.pop("headers", None) or {}), READY_AT: ready_at}
     celery.send_task(msg.TASK, kwargs=kwargs, headers=headers, **_reprs(kwargs), **options)
 
 

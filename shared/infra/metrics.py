@@ -118,7 +118,8 @@ class _Metrics:
         self.task_duration = Histogram("graphfleet_task_duration_seconds", "Celery task run time",
                                        ["queue", "task"], buckets=TASK_BUCKETS)
         self.task_queue_wait = Histogram("graphfleet_task_queue_wait_seconds",
-                                         "Time a task's message waited between its publish and the task's start",
+                                         "Time a task's message waited between being ready (sent, or its "
+                                         "countdown over) and the task's start",
                                          ["queue", "task"], buckets=TASK_BUCKETS)
         self.tasks_in_progress = Gauge("graphfleet_tasks_in_progress", "Celery tasks running now",
                                        ["queue", "task"], multiprocess_mode="livesum")
@@ -250,7 +251,8 @@ def observe_task_duration(queue: str, task: str, seconds: float) -> None:
 
 
 def observe_task_queue_wait(queue: str, task: str, seconds: float) -> None:
-    """A task's wait between its message's publish and its start (0 when the clocks of two hosts disagree)."""
+    """A task's wait between its message being ready (its publish, or its countdown's end) and its start (0 when
+    the clocks of two hosts disagree)."""
     metrics().task_queue_wait.labels(queue=queue, task=task).observe(max(0.0, seconds))
 
 

@@ -142,7 +142,7 @@ def test_gateway_metrics_equal_simulator_counts(stack, simulator, tenant):
     assert total(got, "graphfleet_tasks_total", queue="extractor", outcome="succeeded") == chunks
     assert total(got, "graphfleet_tasks_total", queue="extractor", outcome="started") == chunks
     assert total(got, "graphfleet_task_duration_seconds_count", queue="extractor") == chunks
-    # every task's wait in its queue, from the publish time its message carries: each message is sent with it
+    # every task's wait in its queue, from when its message says it was ready: each message is sent with it
     for queue in {lab["queue"] for lab, v in got["graphfleet_tasks_total"] if v and lab["outcome"] == "started"}:
         started = total(got, "graphfleet_tasks_total", queue=queue, outcome="started")
         assert total(got, "graphfleet_task_queue_wait_seconds_count", queue=queue) == started, queue

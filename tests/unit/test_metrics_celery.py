@@ -10,7 +10,7 @@ from celery import Celery
 from prometheus_client import REGISTRY
 
 from shared.infra import metrics as m
-from shared.infra.messages import SENT_AT
+from shared.infra.messages import READY_AT
 from shared.infra.queueing import EXTRACT, ROUTES
 from workers.metrics_signals import install as install_celery_signal_handlers
 
@@ -58,7 +58,7 @@ def test_task_success_counts_and_duration(app):
     assert value("graphfleet_tasks_in_progress", queue=queue, task=EXTRACT) == 0
 
 
-def test_a_tasks_wait_in_the_queue_is_observed_from_its_messages_publish_time(app):
+def test_a_tasks_wait_in_the_queue_is_observed_from_when_its_message_was_ready(app):
     extract = app.graphfleet_tasks[0]
     queue = ROUTES[EXTRACT]
 
@@ -68,15 +68,15 @@ def test_a_tasks_wait_in_the_queue_is_observed_from_its_messages_publish_time(ap
                 value("graphfleet_task_queue_wait_seconds_bucket", queue=queue, task=EXTRACT, le="1.0"))
 
     count, total, within_1s = observed()
-    extract.apply(args=(1,), headers={SENT_AT: time.time() - 2.0})  # published 2 s ago
+    extract.apply(args=(1,), headers={READY_AT: time.time() - 2.0})  # ready 2 s ago
     assert observed()[0] == count + 1
     assert 2.0 <= observed()[1] - total < 60
     assert observed()[2] == within_1s  # not in the 1 s bucket
     after_first = observed()
-    extract.apply(args=(1,), headers={SENT_AT: time.time() + 30})  # the sender's clock ahead: observed as 0
+    extract.apply(args=(1,), headers={READY_AT: time.time() + 30})  # the sender's clock ahead: observed as 0
     assert observed() == (count + 2, after_first[1], within_1s + 1)
     extract.apply(args=(1,))  # a message sent without the header (another client): not observed
-    extract.apply(args=(1,), headers={SENT_AT: "yesterday"})
+    extract.apply(args=(1,), headers={READY_AT: "yesterday"})
     assert observed()[0] == count + 2
 
 

@@ -5,6 +5,8 @@ still delivered when the batch's flush fails."""
 from __future__ import annotations
 
 import json
+import time
+from datetime import UTC, datetime
 
 import pytest
 import redis
@@ -15,7 +17,7 @@ from api_gateway.state import LockedCelery
 from shared.config import Settings
 from shared.infra import messages
 from shared.infra import queueing as q
-from shared.infra.messages import ExtractChunk, Message, send_all, warm_sender
+from shared.infra.messages import READY_AT, ExtractChunk, Message, QueryDeadline, send, send_all, warm_sender
 from tests.brokers import rabbit_vhost, sentinel_group
 
 
@@ -164,5 +166,27 @@ def test_warming_the_sender_declares_every_queue_and_sends_nothing(redis_server,
         assert not [k for k in keys if broker.type(k) == "list"]  # no queue holds a message
         with celery.producer_or_acquire() as producer:  # the pooled producer is connected already
             assert producer.connection.connected
+    finally:
+        celery.close()
+
+
+def test_each_message_says_when_it_is_ready_to_run_a_delayed_one_when_its_delay_ends(redis_server, broker_redis,
+                                                                                       tenant):
+    """The ``READY_AT`` header the workers observe ``graphfleet_task_queue_wait_seconds`` from: a fan-out's messages
+    are ready when published; a countdown (a query's deadline) or an eta is not a wait in the queue."""
+    celery = q.make_celery(Settings(redis_url=redis_server.url, broker_url=broker_redis.url))
+    try:
+        before = time.time()
+        send_all(celery, _fan_out(tenant, "job-r1", 2))
+        send(celery, QueryDeadline(tenant, "q-r1"), countdown=30)
+        due = datetime.fromtimestamp(before + 90, tz=UTC)
+        send(celery, QueryDeadline(tenant, "q-r2"), eta=due, headers={"x-other": "kept"})
+        after = time.time()
+        fanned = [headers[READY_AT] for _kw, headers in _received(celery, "extractor", 2)]
+        assert all(before <= t <= after for t in fanned)
+        delayed = {kw["job_id"]: headers for kw, headers in _received(celery, "reducer", 2)}
+        assert before + 30 <= delayed["q-r1"][READY_AT] <= after + 30
+        assert delayed["q-r2"][READY_AT] == pytest.approx(before + 90)
+        assert delayed["q-r2"]["x-other"] == "kept"  # headers given by the caller go along
     finally:
         celery.close()
