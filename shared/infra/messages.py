@@ -134,7 +134,7 @@ class QueryDeadline(Message):
     pass
 
 
-# a message header: when it was ready to run (``time.time()``): its publish, or the end of its countdown; the
+# a message header: when it was ready to run (``time.time()``): its publish, or when its countdown or eta ends; the
 # workers observe ``graphfleet_task_queue_wait_seconds`` from it
 READY_AT = "graphfleet_ready_at"
 REPR_MAX = 1024  # Celery's own bound on a message's argument reprs (``amqp.argsrepr_maxsize``)
