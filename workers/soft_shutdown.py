@@ -3,21 +3,18 @@
 ``REMAP_SIGTERM=SIGQUIT`` (docker-compose.yml, ``graphfleet up``) makes SIGTERM Celery's cold shutdown preceded
 by its soft shutdown: running tasks get ``workers.soft_shutdown_timeout_s`` (30 s) to finish.
 
-Celery waits with a ``sleep`` in the signal handler, on the main thread, while its event loop (kombu's hub) runs
-every ack: a task thread only schedules its ack there (``Consumer.call_soon_ack``). So a task that finished in
-the wait (or just before the signal) kept its message unacked and ran again on another worker: a second LLM
-call, a re-chunked document that sent its extraction twice (``tests/reliability/test_shutdown.py`` on a loaded
-CI machine). :func:`soft_shutdown_wait` replaces that sleep: it runs the acks and rejects the loop holds
-(:func:`flush_acks`) every ``POLL_S`` and ends once every running task finished and was acked (or at the timeout).
+Celery waits with a ``sleep`` in the signal handler while its event loop runs every ack (``call_soon_ack``), so
+a task that finished in the wait kept its message unacked and ran again elsewhere. :func:`soft_shutdown_wait`
+runs the acks and rejects the loop holds (:func:`flush_acks`) every ``POLL_S`` instead, and ends once every
+running task finished and was acked (or at the timeout).
 
-After the wait, a pool that cannot stop a task (``threads``, ``solo``: no ``terminate_job``) would fail Celery's
-cancel with ``NotImplementedError`` and join its threads for as long as the tasks run. So on such a pool this
-module puts every message the worker holds back at the head of its queue (``QoS.restore_unacked``, on the task
-channel's own connection pool: the broker's Redis, through Sentinel the current primary) and exits; another
-worker runs them now. On RabbitMQ the exit closes the connection and the broker requeues every unacked message,
-the same outcome. A task finishing between the requeue and the exit runs again: every task is idempotent.
-Prefork goes on with Celery's own cold shutdown. On every pool, a message delivered after the wait starts no
-task (:func:`start_nothing_more`).
+After the wait, on a pool that cannot stop a task (``threads``, ``solo``), Celery's cancel fails
+(``NotImplementedError``) and joins the running tasks; on RabbitMQ, even with none running, its cold shutdown
+once hung past 120 s. So then this module puts every held message back at the head of its queue
+(``QoS.restore_unacked``; on RabbitMQ the exit's closed connection does it), runs the ``worker_shutdown`` hooks
+and exits. A task finishing between the requeue and the exit runs again: every task is idempotent. Prefork, and
+Redis with nothing running, go on with Celery's cold shutdown. On every pool, a message delivered after the
+wait starts no task (:func:`start_nothing_more`).
 """
 
 from __future__ import annotations
@@ -28,6 +25,7 @@ import sys
 import threading
 import time
 
+from celery import signals
 from celery.concurrency.base import BasePool
 from celery.worker import state
 from celery.worker.worker import WorkController
@@ -52,11 +50,9 @@ def is_ack(callback) -> bool:
 
 
 def flush_acks(consumer) -> int:
-    """Run the acks and rejects waiting on the consumer's event loop; returns how many.
-
-    They run on a thread of their own, joined for at most ``ACK_JOIN_S``: the signal handler runs on top of
-    whatever the main thread was doing, which may hold a lock an ack needs (py-amqp's frame lock). The hub's
-    own lock is taken with a timeout for the same reason; left alone, those acks are lost as before."""
+    """Run the acks and rejects waiting on the consumer's event loop; returns how many. On a thread of their own,
+    joined for at most ``ACK_JOIN_S`` (the handler runs on top of whatever the main thread held, maybe a lock an ack
+    needs); the hub's lock is taken with a timeout for the same reason (left alone, those acks are lost as before)."""
     hub = getattr(consumer, "hub", None)
     if hub is None or not hub._ready_lock.acquire(timeout=0.2):
         return 0
@@ -100,24 +96,26 @@ def soft_shutdown_wait(worker: WorkController) -> None:
     flush_acks(worker.consumer)
 
 
+def client_holds_unacked(consumer) -> bool:
+    """Redis: the unacked messages are this client's to put back (RabbitMQ requeues them on the closed socket)."""
+    return hasattr(getattr(consumer.task_consumer.channel, "qos", None), "restore_unacked")
+
+
 def requeue_held(consumer) -> int:
     """Put the messages this worker holds back on their queues; returns how many were still unacked."""
-    qos = getattr(consumer.task_consumer.channel, "qos", None)
-    if not hasattr(qos, "restore_unacked"):
-        return 0  # RabbitMQ: closing the connection (the exit) requeues them
+    if not client_holds_unacked(consumer):
+        return 0
+    qos = consumer.task_consumer.channel.qos
     held = len([tag for tag in list(qos._delivered) if tag not in qos._dirty])  # _dirty: acked, not yet dropped
     qos.restore_unacked()
     return held
 
 
 def start_nothing_more(consumer) -> None:
-    """From here on, a task message the consumer still receives is left unacked and not started.
-
-    Celery's cold shutdown still delivers after the wait: RabbitMQ's ``basic_cancel`` hands over what the broker
-    pushed into the prefetch window the wait's acks freed; on Redis the loop reads a ``BRPOP`` answer in flight.
-    Started then, a task cannot be stopped on a threads pool ("Unrecoverable error", then a warm shutdown that
-    could hang). Left unacked, it goes back to its queue (the closed connection, the channel's close or
-    :func:`requeue_held`; else the ``unacked`` hash's visibility timeout)."""
+    """From here on, a task message the consumer still receives is left unacked and not started: Celery's cold
+    shutdown still delivers after the wait (RabbitMQ's ``basic_cancel``; on Redis a ``BRPOP`` answer in flight),
+    and a task started then could not be stopped on a threads pool. It goes back to its queue (the closed
+    connection, the channel's close or :func:`requeue_held`; else the visibility timeout)."""
     task_consumer = getattr(consumer, "task_consumer", None)
     if task_consumer is not None:
         task_consumer.on_message = _leave_for_another_worker
@@ -131,15 +129,18 @@ def _leave_for_another_worker(message) -> None:
 def _wait_then_requeue(self: WorkController) -> None:
     soft_shutdown_wait(self)
     start_nothing_more(self.consumer)
-    if not state.active_requests or not cannot_stop_tasks(self.pool):
-        return  # nothing running, or a pool that cancels its tasks itself (prefork)
+    if not cannot_stop_tasks(self.pool) or not state.active_requests and client_holds_unacked(self.consumer):
+        return  # prefork cancels its tasks; on Redis Celery's cold shutdown reads a BRPOP answer in flight
     try:
-        count = requeue_held(self.consumer)
         log.warning("soft shutdown over with %d task(s) still running on a %s pool that cannot stop them: "
                     "requeued %d message(s) and exiting", len(state.active_requests), type(self.pool).__module__,
-                    count)
+                    requeue_held(self.consumer))
     except Exception:  # noqa: BLE001 - the messages stay unacked and come back after the visibility timeout
-        log.exception("could not requeue the running tasks' messages; exiting anyway")
+        log.exception("could not requeue the held messages; exiting anyway")
+    try:
+        signals.worker_shutdown.send(sender=self)  # heartbeat, lease, watchdog, warm-up and metrics hooks
+    except Exception:  # noqa: BLE001 - a failed hook must not keep the process alive
+        log.exception("a worker_shutdown hook failed; exiting anyway")
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     os._exit(EXIT_CODE)
