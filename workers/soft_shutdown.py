@@ -8,13 +8,12 @@ a task that finished in the wait kept its message unacked and ran again elsewher
 runs the acks and rejects the loop holds (:func:`flush_acks`) every ``POLL_S`` instead, and ends once every
 running task finished and was acked (or at the timeout).
 
-After the wait, on a pool that cannot stop a task (``threads``, ``solo``), Celery's cancel fails
-(``NotImplementedError``) and joins the running tasks; on RabbitMQ, even with none running, its cold shutdown
-once hung past 120 s. So then this module puts every held message back at the head of its queue
-(``QoS.restore_unacked``; on RabbitMQ the exit's closed connection does it), runs the ``worker_shutdown`` hooks
-and exits. A task finishing between the requeue and the exit runs again: every task is idempotent. Prefork, and
-Redis with nothing running, go on with Celery's cold shutdown. On every pool, a message delivered after the
-wait starts no task (:func:`start_nothing_more`).
+After the wait, on a pool that cannot stop a task (``threads``, ``solo``), Celery's cancel fails and joins the
+running tasks; on RabbitMQ, even with none running, its cold shutdown once hung past 120 s. So then this module
+puts every held message back at the head of its queue (``QoS.restore_unacked``; on RabbitMQ the exit's closed
+connection does it), runs the ``worker_shutdown`` hooks and exits. A task finishing between the requeue and the
+exit runs again (tasks are idempotent). Prefork, and Redis with nothing running, go on with Celery's cold
+shutdown. On every pool, a message delivered after the wait starts no task (:func:`start_nothing_more`).
 """
 
 from __future__ import annotations
@@ -33,13 +32,12 @@ from kombu.message import Message
 
 log = logging.getLogger(__name__)
 EXIT_CODE = 0  # a deliberate stop: compose's `restart: unless-stopped` and the embedded stack restart it anyway
-POLL_S = 0.05
+POLL_S, ACK_JOIN_S = 0.05, 5.0
 ACK_NAMES = ("ack_log_error", "reject_log_error")  # what Celery's call_soon_ack schedules for a delivered task
-ACK_JOIN_S = 5.0
 
 
-def cannot_stop_tasks(pool) -> bool:
-    return type(pool).terminate_job is BasePool.terminate_job
+def cannot_stop_tasks(pool) -> bool:  # threads, solo; prefork sets its own terminate_job when it starts
+    return getattr(pool.terminate_job, "__func__", None) is BasePool.terminate_job
 
 
 def is_ack(callback) -> bool:

@@ -81,3 +81,17 @@ def test_a_message_delivered_after_the_wait_is_not_started_and_goes_back_to_its_
         back = conn.SimpleQueue(queue).get(timeout=1)
         assert back.payload == {"i": 1} and back.headers["task"] == "graphfleet.extract_chunk"
     soft_shutdown.start_nothing_more(SimpleNamespace())  # a consumer that never connected: nothing to do
+
+
+def test_a_pool_that_cannot_stop_its_tasks_is_told_from_a_started_prefork_pool():
+    """threads and solo have no ``terminate_job``; prefork sets its own on the instance when it starts (the class
+    keeps BasePool's, so a check of the class took prefork for a pool that cannot stop its tasks)."""
+    from celery.concurrency import get_implementation
+
+    from workers.soft_shutdown import cannot_stop_tasks
+
+    assert cannot_stop_tasks(get_implementation("threads")(limit=1))
+    assert cannot_stop_tasks(get_implementation("solo")(limit=1))
+    prefork = get_implementation("prefork")(limit=1)
+    prefork.terminate_job = lambda pid, signal=None: None  # what TaskPool.on_start does (billiard's terminate_job)
+    assert not cannot_stop_tasks(prefork)
