@@ -4,7 +4,7 @@
         [--processes 1|N|auto] [--concurrency 16] [--warm-stack] [--out bench/results/ingest.jsonl]
 
 Prints wall seconds, LLM calls by stage, prompt/completion tokens, when each stage first started, the CPU
-seconds of each process (with the cores busy on average) and each task's mean wait in its queue (publish to
+seconds of each process (with the cores busy on average) and each task's mean wait in its queue (ready to
 start, ``graphfleet_task_queue_wait_seconds``) per run, then medians. ``--ms-per-completion-token``
 adds generation time per answer token (12.5: ~80 tokens/s); ``--processes auto`` sizes the worker groups as
 ``graphfleet up`` does (``--concurrency 0``: the configured threads per LLM-bound worker). Each run starts a
@@ -65,14 +65,11 @@ def group_cpu(procs: dict[str, list], precise: bool = False) -> dict[str, float]
 
 def queue_waits(metrics_dir) -> dict[str, tuple[float, float]]:
     """task (short name) -> (tasks started, seconds their messages waited in all) so far, from the stack's
-    ``graphfleet_task_queue_wait_seconds`` (publish to start, observed by the workers in its metrics directory)."""
-    from prometheus_client import CollectorRegistry
-    from prometheus_client.multiprocess import MultiProcessCollector
+    ``graphfleet_task_queue_wait_seconds`` (ready to start, observed by the workers in its metrics directory)."""
+    from shared.infra.metrics_multiproc import FoldingCollector
 
-    registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=str(metrics_dir))
     out: dict[str, tuple[float, float]] = {}
-    for family in registry.collect():
+    for family in FoldingCollector(str(metrics_dir)).collect():  # what a scrape reads: exited workers folded, locked
         if family.name != "graphfleet_task_queue_wait_seconds":
             continue
         for sample in family.samples:
@@ -129,7 +126,7 @@ def run_once(latency: float, concurrency: int, run: int, processes: int | str = 
             "cores_busy": round(sum(cpu.values()) / seconds, 2), "cores": os.cpu_count(),
             # seconds in which one process used a whole core (its GIL), and in which every core was busy
             "saturated": timeline.summary(),
-            # per task: how many ran, and the mean wait of their messages from publish to start
+            # per task: how many ran, and the mean wait of their messages from ready to start
             "queue_wait_ms": queue_wait_ms(waits_before, queue_waits(st.metrics_dir)),
             "sim_chat_calls": sim["chat"]["calls"],
             "sim_embedding_calls": sim["embeddings"]["calls"],
