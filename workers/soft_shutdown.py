@@ -95,8 +95,10 @@ def soft_shutdown_wait(worker: WorkController) -> None:
 
 
 def client_holds_unacked(consumer) -> bool:
-    """Redis: the unacked messages are this client's to put back (RabbitMQ requeues them on the closed socket)."""
-    return hasattr(getattr(consumer.task_consumer.channel, "qos", None), "restore_unacked")
+    """Redis: the unacked messages are this client's to put back (RabbitMQ requeues them on the closed socket).
+    False for a consumer that never connected (a SIGTERM while starting): it holds nothing."""
+    channel = getattr(getattr(consumer, "task_consumer", None), "channel", None)
+    return hasattr(getattr(channel, "qos", None), "restore_unacked")
 
 
 def requeue_held(consumer) -> int:
