@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -272,9 +273,11 @@ def plot(data: dict, out: Path, start: float) -> None:
 
 
 def legend(fmt: str, labels: dict) -> str:
-    for k, v in labels.items():
-        fmt = fmt.replace("{{" + k + "}}", v)
-    return fmt or json.dumps(labels)
+    """A series' name as Grafana renders ``legendFormat``: ``{{label}}`` (spaces allowed) is the label's value, or
+    nothing when the series has no such label (the ``or vector(0)`` line of a panel that counts zero); the series'
+    labels when there is no format or nothing is left."""
+    shown = re.sub(r"\{\{\s*([\w.]+)\s*\}\}", lambda m: str(labels.get(m.group(1), "")), fmt).strip()
+    return shown or json.dumps(labels)
 
 
 # ------------------------------------------------------------------------------ main

@@ -237,3 +237,14 @@ def test_dashboard_expressions_parse(tmp_path):
     proc = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"SUCCESS: {n} rules found" in proc.stdout
+
+
+def test_the_checks_png_names_series_as_grafana_does():
+    """deploy/check_dashboards.py's PNG: a ``{{label}}`` the series lacks (a zero line: ``or vector(0)``) renders as
+    nothing, as in Grafana, not as the template."""
+    legend = runpy.run_path(str(ROOT / "deploy" / "check_dashboards.py"))["legend"]
+    assert legend("{{error}}", {"error": "timeout"}) == "timeout"
+    assert legend("{{ queue }} p95", {"queue": "query"}) == "query p95"
+    assert legend("errors {{error}}", {}) == "errors"
+    assert legend("{{error}}", {}) == "{}"
+    assert legend("", {"job": "x"}) == '{"job": "x"}'
