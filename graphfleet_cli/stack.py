@@ -79,7 +79,9 @@ def plan_workers(groups: Sequence[tuple[str, list[str], str]], processes: int | 
     """Pure: group name -> processes and slots per process.
 
     ``processes=N``: N processes of every group; threads pools get ``concurrency`` (else ``llm_concurrency``)
-    threads, prefork pools ``min(concurrency or 1, cpu_concurrency)`` children, solo 1.
+    threads, prefork pools ``min(concurrency or cpu_concurrency, cpu_concurrency)`` children (a merge batch waits
+    on its LLM summaries: with one child, an ingestion's entity and relation batches ran one after the other),
+    solo 1.
     ``"auto"``: prefork (CPU-bound) groups one process with a child per core (at most ``MAX_AUTO_CHILDREN``);
     threads (LLM-bound) groups ``concurrency`` (else ``llm_concurrency``) threads per process, and one process
     per core for the GIL-bound ``ingest`` group, one per four cores for the others."""
@@ -90,7 +92,7 @@ def plan_workers(groups: Sequence[tuple[str, list[str], str]], processes: int | 
         if pool == "solo":
             plan[name] = GroupPlan(1 if processes == "auto" else int(processes), 1)
         elif processes != "auto":
-            slots = threads if pool == "threads" else max(1, min(concurrency or 1, cpu_concurrency))
+            slots = threads if pool == "threads" else max(1, min(concurrency or cpu_concurrency, cpu_concurrency))
             plan[name] = GroupPlan(int(processes), slots)
         elif pool == "threads":
             per = 1 if name in GIL_BOUND_GROUPS else 4

@@ -33,12 +33,13 @@ def test_auto_grows_with_cores():
     assert plan("auto", 8, concurrency=64)["ingest"] == GroupPlan(8, 64)  # --concurrency: threads per process
 
 
-def test_fixed_count_keeps_the_old_rule():
+def test_a_fixed_count_starts_that_many_of_every_group():
     p = plan(3, 16, concurrency=16)
     assert all(g.processes == 3 for g in p.values())
     assert p["ingest"] == GroupPlan(3, 16)
-    assert p["merge"] == GroupPlan(3, 2)  # prefork: min(concurrency, cpu_concurrency)
-    assert plan(1, 16)["cluster"] == GroupPlan(1, 1)
+    assert p["merge"] == GroupPlan(3, 2)  # prefork: min(concurrency or cpu_concurrency, cpu_concurrency)
+    assert plan(1, 16)["cluster"] == GroupPlan(1, 2)  # no --concurrency: cpu_concurrency children
+    assert plan(1, 16, concurrency=1)["merge"] == GroupPlan(1, 1)  # --concurrency 1: one
     solo = plan_workers([("x", ["q"], "solo")], "auto", 8, None, 24, 2)
     assert solo == {"x": GroupPlan(1, 1)}
 
