@@ -109,6 +109,7 @@ def gate():
 def stack(redis_server, gate, tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("GRAPHFLEET_WORKERS__LLM_CONCURRENCY", "4")  # the threads groups' size (read by Stack)
+    mp.setenv("GRAPHFLEET_WORKERS__CPU_CONCURRENCY", "1")  # the extract group's one pool child
     reset_settings_cache()
     env = worker_env(gate.url, GRAPHFLEET_WORKERS__MAX_REDELIVERIES=MAX_REDELIVERIES,
                      GRAPHFLEET_CHUNKING__SIZE_TOKENS=300, GRAPHFLEET_CHUNKING__OVERLAP_TOKENS=20,

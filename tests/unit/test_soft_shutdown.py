@@ -97,32 +97,20 @@ def test_a_pool_that_cannot_stop_its_tasks_is_told_from_a_started_prefork_pool()
     assert not cannot_stop_tasks(prefork)
 
 
-class _Worker:  # what the handler reads of Celery's WorkController (hashable: a signal's sender)
-    def __init__(self, **parts):
-        self.__dict__.update(parts)
-
-
 def test_a_sigterm_before_the_worker_consumes_exits_cleanly_with_its_shutdown_hooks(monkeypatch):
     """A SIGTERM while a worker starts (a query worker warms its tenants for up to 5 s before consuming): Celery's
     consumer exists but has no task consumer yet, so nothing is held. The handler exits after the wait with the
     ``worker_shutdown`` hooks run, instead of failing on the missing channel."""
-    from celery import signals
     from celery.concurrency import get_implementation
 
     exits, hooks = [], []
-
-    def on_shutdown(sender=None, **_kwargs):
-        hooks.append(sender)
-
-    signals.worker_shutdown.connect(on_shutdown, weak=False)
+    shutdown_signal = SimpleNamespace(send=lambda sender=None, **_kw: hooks.append(sender))
+    monkeypatch.setattr(soft_shutdown, "signals", SimpleNamespace(worker_shutdown=shutdown_signal))
     monkeypatch.setattr(soft_shutdown.os, "_exit", exits.append)
     conf = SimpleNamespace(worker_soft_shutdown_timeout=1.0, worker_enable_soft_shutdown_on_idle=False)
-    worker = _Worker(app=SimpleNamespace(conf=conf), consumer=SimpleNamespace(task_consumer=None, hub=None),
-                     pool=get_implementation("threads")(limit=1))
-    try:
-        assert not soft_shutdown.client_holds_unacked(worker.consumer)
-        soft_shutdown._wait_then_requeue(worker)
-    finally:
-        signals.worker_shutdown.disconnect(on_shutdown)
+    worker = SimpleNamespace(app=SimpleNamespace(conf=conf), consumer=SimpleNamespace(task_consumer=None, hub=None),
+                             pool=get_implementation("threads")(limit=1))
+    assert not soft_shutdown.client_holds_unacked(worker.consumer)
+    soft_shutdown._wait_then_requeue(worker)
     assert exits == [soft_shutdown.EXIT_CODE]
     assert hooks == [worker]
