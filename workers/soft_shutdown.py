@@ -5,15 +5,17 @@ by its soft shutdown: running tasks get ``workers.soft_shutdown_timeout_s`` (30 
 
 Celery waits with a ``sleep`` in the signal handler while its event loop runs every ack (``call_soon_ack``), so
 a task that finished in the wait kept its message unacked and ran again elsewhere. :func:`soft_shutdown_wait`
-runs the acks and rejects the loop holds (:func:`flush_acks`) every ``POLL_S`` instead, and ends once every
-running task finished and was acked (or at the timeout).
+runs the acks and rejects the loop holds (``workers.shutdown_acks.flush_acks``) every ``POLL_S`` instead, and ends
+once every running task finished and was acked (or at the timeout).
 
 After the wait, on a pool that cannot stop a task (``threads``, ``solo``), Celery's cancel fails and joins the
 running tasks; on RabbitMQ, even with none running, its cold shutdown once hung past 120 s. So then this module
 puts every held message back at the head of its queue (``QoS.restore_unacked``; on RabbitMQ the exit's closed
-connection does it), runs the ``worker_shutdown`` hooks and exits. A task finishing between the requeue and the
-exit runs again (tasks are idempotent). Prefork, and Redis with nothing running, go on with Celery's cold
-shutdown. On every pool, a message delivered after the wait starts no task (:func:`start_nothing_more`).
+connection does it), runs the ``worker_shutdown`` hooks and exits (:func:`_exit`). A task finishing between the
+requeue and the exit runs again (tasks are idempotent). Prefork goes on with Celery's cold shutdown, and so does
+Redis with nothing running (it reads a ``BRPOP`` answer in flight), for at most ``COLD_BOUND_S``: there too it
+once hung past 120 s, and then the worker exits the same way. On every pool, a message delivered after the wait
+starts no task (:func:`start_nothing_more`).
 """
 
 from __future__ import annotations
@@ -28,50 +30,18 @@ from celery import signals
 from celery.concurrency.base import BasePool
 from celery.worker import state
 from celery.worker.worker import WorkController
-from kombu.message import Message
+
+from workers.shutdown_acks import flush_acks
 
 log = logging.getLogger(__name__)
 EXIT_CODE = 0  # a deliberate stop: compose's `restart: unless-stopped` and the embedded stack restart it anyway
-POLL_S, ACK_JOIN_S = 0.05, 5.0
-ACK_NAMES = ("ack_log_error", "reject_log_error")  # what Celery's call_soon_ack schedules for a delivered task
+POLL_S = 0.05
+COLD_BOUND_S = 20.0  # Celery's cold shutdown after the wait takes ~1 s; past this the worker exits (``_exit``)
+_hooks_ran = threading.Event()  # worker_shutdown was sent (by Celery, or by ``_exit``)
 
 
 def cannot_stop_tasks(pool) -> bool:  # threads, solo; prefork sets its own terminate_job when it starts
     return getattr(pool.terminate_job, "__func__", None) is BasePool.terminate_job
-
-
-def is_ack(callback) -> bool:
-    """Whether a callback on the hub is a message's ack or reject: ``promise(promise(message.ack_log_error))``."""
-    inner = getattr(callback, "fun", None)
-    target = getattr(inner, "fun", inner)
-    return getattr(target, "__name__", "") in ACK_NAMES and isinstance(getattr(target, "__self__", None), Message)
-
-
-def flush_acks(consumer) -> int:
-    """Run the acks and rejects waiting on the consumer's event loop; returns how many. On a thread of their own,
-    joined for at most ``ACK_JOIN_S`` (the handler runs on top of whatever the main thread held, maybe a lock an ack
-    needs); the hub's lock is taken with a timeout for the same reason (left alone, those acks are lost as before)."""
-    hub = getattr(consumer, "hub", None)
-    if hub is None or not hub._ready_lock.acquire(timeout=0.2):
-        return 0
-    try:
-        acks = [c for c in hub._ready if is_ack(c)]
-        hub._ready.difference_update(acks)
-    finally:
-        hub._ready_lock.release()
-    if acks:
-        thread = threading.Thread(target=_run_all, args=(acks,), name="graphfleet-shutdown-acks", daemon=True)
-        thread.start()
-        thread.join(ACK_JOIN_S)
-    return len(acks)
-
-
-def _run_all(acks: list) -> None:
-    for ack in acks:
-        try:
-            ack()
-        except Exception:  # noqa: BLE001 - one failed ack (logged) must not keep the others from running
-            log.exception("an ack in the soft shutdown failed; its message comes back")
 
 
 def soft_shutdown_wait(worker: WorkController) -> None:
@@ -129,16 +99,26 @@ def _leave_for_another_worker(message) -> None:
 def _wait_then_requeue(self: WorkController) -> None:
     soft_shutdown_wait(self)
     start_nothing_more(self.consumer)
-    if not cannot_stop_tasks(self.pool) or not state.active_requests and client_holds_unacked(self.consumer):
-        return  # prefork cancels its tasks; on Redis Celery's cold shutdown reads a BRPOP answer in flight
+    if not cannot_stop_tasks(self.pool):
+        return  # prefork cancels its tasks
+    if not state.active_requests and client_holds_unacked(self.consumer):
+        # Redis: Celery's cold shutdown reads a BRPOP answer in flight. Bounded: once it hung past 120 s (CI)
+        bound = threading.Timer(COLD_BOUND_S, _exit, (self, f"Celery's cold shutdown still on after {COLD_BOUND_S} s:"))
+        bound.daemon = True
+        bound.start()
+        return
+    _exit(self, "soft shutdown over:")
+
+
+def _exit(self: WorkController, why: str) -> None:
     try:
-        log.warning("soft shutdown over with %d task(s) still running on a %s pool that cannot stop them: "
-                    "requeued %d message(s) and exiting", len(state.active_requests), type(self.pool).__module__,
-                    requeue_held(self.consumer))
+        log.warning("%s %d task(s) still running on a %s pool that cannot stop them: requeued %d message(s) and "
+                    "exiting", why, len(state.active_requests), type(self.pool).__module__, requeue_held(self.consumer))
     except Exception:  # noqa: BLE001 - the messages stay unacked and come back after the visibility timeout
         log.exception("could not requeue the held messages; exiting anyway")
     try:
-        signals.worker_shutdown.send(sender=self)  # heartbeat, lease, watchdog, warm-up and metrics hooks
+        if not _hooks_ran.is_set():  # heartbeat, lease, watchdog, warm-up and metrics hooks: once
+            signals.worker_shutdown.send(sender=self)
     except Exception:  # noqa: BLE001 - a failed hook must not keep the process alive
         log.exception("a worker_shutdown hook failed; exiting anyway")
     for stream in (sys.stdout, sys.stderr):
@@ -148,3 +128,4 @@ def _wait_then_requeue(self: WorkController) -> None:
 
 def install() -> None:
     WorkController.wait_for_soft_shutdown = _wait_then_requeue
+    signals.worker_shutdown.connect(lambda **_kw: _hooks_ran.set(), weak=False, dispatch_uid="graphfleet-soft-exit")

@@ -15,7 +15,7 @@ from celery.worker.consumer.consumer import Consumer as CeleryConsumer
 from kombu import Connection, Consumer, Exchange, Producer, Queue
 from kombu.asynchronous import Hub
 
-from workers import soft_shutdown
+from workers import shutdown_acks, soft_shutdown
 
 
 def _delivered(conn: Connection, n: int) -> list:
@@ -39,13 +39,13 @@ def test_acks_and_rejects_waiting_on_the_loop_are_run_and_nothing_else():
         thread.start()
         thread.join()
         hub.call_soon(lambda: other_ran.append(1))  # not an ack: stays for the loop
-        assert soft_shutdown.flush_acks(SimpleNamespace(hub=hub)) == 2
+        assert shutdown_acks.flush_acks(SimpleNamespace(hub=hub)) == 2
         assert acked.acknowledged and acked._state == "ACK"
         assert rejected.acknowledged and rejected._state == "REJECTED"  # with requeue=True: back on its queue
         assert conn.SimpleQueue("soft-shutdown-test").get(timeout=1).payload == rejected.payload
         assert not untouched.acknowledged
         assert len(hub._ready) == 1 and not other_ran
-        assert soft_shutdown.flush_acks(SimpleNamespace(hub=hub)) == 0
+        assert shutdown_acks.flush_acks(SimpleNamespace(hub=hub)) == 0
 
 
 def test_a_hub_lock_held_by_the_interrupted_loop_leaves_the_acks_alone():
@@ -54,13 +54,13 @@ def test_a_hub_lock_held_by_the_interrupted_loop_leaves_the_acks_alone():
         (message,) = _delivered(conn, 1)
         _schedule(hub, message.ack_log_error)
         with hub._ready_lock:  # the signal arrived while the loop held it
-            assert soft_shutdown.flush_acks(SimpleNamespace(hub=hub)) == 0
+            assert shutdown_acks.flush_acks(SimpleNamespace(hub=hub)) == 0
         assert not message.acknowledged and len(hub._ready) == 1
-        assert soft_shutdown.flush_acks(SimpleNamespace(hub=hub)) == 1 and message.acknowledged
+        assert shutdown_acks.flush_acks(SimpleNamespace(hub=hub)) == 1 and message.acknowledged
 
 
 def test_no_event_loop_is_nothing_to_flush():
-    assert soft_shutdown.flush_acks(SimpleNamespace(hub=None)) == 0
+    assert shutdown_acks.flush_acks(SimpleNamespace(hub=None)) == 0
 
 
 def test_a_message_delivered_after_the_wait_is_not_started_and_goes_back_to_its_queue():
@@ -114,3 +114,36 @@ def test_a_sigterm_before_the_worker_consumes_exits_cleanly_with_its_shutdown_ho
     soft_shutdown._wait_then_requeue(worker)
     assert exits == [soft_shutdown.EXIT_CODE]
     assert hooks == [worker]
+
+
+def test_on_redis_with_nothing_running_celerys_cold_shutdown_goes_on_but_bounded(monkeypatch):
+    """On a virtual transport (Redis; kombu's memory one here) with nothing running, the handler returns to Celery's
+    cold shutdown (it reads a BRPOP answer in flight), and exits by itself if that is still going after
+    ``COLD_BOUND_S`` (in CI it once hung past 120 s), with the ``worker_shutdown`` hooks run once: not again when
+    Celery had sent them before hanging."""
+    import time
+
+    from celery.concurrency import get_implementation
+
+    for celery_sent_hooks in (False, True):
+        exits, hooks = [], []
+        shutdown_signal = SimpleNamespace(send=lambda sender=None, _hooks=hooks, **_kw: _hooks.append(sender))
+        monkeypatch.setattr(soft_shutdown, "signals", SimpleNamespace(worker_shutdown=shutdown_signal))
+        monkeypatch.setattr(soft_shutdown.os, "_exit", exits.append)
+        monkeypatch.setattr(soft_shutdown, "COLD_BOUND_S", 0.2)
+        monkeypatch.setattr(soft_shutdown, "_hooks_ran", threading.Event())
+        if celery_sent_hooks:
+            soft_shutdown._hooks_ran.set()
+        with Connection("memory://") as conn:
+            consumer = SimpleNamespace(task_consumer=Consumer(conn.channel(), queues=[Queue("bounded")]), hub=None)
+            conf = SimpleNamespace(worker_soft_shutdown_timeout=1.0, worker_enable_soft_shutdown_on_idle=False)
+            worker = SimpleNamespace(app=SimpleNamespace(conf=conf), consumer=consumer,
+                                     pool=get_implementation("threads")(limit=1))
+            assert soft_shutdown.client_holds_unacked(consumer)
+            soft_shutdown._wait_then_requeue(worker)
+            assert exits == []  # Celery's cold shutdown goes on
+            deadline = time.monotonic() + 10
+            while not exits and time.monotonic() < deadline:
+                time.sleep(0.02)
+        assert exits == [soft_shutdown.EXIT_CODE]
+        assert hooks == ([] if celery_sent_hooks else [worker])
