@@ -86,15 +86,17 @@ class PeriodicSampler:
 
 
 class CpuTimeline(PeriodicSampler):
-    def __init__(self, procs: dict[str, list], interval: float = 0.05, cores: int | None = None):
-        """``procs``: label -> psutil processes (a worker process and its pool children)."""
+    def __init__(self, procs: dict[str, list], interval: float = 0.05, cores: int | None = None,
+                 precise: bool = False):
+        """``procs``: label -> psutil processes (a worker process and its pool children); ``precise``: read the
+        threads' ``schedstat`` (``cpu_of``), for windows of a few tens of ms."""
         super().__init__(interval, "cpu-timeline")
-        self.procs = procs
+        self.procs, self.precise = procs, precise
         self.cores = cores or os.cpu_count() or 1
         self.samples: list[tuple[float, dict[str, float]]] = []
 
     def sample(self) -> None:
-        self.samples.append((time.perf_counter(), cpu_of(self.procs)))
+        self.samples.append((time.perf_counter(), cpu_of(self.procs, self.precise)))
 
     def summary(self) -> dict:
         """{"one_core_s": {label: seconds it used ≥ SATURATED of a core}, "all_cores_s": seconds every core was

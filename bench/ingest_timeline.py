@@ -22,20 +22,13 @@ import time
 from pathlib import Path
 
 from bench.common import SAMPLE, emit, machine, redis_server, simulator, stack
-from bench.cpu_timeline import CpuTimeline, cpu_of
+from bench.cpu_timeline import CpuTimeline
 from bench.ingest_bench import stack_processes
 from bench.llm_path import job_calls
 from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.stack import parse_processes
 
 SAMPLE_S = 0.01
-
-
-class PreciseTimeline(CpuTimeline):
-    """``CpuTimeline`` read from the threads' ``schedstat`` (ns): windows of a few tens of ms."""
-
-    def sample(self) -> None:
-        self.samples.append((time.perf_counter(), cpu_of(self.procs, precise=True)))
 
 
 def milestones(calls: list[tuple[float, float, str]], stage_times: dict, seconds: float) -> list[tuple[str, float]]:
@@ -74,7 +67,7 @@ def windows(points: list[tuple[str, float]], samples: list[tuple[float, dict]]) 
 
 
 def ingest_once(client: LocalClient, redis_url: str, procs: dict, tenant: str) -> dict:
-    with PreciseTimeline(procs, interval=SAMPLE_S) as timeline:
+    with CpuTimeline(procs, interval=SAMPLE_S, precise=True) as timeline:
         started_wall, started = time.time(), time.perf_counter()
         job = client.ingest_files(tenant, [SAMPLE])
         view = client.wait(tenant, job["job_id"], timeout=1800)

@@ -97,10 +97,8 @@ def test_a_pool_that_cannot_stop_its_tasks_is_told_from_a_started_prefork_pool()
     assert not cannot_stop_tasks(prefork)
 
 
-def test_a_sigterm_before_the_worker_consumes_exits_cleanly_with_its_shutdown_hooks(monkeypatch):
-    """A SIGTERM while a worker starts (a query worker warms its tenants for up to 5 s before consuming): Celery's
-    consumer exists but has no task consumer yet, so nothing is held. The handler exits after the wait with the
-    ``worker_shutdown`` hooks run, instead of failing on the missing channel."""
+def _exiting_worker(monkeypatch, consumer) -> tuple[SimpleNamespace, list, list]:
+    """A threads-pool worker whose ``os._exit`` and ``worker_shutdown`` sends are recorded: (worker, exits, hooks)."""
     from celery.concurrency import get_implementation
 
     exits, hooks = [], []
@@ -108,8 +106,16 @@ def test_a_sigterm_before_the_worker_consumes_exits_cleanly_with_its_shutdown_ho
     monkeypatch.setattr(soft_shutdown, "signals", SimpleNamespace(worker_shutdown=shutdown_signal))
     monkeypatch.setattr(soft_shutdown.os, "_exit", exits.append)
     conf = SimpleNamespace(worker_soft_shutdown_timeout=1.0, worker_enable_soft_shutdown_on_idle=False)
-    worker = SimpleNamespace(app=SimpleNamespace(conf=conf), consumer=SimpleNamespace(task_consumer=None, hub=None),
+    worker = SimpleNamespace(app=SimpleNamespace(conf=conf), consumer=consumer,
                              pool=get_implementation("threads")(limit=1))
+    return worker, exits, hooks
+
+
+def test_a_sigterm_before_the_worker_consumes_exits_cleanly_with_its_shutdown_hooks(monkeypatch):
+    """A SIGTERM while a worker starts (a query worker warms its tenants for up to 5 s before consuming): Celery's
+    consumer exists but has no task consumer yet, so nothing is held. The handler exits after the wait with the
+    ``worker_shutdown`` hooks run, instead of failing on the missing channel."""
+    worker, exits, hooks = _exiting_worker(monkeypatch, SimpleNamespace(task_consumer=None, hub=None))
     assert not soft_shutdown.client_holds_unacked(worker.consumer)
     soft_shutdown._wait_then_requeue(worker)
     assert exits == [soft_shutdown.EXIT_CODE]
@@ -123,22 +129,14 @@ def test_on_redis_with_nothing_running_celerys_cold_shutdown_goes_on_but_bounded
     Celery had sent them before hanging."""
     import time
 
-    from celery.concurrency import get_implementation
-
+    monkeypatch.setattr(soft_shutdown, "COLD_BOUND_S", 0.2)
     for celery_sent_hooks in (False, True):
-        exits, hooks = [], []
-        shutdown_signal = SimpleNamespace(send=lambda sender=None, _hooks=hooks, **_kw: _hooks.append(sender))
-        monkeypatch.setattr(soft_shutdown, "signals", SimpleNamespace(worker_shutdown=shutdown_signal))
-        monkeypatch.setattr(soft_shutdown.os, "_exit", exits.append)
-        monkeypatch.setattr(soft_shutdown, "COLD_BOUND_S", 0.2)
         monkeypatch.setattr(soft_shutdown, "_hooks_ran", threading.Event())
         if celery_sent_hooks:
             soft_shutdown._hooks_ran.set()
         with Connection("memory://") as conn:
             consumer = SimpleNamespace(task_consumer=Consumer(conn.channel(), queues=[Queue("bounded")]), hub=None)
-            conf = SimpleNamespace(worker_soft_shutdown_timeout=1.0, worker_enable_soft_shutdown_on_idle=False)
-            worker = SimpleNamespace(app=SimpleNamespace(conf=conf), consumer=consumer,
-                                     pool=get_implementation("threads")(limit=1))
+            worker, exits, hooks = _exiting_worker(monkeypatch, consumer)
             assert soft_shutdown.client_holds_unacked(consumer)
             soft_shutdown._wait_then_requeue(worker)
             assert exits == []  # Celery's cold shutdown goes on
