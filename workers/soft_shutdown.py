@@ -6,7 +6,8 @@ by its soft shutdown: running tasks get ``workers.soft_shutdown_timeout_s`` (30 
 Celery waits with a ``sleep`` in the signal handler while its event loop runs every ack (``call_soon_ack``), so
 a task that finished in the wait kept its message unacked and ran again elsewhere. :func:`soft_shutdown_wait`
 runs the acks and rejects the loop holds (``workers.shutdown_acks.flush_acks``) every ``POLL_S`` instead, and ends
-once every running task finished and was acked (or at the timeout).
+once every running task finished and was acked (or at the timeout). Tasks still queued for a free thread start
+no more (``workers.shutdown_pool``).
 
 After the wait, on a pool that cannot stop a task (``threads``, ``solo``), Celery's cancel fails and joins the
 running tasks; on RabbitMQ, even with none running, its cold shutdown once hung past 120 s. So then this module
@@ -31,6 +32,7 @@ from celery.concurrency.base import BasePool
 from celery.worker import state
 from celery.worker.worker import WorkController
 
+from workers import shutdown_pool
 from workers.shutdown_acks import flush_acks
 
 log = logging.getLogger(__name__)
@@ -47,15 +49,18 @@ def cannot_stop_tasks(pool) -> bool:  # threads, solo; prefork sets its own term
 def soft_shutdown_wait(worker: WorkController) -> None:
     """Celery's soft shutdown wait, with the acks run meanwhile; ends once what ran finished and was acked."""
     conf = worker.app.conf
+    if cancelled := shutdown_pool.cancel_queued(worker.pool):
+        log.warning("soft shutdown: %d task(s) waiting for a free thread will not start here", cancelled)
     timeout, on_idle = float(conf.worker_soft_shutdown_timeout or 0), bool(conf.worker_enable_soft_shutdown_on_idle)
-    if timeout > 0 and (state.active_requests or on_idle):
+    if timeout > 0 and (state.active_requests or shutdown_pool.pool_busy() or on_idle):
         log.warning("Initiating Soft Shutdown, terminating in %s seconds", timeout)
         deadline, seen = time.monotonic() + timeout, set()
         while True:
             seen.update(state.active_requests)
             flush_acks(worker.consumer)
             # a finished request leaves active_requests, then schedules its ack, then is marked acknowledged
-            settled = not state.active_requests and all(r.acknowledged for r in seen)
+            settled = (not state.active_requests and not shutdown_pool.pool_busy()
+                       and all(r.acknowledged for r in seen))
             if (settled and not on_idle) or time.monotonic() >= deadline:
                 break
             time.sleep(POLL_S)
@@ -127,5 +132,6 @@ def _exit(self: WorkController, why: str) -> None:
 
 
 def install() -> None:
+    shutdown_pool.install()
     WorkController.wait_for_soft_shutdown = _wait_then_requeue
     signals.worker_shutdown.connect(lambda **_kw: _hooks_ran.set(), weak=False, dispatch_uid="graphfleet-soft-exit")

@@ -145,3 +145,61 @@ def test_on_redis_with_nothing_running_celerys_cold_shutdown_goes_on_but_bounded
                 time.sleep(0.02)
         assert exits == [soft_shutdown.EXIT_CODE]
         assert hooks == ([] if celery_sent_hooks else [worker])
+
+
+class _Request:  # Celery keeps its active requests in a WeakSet
+    acknowledged = False
+
+
+def _task(started: list, name: str, request, *, accept_delay: float = 0.0, run_s: float = 0.0):
+    """What Celery hands a threads pool for one request: its accept callback (``task_accepted``: the request becomes
+    active), the task, and its callback (``task_ready`` and the ack), as ``apply_target`` calls them."""
+    import time
+
+    from celery.worker import state
+
+    def accept(*_args):
+        time.sleep(accept_delay)  # a thread that took the task from the queue and has not started it yet
+        state.active_requests.add(request)
+
+    def target():
+        started.append(name)
+        time.sleep(run_s)
+
+    def done(_result):
+        state.active_requests.discard(request)
+        request.acknowledged = True
+
+    return {"target": target, "accept_callback": accept, "callback": done}
+
+
+def test_tasks_queued_for_a_thread_start_no_more_and_the_wait_sees_a_task_about_to_start():
+    """RabbitMQ's quorum queues prefetch per queue, so a threads worker holds more messages than threads and the rest
+    wait in the pool's queue. In the soft shutdown those start no more (cancelled; their messages go back unacked),
+    and a task a thread has taken but not yet started keeps the wait going: the wait used to see no running task
+    then, end, and the exit stopped that task just after it started (it ran twice; CI saw it on RabbitMQ)."""
+    import time
+
+    from celery.concurrency import get_implementation
+
+    from workers import shutdown_pool
+
+    shutdown_pool.install()
+    pool, started = get_implementation("threads")(limit=1), []
+    running, queued = _Request(), _Request()
+    pool.apply_async(**_task(started, "running", running, run_s=0.3))
+    pool.apply_async(**_task(started, "queued", queued))
+    time.sleep(0.05)  # the one thread runs the first task; the second waits in the pool's queue
+    worker = SimpleNamespace(app=SimpleNamespace(conf=SimpleNamespace(
+        worker_soft_shutdown_timeout=10.0, worker_enable_soft_shutdown_on_idle=False)), consumer=None, pool=pool)
+    soft_shutdown.soft_shutdown_wait(worker)
+    assert running.acknowledged and started == ["running"]
+    assert not queued.acknowledged and not shutdown_pool.pool_busy()
+
+    pool, started = get_implementation("threads")(limit=1), []
+    taken = _Request()
+    pool.apply_async(**_task(started, "taken", taken, accept_delay=0.3))
+    worker.pool = pool
+    time.sleep(0.05)  # the thread has taken it: it is in no queue and not active yet
+    soft_shutdown.soft_shutdown_wait(worker)
+    assert taken.acknowledged and started == ["taken"]
