@@ -197,9 +197,12 @@ def truncate_list_by_token_size(
 
 
 def truncate_text(text: str, max_tokens: int, model: str | None = None) -> str:
-    """Cut text to at most ``max_tokens`` tokens, at a token boundary that decodes cleanly."""
+    """Cut text to at most ``max_tokens`` tokens, at a token boundary that decodes cleanly. A text of at most
+    ``max_tokens`` UTF-8 bytes is returned as it is, unencoded: every token stands for one byte or more."""
     if max_tokens <= 0:
         return ""
+    if len(text) <= max_tokens and len(text.encode("utf-8", "surrogatepass")) <= max_tokens:
+        return text
     enc = get_encoding(model)
     tokens = enc.encode_ordinary(text)
     if len(tokens) <= max_tokens:

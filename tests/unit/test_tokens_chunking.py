@@ -76,6 +76,20 @@ def test_truncate_text_respects_budget(text, limit):
     assert text.startswith(cut) or count_tokens(text) > limit
 
 
+def test_a_text_within_the_byte_bound_is_kept_unencoded_and_a_longer_one_is_cut(monkeypatch):
+    """Every token stands for a byte or more, so a text of at most ``max_tokens`` UTF-8 bytes fits unencoded (the
+    index cuts each entity's text to 2,000 tokens; almost all are far shorter). Multi-byte text past the byte bound
+    is still counted and cut."""
+    from shared.domain import tokens
+
+    wide = "\U0001f600" * 30  # 30 characters, 120 bytes, more than 30 tokens
+    assert truncate_text(wide, 30) != wide and count_tokens(truncate_text(wide, 30)) <= 30
+    monkeypatch.setattr(tokens, "get_encoding", lambda *_a: (_ for _ in ()).throw(AssertionError("encoded")))
+    line = "Scrooge: a squeezing, wrenching old sinner."
+    assert truncate_text(line, len(line)) == line
+    assert truncate_text("é" * 10, 20) == "é" * 10
+
+
 def test_token_chunks_overlap_and_keep_metadata():
     text = SAMPLE.read_text(encoding="utf-8-sig")[:30000]
     chunks = chunk_by_tokens(text, "doc-1", size=500, overlap=50)
