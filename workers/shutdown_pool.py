@@ -6,7 +6,8 @@ those beyond its threads. On RabbitMQ the worker's quorum queues have a prefetch
 so a worker consuming five queues with four threads holds up to twenty messages, and some wait there. In the soft
 shutdown such a task started when a running one ended; the wait, which sees only the tasks that started
 (``state.active_requests``), could find none running in between, end, and the exit stopped the task just started: it
-ran again on the next worker (twice; a clean-clone CI run saw it).
+ran again on the next worker (twice: a clean-clone CI run on RabbitMQ saw a task run twice after such an exit; this
+race fits its log, though it was not reproduced end to end).
 
 :func:`cancel_queued` cancels the queued ones when the wait begins: their messages stay unacked and go back to their
 queues with the rest. :func:`pool_busy` is true while any task handed to the pool has not ended, started or not.
