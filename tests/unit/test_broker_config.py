@@ -100,7 +100,7 @@ def test_rabbitmq_countdown_goes_through_native_delayed_delivery():
         app.conf.task_queues = [x for x in app.conf.task_queues if x.name == "reducer"]
         ran, keys = threading.Event(), []
 
-        @app.task(name=QUERY_DEADLINE, bind=True)
+        @app.task(name=QUERY_DEADLINE, bind=True, shared=False)  # shared: it would join every later app
         def _deadline(self, **_fields):
             keys.append(self.request.delivery_info.get("routing_key"))
             ran.set()

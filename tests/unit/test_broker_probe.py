@@ -149,7 +149,7 @@ def test_rabbitmq_probe_sees_which_job_a_celery_worker_holds(redis_server, tenan
         probe = make_probe(settings, app=q.make_celery(settings))
         release, started = threading.Event(), threading.Event()
 
-        @celery.task(name=q.EXTRACT)
+        @celery.task(name=q.EXTRACT, shared=False)  # shared: it would join every later app
         def _extract(**_fields):
             started.set()
             release.wait(60)

@@ -26,15 +26,15 @@ def app():
     install_celery_signal_handlers(app)
     install_celery_signal_handlers(app)  # idempotent
 
-    @app.task(name=EXTRACT)
+    @app.task(name=EXTRACT, shared=False)  # shared: it would join every later app
     def extract(x):
         return x * 2
 
-    @app.task(name="graphfleet.test_boom")
+    @app.task(name="graphfleet.test_boom", shared=False)
     def boom():
         raise ValueError("boom")
 
-    @app.task(name="graphfleet.test_flaky", bind=True, max_retries=1, default_retry_delay=0)
+    @app.task(name="graphfleet.test_flaky", shared=False, bind=True, max_retries=1, default_retry_delay=0)
     def flaky(self):
         if self.request.retries < 1:
             raise self.retry(exc=RuntimeError("again"))
