@@ -10,13 +10,12 @@ once every running task finished and was acked (or at the timeout). Tasks still 
 no more (``workers.shutdown_pool``).
 
 After the wait, on a pool that cannot stop a task (``threads``, ``solo``), Celery's cancel fails and joins the
-running tasks; on RabbitMQ, even with none running, its cold shutdown once hung past 120 s. So then this module
-puts every held message back at the head of its queue (``QoS.restore_unacked``; on RabbitMQ the exit's closed
-connection does it), runs the ``worker_shutdown`` hooks and exits (:func:`_exit`). A task finishing between the
-requeue and the exit runs again (tasks are idempotent). Prefork goes on with Celery's cold shutdown, and so does
-Redis with nothing running (it reads a ``BRPOP`` answer in flight), for at most ``COLD_BOUND_S``: there too it
-once hung past 120 s, and then the worker exits the same way. On every pool, a message delivered after the wait
-starts no task (:func:`start_nothing_more`).
+running tasks, and its cold shutdown, even with none running, once hung past 120 s (on RabbitMQ, and on Redis in CI).
+So then this module reads the ``BRPOP`` answer in flight on Redis (``workers.shutdown_acks.read_in_flight``: a message
+the server popped for this worker), puts every held message back at the head of its queue (``QoS.restore_unacked``;
+on RabbitMQ the exit's closed connection does it), runs the ``worker_shutdown`` hooks and exits (:func:`_exit`). A
+task finishing between the requeue and the exit runs again (tasks are idempotent). Prefork goes on with Celery's
+cold shutdown. On every pool, a message delivered after the wait starts no task (:func:`start_nothing_more`).
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import threading
 import time
 
 from celery import signals
@@ -33,13 +31,11 @@ from celery.worker import state
 from celery.worker.worker import WorkController
 
 from workers import shutdown_pool
-from workers.shutdown_acks import flush_acks
+from workers.shutdown_acks import flush_acks, read_in_flight
 
 log = logging.getLogger(__name__)
 EXIT_CODE = 0  # a deliberate stop: compose's `restart: unless-stopped` and the embedded stack restart it anyway
 POLL_S = 0.05
-COLD_BOUND_S = 20.0  # Celery's cold shutdown after the wait takes ~1 s; past this the worker exits (``_exit``)
-_hooks_ran = threading.Event()  # worker_shutdown was sent (by Celery, or by ``_exit``)
 
 
 def cannot_stop_tasks(pool) -> bool:  # threads, solo; prefork sets its own terminate_job when it starts
@@ -106,24 +102,19 @@ def _wait_then_requeue(self: WorkController) -> None:
     start_nothing_more(self.consumer)
     if not cannot_stop_tasks(self.pool):
         return  # prefork cancels its tasks
-    if not state.active_requests and client_holds_unacked(self.consumer):
-        # Redis: Celery's cold shutdown reads a BRPOP answer in flight. Bounded: once it hung past 120 s (CI)
-        bound = threading.Timer(COLD_BOUND_S, _exit, (self, f"Celery's cold shutdown still on after {COLD_BOUND_S} s:"))
-        bound.daemon = True
-        bound.start()
-        return
-    _exit(self, "soft shutdown over:")
+    _exit(self)
 
 
-def _exit(self: WorkController, why: str) -> None:
+def _exit(self: WorkController) -> None:
     try:
-        log.warning("%s %d task(s) still running on a %s pool that cannot stop them: requeued %d message(s) and "
-                    "exiting", why, len(state.active_requests), type(self.pool).__module__, requeue_held(self.consumer))
+        read_in_flight(self.consumer)  # Redis: a message popped for this worker is held, then requeued, not lost
+        log.warning("soft shutdown over: %d task(s) still running on a %s pool that cannot stop them: requeued %d "
+                    "message(s) and exiting", len(state.active_requests), type(self.pool).__module__,
+                    requeue_held(self.consumer))
     except Exception:  # noqa: BLE001 - the messages stay unacked and come back after the visibility timeout
         log.exception("could not requeue the held messages; exiting anyway")
     try:
-        if not _hooks_ran.is_set():  # heartbeat, lease, watchdog, warm-up and metrics hooks: once
-            signals.worker_shutdown.send(sender=self)
+        signals.worker_shutdown.send(sender=self)  # heartbeat, lease, watchdog, warm-up and metrics hooks
     except Exception:  # noqa: BLE001 - a failed hook must not keep the process alive
         log.exception("a worker_shutdown hook failed; exiting anyway")
     for stream in (sys.stdout, sys.stderr):
@@ -134,4 +125,3 @@ def _exit(self: WorkController, why: str) -> None:
 def install() -> None:
     shutdown_pool.install()
     WorkController.wait_for_soft_shutdown = _wait_then_requeue
-    signals.worker_shutdown.connect(lambda **_kw: _hooks_ran.set(), weak=False, dispatch_uid="graphfleet-soft-exit")
