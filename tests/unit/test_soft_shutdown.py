@@ -221,22 +221,22 @@ def _queued(redis_url: str, queue: str) -> int:
     return redis.Redis.from_url(redis_url).llen(queue)
 
 
-def test_on_redis_the_message_in_flight_is_read_and_requeued_not_lost_with_the_exit(redis_server, monkeypatch):
+def test_on_redis_the_message_in_flight_is_read_and_requeued_not_lost_with_the_exit(broker_redis, monkeypatch):
     """Redis pops a message when it answers BRPOP; kombu holds it (its unacked hash, requeued by ``requeue_held``) only
     once it read the answer, and the event loop that reads it is blocked by the signal handler. An exit that left the
     answer unread lost the message until the watchdog re-enqueued its step (~2.5 min in CI). The exit now reads it."""
-    conn, consumer, got = _brpop_answered(redis_server.url, "in-flight-lost")
+    conn, consumer, got = _brpop_answered(broker_redis.url, "in-flight-lost")
     consumer.channel.client.connection.disconnect()  # the exit without the read: the socket goes, the message too
     conn.release()
-    assert got == [] and _queued(redis_server.url, "in-flight-lost") == 0
+    assert got == [] and _queued(broker_redis.url, "in-flight-lost") == 0
 
-    conn, consumer, got = _brpop_answered(redis_server.url, "in-flight-kept")
+    conn, consumer, got = _brpop_answered(broker_redis.url, "in-flight-kept")
     worker, exits, _hooks = _exiting_worker(monkeypatch, SimpleNamespace(task_consumer=consumer, hub=None))
     soft_shutdown._exit(worker)  # reads the answer, requeues what the worker holds, exits
     assert exits == [soft_shutdown.EXIT_CODE] and len(got) == 1
     consumer.channel.client.connection.disconnect()
     conn.release()
-    assert _queued(redis_server.url, "in-flight-kept") == 1
+    assert _queued(broker_redis.url, "in-flight-kept") == 1
 
 
 def test_the_read_in_flight_is_left_alone_when_the_interrupted_thread_is_inside_it():
