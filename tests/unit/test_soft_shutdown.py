@@ -8,14 +8,20 @@ so a change of that shape in a Celery or kombu upgrade fails here.
 from __future__ import annotations
 
 import logging
+import select
 import threading
+import time
 from types import SimpleNamespace
 
+from celery.concurrency import get_implementation
+from celery.worker import state
 from celery.worker.consumer.consumer import Consumer as CeleryConsumer
 from kombu import Connection, Consumer, Exchange, Producer, Queue
 from kombu.asynchronous import Hub
 
-from workers import shutdown_acks, soft_shutdown
+from shared.infra.redis_conn import connect
+from workers import shutdown_acks, shutdown_pool, soft_shutdown
+from workers.soft_shutdown import cannot_stop_tasks
 
 
 def _delivered(conn: Connection, n: int) -> list:
@@ -86,10 +92,6 @@ def test_a_message_delivered_after_the_wait_is_not_started_and_goes_back_to_its_
 def test_a_pool_that_cannot_stop_its_tasks_is_told_from_a_started_prefork_pool():
     """threads and solo have no ``terminate_job``; prefork sets its own on the instance when it starts (the class
     keeps BasePool's, so a check of the class took prefork for a pool that cannot stop its tasks)."""
-    from celery.concurrency import get_implementation
-
-    from workers.soft_shutdown import cannot_stop_tasks
-
     assert cannot_stop_tasks(get_implementation("threads")(limit=1))
     assert cannot_stop_tasks(get_implementation("solo")(limit=1))
     prefork = get_implementation("prefork")(limit=1)
@@ -99,8 +101,6 @@ def test_a_pool_that_cannot_stop_its_tasks_is_told_from_a_started_prefork_pool()
 
 def _exiting_worker(monkeypatch, consumer) -> tuple[SimpleNamespace, list, list]:
     """A threads-pool worker whose ``os._exit`` and ``worker_shutdown`` sends are recorded: (worker, exits, hooks)."""
-    from celery.concurrency import get_implementation
-
     exits, hooks = [], []
     shutdown_signal = SimpleNamespace(send=lambda sender=None, **_kw: hooks.append(sender))
     monkeypatch.setattr(soft_shutdown, "signals", SimpleNamespace(worker_shutdown=shutdown_signal))
@@ -146,10 +146,6 @@ class _Request:  # Celery keeps its active requests in a WeakSet
 def _task(started: list, name: str, request, *, accept_delay: float = 0.0, run_s: float = 0.0):
     """What Celery hands a threads pool for one request: its accept callback (``task_accepted``: the request becomes
     active), the task, and its callback (``task_ready`` and the ack), as ``apply_target`` calls them."""
-    import time
-
-    from celery.worker import state
-
     def accept(*_args):
         time.sleep(accept_delay)  # a thread that took the task from the queue and has not started it yet
         state.active_requests.add(request)
@@ -170,12 +166,6 @@ def test_tasks_queued_for_a_thread_start_no_more_and_the_wait_sees_a_task_about_
     wait in the pool's queue. In the soft shutdown those start no more (cancelled; their messages go back unacked),
     and a task a thread has taken but not yet started keeps the wait going: the wait used to see no running task
     then, end, and the exit stopped that task just after it started (it ran twice; CI saw it on RabbitMQ)."""
-    import time
-
-    from celery.concurrency import get_implementation
-
-    from workers import shutdown_pool
-
     shutdown_pool.install()
     pool, started = get_implementation("threads")(limit=1), []
     running, queued = _Request(), _Request()
@@ -201,8 +191,6 @@ def _brpop_answered(redis_url: str, queue: str):
     """A kombu consumer on real Redis whose ``BRPOP`` the server has answered with the one message of ``queue``, the
     answer unread in the socket: what a worker holds in flight when the signal handler blocks its event loop.
     Returns (connection, consumer, messages its callback got)."""
-    import select
-
     with Connection(redis_url) as producer_conn:
         producer_conn.SimpleQueue(queue).put({"task": "in flight"})
     conn = Connection(redis_url)
@@ -216,9 +204,7 @@ def _brpop_answered(redis_url: str, queue: str):
 
 
 def _queued(redis_url: str, queue: str) -> int:
-    import redis
-
-    return redis.Redis.from_url(redis_url).llen(queue)
+    return connect(redis_url).llen(queue)
 
 
 def test_on_redis_the_message_in_flight_is_read_and_requeued_not_lost_with_the_exit(broker_redis, monkeypatch):
