@@ -53,7 +53,7 @@ class SubBench:
 # row -> its bench; switch a row to another bench here
 SUB_BENCHES = {
     "gateway_local_0": SubBench("bench.gateway_latency", ("--latency", "0"),
-                                ("--repeat", "5", "--trials", "1", "--idle", "0"),
+                                ("--repeat", "5", "--trials", "1", "--ingestions", "1", "--idle", "0"),
                                 SubBench("bench.gateway_flow", ("--latency", "0"))),
     "global_tokens": SubBench("bench.global_cost", ("--shares", "0.05", "0.1"),
                               ("--corpora", "carol", "--questions", "2")),

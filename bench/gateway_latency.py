@@ -1,12 +1,15 @@
 """Local-query latency through the gateway, as a user of the service sees it: ``POST /v1/queries?wait=60``
 from send to answer, p50 / p95 over warm queries, and the first query of a fresh stack against the warm ones.
 
-    .venv/bin/python -m bench.gateway_latency [--latency 0] [--repeat 40] [--mode local] [--trials 3] [--idle 2]
+    .venv/bin/python -m bench.gateway_latency [--latency 0] [--repeat 40] [--mode local] [--trials 3] [--ingestions 3]
+        [--idle 2]
         [--out bench/results/gateway_latency.jsonl]
 
 One simulator, one embedded Redis: the Christmas Carol is ingested through the gateway, then
 
-1. ``after_ingest``: the first query after the ingestion finished, then ``--repeat`` warm ones;
+1. ``after_ingest``: the first query after the ingestion finished, then ``--repeat`` warm ones; ``--ingestions``
+   times, each a tenant of its own ingesting the same document on the same stack (``trial`` in the record; the
+   first is the stack's first ingestion), so the row is judged on several first queries, not on one;
 2. ``fresh_stack``: the workers and the gateway are stopped and started again on the same Redis (a
    restart, or a new deployment over existing data); its first query, then ``--repeat`` warm ones; ``--trials``
    times (``trial`` in the record): one first query per stack is one sample.
@@ -78,10 +81,15 @@ def _stack(tmp: Path, redis_url: str, env: dict) -> Stack:
     return Stack(data_dir=tmp, redis_url=redis_url, extra_env=env, gateway_port=free_port()).start()
 
 
-def _tenant(gw: httpx.Client) -> dict:
+def tenant_of(ingestion: int) -> str:
+    """The tenant of the ``ingestion``-th after-ingestion phase (``lat``, then ``lat-1``, ``lat-2``...)."""
+    return TENANT if ingestion == 0 else f"{TENANT}-{ingestion}"
+
+
+def _tenant(gw: httpx.Client, tenant: str) -> dict:
     admin = {"X-API-Key": ADMIN_KEY}
-    gw.post("/v1/tenants", json={"id": TENANT, "limits": {"requests_per_minute": 100_000}}, headers=admin)
-    key = gw.post(f"/v1/tenants/{TENANT}/keys", json={"name": "bench"}, headers=admin).raise_for_status().json()
+    gw.post("/v1/tenants", json={"id": tenant, "limits": {"requests_per_minute": 100_000}}, headers=admin)
+    key = gw.post(f"/v1/tenants/{tenant}/keys", json={"name": "bench"}, headers=admin).raise_for_status().json()
     return {"X-API-Key": key["api_key"]}
 
 
@@ -124,11 +132,11 @@ def _breakdown(gw: httpx.Client, headers: dict, first: Asked, warm: list[Asked])
             "warm_context_ms_p50": round(statistics.median(contexts), 2) if contexts else None}
 
 
-def _llm_ms(redis_url: str, since: float, asked: list[Asked]) -> dict[str, float]:
+def _llm_ms(redis_url: str, tenant: str, since: float, asked: list[Asked]) -> dict[str, float]:
     """Per query, the milliseconds some LLM call of it was in flight (its embedding and answer calls, as
     graphfleet's client timed them, from the tenant's usage records): the simulator's share of its wall time."""
     ids = [a.query_id for a in asked if a.query_id]
-    return {qid: 1000 * in_flight_s(records) for qid, records in job_calls(redis_url, TENANT, ids, since,
+    return {qid: 1000 * in_flight_s(records) for qid, records in job_calls(redis_url, tenant, ids, since,
                                                                            time.time()).items()}
 
 
@@ -144,7 +152,7 @@ def _own(first: Asked, warm: list[Asked], llm_ms: dict[str, float]) -> dict:
             "warm_llm_ms_p50": round(statistics.median(llm_ms[w.query_id] for w in warm if w.query_id in llm_ms), 1)}
 
 
-def _after_idle(ask: Callable[[], Asked], count: int, redis_url: str) -> dict:
+def _after_idle(ask: Callable[[], Asked], count: int, redis_url: str, tenant: str) -> dict:
     """``count`` queries, each after ``IDLE_S`` with none: what a query pays on a warm stack after a pause (its
     caches warm, but the CPU's caches, the connections' state and the LLM server's keep-alive not), the fair
     reference for a first query that also comes after a pause (the warm ones run back to back)."""
@@ -154,15 +162,15 @@ def _after_idle(ask: Callable[[], Asked], count: int, redis_url: str) -> dict:
     for _ in range(count):
         time.sleep(IDLE_S)
         asked.append(ask())
-    llm_ms = _llm_ms(redis_url, since, asked)
+    llm_ms = _llm_ms(redis_url, tenant, since, asked)
     return {"idle_s": IDLE_S, "idle_wall_s": [round(a.wall, 4) for a in asked],
             "idle_own_ms": [round(o, 1) for o in (own_ms(a, llm_ms) for a in asked) if o is not None]}
 
 
 def _phase(gw: httpx.Client, headers: dict, phase: str, mode: str, repeat: int, run: list[int],
-           cpu: Callable[[], dict[str, float]], redis_url: str, idle: int = 0) -> dict:
-    """The first query, then ``repeat`` warm ones, then ``idle`` after a pause each; ``cpu``: CPU seconds used
-    so far per process group."""
+           cpu: Callable[[], dict[str, float]], redis_url: str, idle: int = 0, tenant: str = TENANT) -> dict:
+    """The first query, then ``repeat`` warm ones, then ``idle`` after a pause each, as ``tenant`` (``headers``);
+    ``cpu``: CPU seconds used so far per process group."""
     def ask() -> Asked:
         run[0] += 1
         return _query(gw, headers, mode, carol_question(run[0]))
@@ -179,7 +187,8 @@ def _phase(gw: httpx.Client, headers: dict, phase: str, mode: str, repeat: int, 
             "warm_min_s": round(min(walls), 4), "warm_max_s": round(max(walls), 4),
             "p95_over_p50": round(p95 / p50, 2), "first_over_p50": round(first.wall / p50, 2),
             "warm_worker_p50_s": statistics.median(w.worker_s for w in warm if w.worker_s is not None),
-            **_breakdown(gw, headers, first, warm), **_own(first, warm, _llm_ms(redis_url, since, [first, *warm])),
+            **_breakdown(gw, headers, first, warm),
+            **_own(first, warm, _llm_ms(redis_url, tenant, since, [first, *warm])),
             # one query's path is serial (gateway -> worker -> LLM -> worker -> gateway): what each process
             # computed per warm query, the simulator's share included, bounds the wall time from below
             "warm_cpu_ms_per_query": {k: round(1000 * (v - before.get(k, 0.0)) / repeat, 1)
@@ -187,10 +196,11 @@ def _phase(gw: httpx.Client, headers: dict, phase: str, mode: str, repeat: int, 
             # what every process computed while the first query ran: the query's own share, and what else (a
             # stack's other workers still starting, an ingestion's last work) took the 2 cores from it
             "first_cpu_ms": {k: round(1000 * (v - start.get(k, 0.0)), 1) for k, v in sorted(before.items())},
-            **_after_idle(ask, idle, redis_url)}
+            **_after_idle(ask, idle, redis_url, tenant)}
 
 
-def run(latency: float, repeat: int, mode: str, out: Path | None, trials: int = 3, idle: int = 2) -> list[dict]:
+def run(latency: float, repeat: int, mode: str, out: Path | None, trials: int = 3, idle: int = 2,
+        ingestions: int = 3) -> list[dict]:
     records, counter = [], [0]
     base = {"bench": "gateway_latency", "latency_ms": latency, "corpus": SAMPLE.name}
     with simulator(latency_ms=latency) as llm, redis_server() as redis_url, tempfile.TemporaryDirectory() as tmp:
@@ -202,10 +212,16 @@ def run(latency: float, repeat: int, mode: str, out: Path | None, trials: int = 
 
         try:
             with httpx.Client(base_url=stack.gateway_url, timeout=120) as gw:
-                headers = _tenant(gw)
-                ingest_s = _ingest(gw, headers)
-                phase = _phase(gw, headers, "after_ingest", mode, repeat, counter, cpu, redis_url, idle)
-                records.append({**base, **phase, "ingest_s": round(ingest_s, 3)})
+                for trial in range(ingestions):  # each a new tenant's ingestion on this stack, then its queries
+                    tenant = tenant_of(trial)
+                    tenant_headers = _tenant(gw, tenant)
+                    if trial == 0:
+                        headers = tenant_headers  # the fresh stacks below query the first tenant
+                    ingest_s = _ingest(gw, tenant_headers)
+                    phase = _phase(gw, tenant_headers, "after_ingest", mode, repeat, counter, cpu, redis_url, idle,
+                                   tenant)
+                    records.append({**base, **phase, "ingest_s": round(ingest_s, 3), "trial": trial,
+                                    "tenant": tenant})
         finally:
             stack.stop()
         for trial in range(trials):  # each a restart: its own first query, its own warm ones
@@ -227,15 +243,19 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=40, help="warm queries per phase")
     ap.add_argument("--mode", default="local", choices=MODES)
     ap.add_argument("--trials", type=int, default=3, help="fresh stacks measured (each restarted, its first query)")
+    ap.add_argument("--ingestions", type=int, default=3,
+                    help="after-ingestion phases, each a new tenant ingesting the document, its first query")
     ap.add_argument("--idle", type=int, default=2, help=f"queries per phase after {IDLE_S:g} s with none, each")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    records = run(args.latency, args.repeat, args.mode, args.out, max(1, args.trials), max(0, args.idle))
+    records = run(args.latency, args.repeat, args.mode, args.out, max(1, args.trials), max(0, args.idle),
+                  max(1, args.ingestions))
     print(f"\n{args.mode} query through the gateway (?wait), simulator {args.latency:g} ms, {args.repeat} warm runs")
     print(f"{'phase':<14}{'first':>9}{'p50':>9}{'p95':>9}{'p95/p50':>9}{'first/p50':>11}")
     for r in records:
-        print(f"{r['phase']:<14}{r['first_s']:>9.3f}{r['warm_p50_s']:>9.3f}{r['warm_p95_s']:>9.3f}"
-              f"{r['p95_over_p50']:>9.2f}{r['first_over_p50']:>11.2f}")
+        label = f"{r['phase']} {r.get('trial', '')}"
+        print(f"{label:<14}{r['first_s']:>9.3f}{r['warm_p50_s']:>9.3f}{r['warm_p95_s']:>9.3f}{r['p95_over_p50']:>9.2f}"
+              f"{r['first_over_p50']:>11.2f}")
         print(f"{'':<14}CPU ms per warm query: {r['warm_cpu_ms_per_query']}")
         if "first_own_ms" in r:
             print(f"{'':<14}own ms (wall less LLM calls): first {r['first_own_ms']}, warm p50 {r['warm_own_ms_p50']},"
