@@ -17,6 +17,7 @@ from shared.config import get_settings
 from shared.infra.job_metrics import JobMetrics
 from shared.infra.jobs import add_job_listener
 from shared.infra.log_setup import configure_logging
+from shared.infra.metrics import prime_gateway_series
 from shared.infra.tracing import flush as flush_traces
 from shared.infra.tracing import instrument_gateway
 
@@ -37,16 +38,22 @@ class GatewayApp(FastAPI):
         return HttpMetrics(BodySizeLimit(super().build_middleware_stack(), self.state.gateway.max_body_bytes))
 
 
+# (route template, method) a client's queries and jobs go through: their metric series are created at start-up
+HOT_ROUTES = (("/v1/queries", "POST"), ("/v1/queries/{query_id}", "GET"), ("/v1/jobs/{job_id}", "GET"),
+              ("/v1/documents", "POST"))
+
+
 def warm_routes(app: FastAPI) -> int:
     """Build FastAPI's matching contexts of the included routers now: FastAPI (0.16x) builds a router's on the
-    first request routed into it, ~10 ms a fresh gateway's first query would pay; and each endpoint's context
+    first request routed into it, ~10 ms a fresh gateway's first query would pay; each endpoint's context
     for error messages (its source file and line, read with ``inspect`` on the first request to it: ~1 ms for
-    the query route, ``bench.gateway_latency``). Best effort: a FastAPI without them has nothing to build.
-    Returns how many routers were built."""
+    the query route, ``bench.gateway_latency``); and the kind of each dependency's callable (``_classify``).
+    Best effort: a FastAPI without them has nothing to build. Returns how many routers were built."""
     built, todo = 0, list(app.router.routes)
     while todo:
         route = todo.pop()
         _endpoint_context(route)
+        _classify(getattr(route, "dependant", None))
         build = getattr(route, "effective_candidates", None)
         if callable(build):
             try:
@@ -68,6 +75,26 @@ def _endpoint_context(route) -> None:
             pass
 
 
+def _classify(dependant) -> None:
+    """FastAPI (0.16x) tells, with ``inspect``, whether each dependency's callable is a generator or a coroutine
+    function the first time a request solves it (``fastapi.dependencies.models``, a cache per callable): walked
+    here for a route's whole dependency tree (its endpoint, the tenant and key dependencies)."""
+    from fastapi.dependencies import models
+
+    checks = [getattr(models, name, None) for name in ("_is_gen_callable", "_is_async_gen_callable",
+                                                       "_is_coroutine_callable")]
+    todo = [dependant] if dependant is not None else []
+    while todo:
+        node = todo.pop()
+        for check in checks:
+            if callable(check) and getattr(node, "call", None) is not None:
+                try:
+                    check(node.call)
+                except Exception:  # noqa: BLE001 - FastAPI internals changed: the first request classifies
+                    return
+        todo.extend(getattr(node, "dependencies", None) or ())
+
+
 def create_app(settings=None, max_body_bytes: int | None = None) -> FastAPI:
     settings = settings or get_settings()
     gateway = Gateway.build(settings, max_body_bytes)
@@ -78,6 +105,7 @@ def create_app(settings=None, max_body_bytes: int | None = None) -> FastAPI:
     async def lifespan(_app: FastAPI):
         await gateway.warm()  # the first query must not pay for the Celery producer and Redis connections
         warm_routes(_app)
+        prime_gateway_series(HOT_ROUTES)  # at zero, before the first submission writes them
         yield
         await gateway.aclose()
         gateway.redis.close()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+from collections.abc import Iterable
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, values
 from prometheus_client import generate_latest as _generate_latest
@@ -254,6 +255,21 @@ def observe_task_queue_wait(queue: str, task: str, seconds: float) -> None:
     """A task's wait between its message being ready (its publish, or its countdown's end) and its start (0 when
     the clocks of two hosts disagree)."""
     metrics().task_queue_wait.labels(queue=queue, task=task).observe(max(0.0, seconds))
+
+
+def prime_gateway_series(routes: Iterable[tuple[str, str]], tiers: Iterable[str] = (DEFAULT_TIER,)) -> None:
+    """Create, at zero, the series a gateway's first submissions and polls write: each ``(route template, method)``
+    answered 2xx (its count and its latency), and the submitted jobs of each kind and tier. As
+    :func:`prime_query_series` does for a query worker: ``rate`` and alerts see them before the first request, and
+    the first request does not pay for building the metric objects and mapping their multiprocess values.
+    Nothing is counted or observed."""
+    m = metrics()
+    for route, method in routes:
+        m.http_requests.labels(route=route, method=method, status="2xx")
+        m.http_duration.labels(route=route, method=method)
+    for tier in tiers:
+        for kind in ("query", "ingest"):
+            m.jobs.labels(kind=kind, status="submitted", tier=_label(tier, DEFAULT_TIER, 32))
 
 
 def record_job_submitted(kind: str, tier: str = DEFAULT_TIER) -> None:

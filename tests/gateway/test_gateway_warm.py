@@ -56,3 +56,36 @@ def test_the_gateway_declares_every_queue_before_its_first_send(tmp_path):
         assert connect(server.url).llen(ROUTES[QUERY]) == 1  # kombu's Redis transport: a queue is a list
     finally:
         server.stop()
+
+
+def test_the_gateway_classifies_every_dependency_and_names_real_routes_as_hot(gw_env):
+    """Before its first request: FastAPI's check of each dependency's callable (generator? coroutine?, made with
+    ``inspect`` on the first request that solves it) is cached for the query route's whole tree; and the hot
+    routes whose metric series are created at start-up are routes of the app (a renamed route would leave its
+    series unprimed)."""
+    from fastapi.dependencies import models
+
+    from api_gateway.app import HOT_ROUTES, create_app
+    from api_gateway.routes import documents, jobs, queries
+
+    routes = [r for module in (documents, jobs, queries) for r in module.router.routes]
+    assert set(HOT_ROUTES) <= {(r.path, m) for r in routes for m in r.methods}
+    app = create_app()
+    with TestClient(app) as client:
+        submit = next(r for r in routes if r.path == "/v1/queries" and "POST" in r.methods)
+        checks = (models._is_gen_callable_cached, models._is_async_gen_callable_cached,
+                  models._is_coroutine_callable_cached)
+        before = [check.cache_info() for check in checks]
+        todo, calls = [submit.dependant], 0
+        while todo:
+            node = todo.pop()
+            if node.call is not None:
+                calls += 1
+                models._is_gen_callable(node.call), models._is_async_gen_callable(node.call)
+                models._is_coroutine_callable(node.call)
+            todo.extend(node.dependencies)
+        after = [check.cache_info() for check in checks]
+        assert calls >= 4  # the endpoint, the gateway, the tenant and its key
+        assert [a.misses for a in after] == [b.misses for b in before]  # every one was classified at start-up
+        assert all(a.hits >= b.hits + calls for a, b in zip(after, before, strict=True))
+        assert client.get("/healthz").status_code == 200

@@ -347,3 +347,34 @@ def test_primed_query_series_are_zero_and_exactly_those_a_first_answer_writes(tm
         ("free", "answer", "chat"), ("gold", "answer", "chat")]
     tenants = {r.get("tenant") for r in requests if r["model"] != "none"}
     assert tenants == ({"acme", OTHER_TENANT} if allowlist else {None})
+
+
+PRIME_THEN_SUBMIT = """
+import json
+from shared.infra import metrics as m
+def scrape():
+    from prometheus_client.parser import text_string_to_metric_families
+    body, _ = m.metrics_response()
+    return sorted((s.name, sorted(s.labels.items()), s.value) for f in text_string_to_metric_families(body.decode())
+                  for s in f.samples if s.name.startswith(("graphfleet_http", "graphfleet_jobs")))
+m.prime_gateway_series([("/v1/queries", "POST"), ("/v1/jobs/{job_id}", "GET")], ["standard"])
+primed = scrape()
+# what a gateway's first query writes: the submission (its job, then its request), then a poll of the job
+m.record_job_submitted("query", "standard")
+m.record_http("/v1/queries", "POST", 202, 0.004)
+m.record_http("/v1/jobs/{job_id}", "GET", 200, 0.002)
+print(json.dumps({"primed": primed, "submitted": scrape()}))
+"""
+
+
+def test_primed_gateway_series_are_zero_and_exactly_those_a_first_submission_and_poll_write(tmp_path):
+    """The gateway creates its hot routes' series at start-up (``api_gateway.app.HOT_ROUTES``): at zero, and the
+    first query's submission and poll then write into those series and create no other."""
+    out = json.loads(run_py(PRIME_THEN_SUBMIT, base_env(prepare_multiproc_dir(tmp_path / "prom"))).stdout)
+    primed = {(n, json.dumps(lab)): v for n, lab, v in out["primed"]}
+    submitted = {(n, json.dumps(lab)): v for n, lab, v in out["submitted"]}
+    assert primed and not any(primed.values())  # nothing counted or observed, only created
+    assert set(submitted) == set(primed)
+    counted = {(dict(json.loads(lab)).get("route"), dict(json.loads(lab)).get("kind")) for (n, lab), v
+               in submitted.items() if n in ("graphfleet_http_requests_total", "graphfleet_jobs_total") and v}
+    assert counted == {("/v1/queries", None), ("/v1/jobs/{job_id}", None), (None, "query")}
