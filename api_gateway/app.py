@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -20,6 +21,8 @@ from shared.infra.log_setup import configure_logging
 from shared.infra.metrics import prime_gateway_series
 from shared.infra.tracing import flush as flush_traces
 from shared.infra.tracing import instrument_gateway
+
+log = logging.getLogger(__name__)
 
 DESCRIPTION = """GraphRAG over a fleet of Celery workers.
 
@@ -95,6 +98,15 @@ def _classify(dependant) -> None:
         todo.extend(getattr(node, "dependencies", None) or ())
 
 
+def _prime_series() -> None:
+    """The hot routes' metric series, at zero, before the first submission writes them. Best effort: a metrics
+    directory that cannot be written fails the first request's metrics as before, not the gateway's start."""
+    try:
+        prime_gateway_series(HOT_ROUTES)
+    except Exception:  # noqa: BLE001
+        log.warning("priming the gateway's metric series failed", exc_info=True)
+
+
 def create_app(settings=None, max_body_bytes: int | None = None) -> FastAPI:
     settings = settings or get_settings()
     gateway = Gateway.build(settings, max_body_bytes)
@@ -105,7 +117,7 @@ def create_app(settings=None, max_body_bytes: int | None = None) -> FastAPI:
     async def lifespan(_app: FastAPI):
         await gateway.warm()  # the first query must not pay for the Celery producer and Redis connections
         warm_routes(_app)
-        prime_gateway_series(HOT_ROUTES)  # at zero, before the first submission writes them
+        _prime_series()
         yield
         await gateway.aclose()
         gateway.redis.close()

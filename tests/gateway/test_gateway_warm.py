@@ -58,7 +58,7 @@ def test_the_gateway_declares_every_queue_before_its_first_send(tmp_path):
         server.stop()
 
 
-def test_the_gateway_classifies_every_dependency_and_names_real_routes_as_hot(gw_env):
+def test_the_gateway_classifies_every_dependency_and_names_real_routes_as_hot(gw_env, caplog):
     """Before its first request: FastAPI's check of each dependency's callable (generator? coroutine?, made with
     ``inspect`` on the first request that solves it) is cached for the query route's whole tree; and the hot
     routes whose metric series are created at start-up are routes of the app (a renamed route would leave its
@@ -88,4 +88,5 @@ def test_the_gateway_classifies_every_dependency_and_names_real_routes_as_hot(gw
         assert calls >= 4  # the endpoint, the gateway, the tenant and its key
         assert [a.misses for a in after] == [b.misses for b in before]  # every one was classified at start-up
         assert all(a.hits >= b.hits + calls for a, b in zip(after, before, strict=True))
+        assert not [r for r in caplog.records if "metric series failed" in r.getMessage()]  # primed at start-up
         assert client.get("/healthz").status_code == 200
