@@ -190,12 +190,17 @@ def _label(value: str | None, default: str = "none", limit: int = 64) -> str:
     return (value or default)[:limit]
 
 
+def _tier_label(tier: str | None) -> str:
+    """A tier as a metric label: the default tier when unset, at most 32 characters."""
+    return _label(tier, DEFAULT_TIER, 32)
+
+
 def usage_listener(rec) -> None:
     """UsageRecorder listener: one call (or failed attempt / cache hit) -> counters and latency."""
     m = metrics()
     model, stage, queue = _label(rec.model), stage_label(rec.stage), _label(rec.queue)
     labels = {"model": model, "stage": stage, "queue": queue,
-              "tier": _label(getattr(rec, "tier", None), DEFAULT_TIER, 32)}
+              "tier": _tier_label(getattr(rec, "tier", None))}
     if m.allowlist:
         labels["tenant"] = tenant_label(rec.tenant, m.allowlist)
     m.llm_requests.labels(kind=_label(rec.kind, "chat"), **labels).inc()
@@ -224,7 +229,7 @@ def prime_query_series(model: str, queue: str, task: str, tenant_tiers: dict[str
     m = metrics()
     model, queue = _label(model), _label(queue)
     for tenant, tier in tenant_tiers.items():
-        tier = _label(tier, DEFAULT_TIER, 32)
+        tier = _tier_label(tier)
         labels = {"model": model, "stage": "answer", "queue": queue, "tier": tier}
         if m.allowlist:
             labels["tenant"] = tenant_label(tenant, m.allowlist)
@@ -269,17 +274,17 @@ def prime_gateway_series(routes: Iterable[tuple[str, str]], tiers: Iterable[str]
         m.http_duration.labels(route=route, method=method)
     for tier in tiers:
         for kind in ("query", "ingest"):
-            m.jobs.labels(kind=kind, status="submitted", tier=_label(tier, DEFAULT_TIER, 32))
+            m.jobs.labels(kind=kind, status="submitted", tier=_tier_label(tier))
 
 
 def record_job_submitted(kind: str, tier: str = DEFAULT_TIER) -> None:
-    metrics().jobs.labels(kind=kind, status="submitted", tier=_label(tier, DEFAULT_TIER, 32)).inc()
+    metrics().jobs.labels(kind=kind, status="submitted", tier=_tier_label(tier)).inc()
 
 
 def record_job_finished(kind: str, status: str, seconds: float | None, tier: str = DEFAULT_TIER) -> None:
     """A job reached a final status (succeeded, failed, canceled); ``seconds`` = created -> finished."""
     m = metrics()
-    tier = _label(tier, DEFAULT_TIER, 32)
+    tier = _tier_label(tier)
     m.jobs.labels(kind=kind, status=status, tier=tier).inc()
     if seconds is not None:
         m.job_duration.labels(kind=kind, status=status, tier=tier).observe(max(0.0, seconds))
