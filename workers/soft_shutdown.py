@@ -5,17 +5,18 @@ by its soft shutdown: running tasks get ``workers.soft_shutdown_timeout_s`` (30 
 
 Celery waits with a ``sleep`` in the signal handler while its event loop runs every ack (``call_soon_ack``), so
 a task that finished in the wait kept its message unacked and ran again elsewhere. :func:`soft_shutdown_wait`
-runs the acks and rejects the loop holds (``workers.shutdown_acks.flush_acks``) every ``POLL_S`` instead, and ends
-once every running task finished and was acked (or at the timeout). Tasks still queued for a free thread start
+runs the acks and rejects scheduled and not run (``workers.shutdown_acks.flush_acks``) every ``POLL_S`` instead, and
+ends once every running task finished and was acked (or at the timeout). Tasks still queued for a free thread start
 no more (``workers.shutdown_pool``).
 
 After the wait, on a pool that cannot stop a task (``threads``, ``solo``), Celery's cancel fails and joins the
 running tasks, and its cold shutdown, even with none running, once hung past 120 s (on RabbitMQ, and on Redis in CI).
-So then this module reads the ``BRPOP`` answer in flight on Redis (``workers.shutdown_acks.read_in_flight``: a message
-the server popped for this worker), puts every held message back at the head of its queue (``QoS.restore_unacked``;
-on RabbitMQ the exit's closed connection does it), runs the ``worker_shutdown`` hooks and exits (:func:`_exit`). A
-task finishing between the requeue and the exit runs again (tasks are idempotent). Prefork goes on with Celery's
-cold shutdown. On every pool, a message delivered after the wait starts no task (:func:`start_nothing_more`).
+So then this module reads the ``BRPOP`` answer in flight on Redis
+(``workers.shutdown_inflight.read_in_flight``: a message the server popped for this worker), puts every held message
+back at the head of its queue (``QoS.restore_unacked``; on RabbitMQ the exit's closed connection does it), runs the
+``worker_shutdown`` hooks and exits (:func:`_exit`). A task finishing between the requeue and the exit runs again
+(tasks are idempotent). Prefork goes on with Celery's cold shutdown. On every pool, a message delivered after the
+wait starts no task (:func:`start_nothing_more`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from celery.concurrency.base import BasePool
 from celery.worker import state
 from celery.worker.worker import WorkController
 
-from workers import shutdown_pool
-from workers.shutdown_acks import flush_acks, read_in_flight
+from workers import shutdown_acks, shutdown_pool
+from workers.main_stack import interrupted_at
+from workers.shutdown_acks import flush_acks
+from workers.shutdown_inflight import read_in_flight
 
 log = logging.getLogger(__name__)
 EXIT_CODE = 0  # a deliberate stop: compose's `restart: unless-stopped` and the embedded stack restart it anyway
@@ -48,12 +51,14 @@ def soft_shutdown_wait(worker: WorkController) -> None:
     if cancelled := shutdown_pool.cancel_queued(worker.pool):
         log.warning("soft shutdown: %d task(s) waiting for a free thread will not start here", cancelled)
     timeout, on_idle = float(conf.worker_soft_shutdown_timeout or 0), bool(conf.worker_enable_soft_shutdown_on_idle)
+    exiting = cannot_stop_tasks(worker.pool)  # then the handler exits: the code it interrupted never goes on
     if timeout > 0 and (state.active_requests or shutdown_pool.pool_busy() or on_idle):
-        log.warning("Initiating Soft Shutdown, terminating in %s seconds", timeout)
-        deadline, seen = time.monotonic() + timeout, set()
+        log.warning("Initiating Soft Shutdown, terminating in %s seconds (the signal came in %s)", timeout,
+                    interrupted_at())
+        deadline, seen, flushed = time.monotonic() + timeout, set(), 0
         while True:
             seen.update(state.active_requests)
-            flush_acks(worker.consumer)
+            flushed += flush_acks(exiting)
             # a finished request leaves active_requests, then schedules its ack, then is marked acknowledged
             settled = (not state.active_requests and not shutdown_pool.pool_busy()
                        and all(r.acknowledged for r in seen))
@@ -61,8 +66,9 @@ def soft_shutdown_wait(worker: WorkController) -> None:
                 break
             time.sleep(POLL_S)
         if settled:
-            log.warning("soft shutdown: every running task finished and was acked")
-    flush_acks(worker.consumer)
+            log.warning("soft shutdown: every running task finished and was acked (%d ack(s) run by the wait)",
+                        flushed + flush_acks(exiting))
+    flush_acks(exiting)
 
 
 def client_holds_unacked(consumer) -> bool:
@@ -123,5 +129,6 @@ def _exit(self: WorkController) -> None:
 
 
 def install() -> None:
+    shutdown_acks.install()
     shutdown_pool.install()
     WorkController.wait_for_soft_shutdown = _wait_then_requeue

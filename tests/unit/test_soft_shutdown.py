@@ -13,6 +13,9 @@ import threading
 import time
 from types import SimpleNamespace
 
+import pytest
+from amqp.method_framing import frame_writer
+from amqp.transport import TCPTransport
 from celery.concurrency import get_implementation
 from celery.worker import state
 from celery.worker.consumer.consumer import Consumer as CeleryConsumer
@@ -20,7 +23,7 @@ from kombu import Connection, Consumer, Exchange, Producer, Queue
 from kombu.asynchronous import Hub
 
 from shared.infra.redis_conn import connect
-from workers import shutdown_acks, shutdown_pool, soft_shutdown
+from workers import main_stack, shutdown_acks, shutdown_pool, soft_shutdown
 from workers.soft_shutdown import cannot_stop_tasks
 
 
@@ -33,10 +36,17 @@ def _delivered(conn: Connection, n: int) -> list:
 
 def _schedule(hub: Hub, callback, *args) -> None:
     """As a finished task's thread does: Celery's call_soon_ack puts the callback on the hub."""
+    shutdown_acks.install()  # what workers.celery_app does at import, through soft_shutdown.install
     CeleryConsumer.call_soon_ack(SimpleNamespace(hub=hub), callback, logging.getLogger("test"), (), *args)
 
 
-def test_acks_and_rejects_waiting_on_the_loop_are_run_and_nothing_else():
+def _run_loop_once(hub: Hub) -> None:
+    """What the event loop does with the callbacks it takes (``Hub.create_loop``; ``Hub.close`` too)."""
+    for item in hub._pop_ready():
+        item()
+
+
+def test_acks_and_rejects_waiting_on_the_loop_are_run_once_and_nothing_else():
     hub, other_ran = Hub(), []
     with Connection("memory://") as conn:
         acked, rejected, untouched = _delivered(conn, 3)
@@ -44,29 +54,43 @@ def test_acks_and_rejects_waiting_on_the_loop_are_run_and_nothing_else():
                                                   _schedule(hub, rejected.reject_log_error, True)))
         thread.start()
         thread.join()
-        hub.call_soon(lambda: other_ran.append(1))  # not an ack: stays for the loop
-        assert shutdown_acks.flush_acks(SimpleNamespace(hub=hub)) == 2
+        hub.call_soon(lambda: other_ran.append(1))  # not an ack: left to the loop
+        assert shutdown_acks.flush_acks() == 2
         assert acked.acknowledged and acked._state == "ACK"
         assert rejected.acknowledged and rejected._state == "REJECTED"  # with requeue=True: back on its queue
         assert conn.SimpleQueue("soft-shutdown-test").get(timeout=1).payload == rejected.payload
-        assert not untouched.acknowledged
-        assert len(hub._ready) == 1 and not other_ran
-        assert shutdown_acks.flush_acks(SimpleNamespace(hub=hub)) == 0
+        assert not untouched.acknowledged and not other_ran
+        assert shutdown_acks.flush_acks() == 0
+        _run_loop_once(hub)  # a loop (or the hub's close) that runs them after the flush: the other callback only
+        assert other_ran == [1] and acked._state == "ACK" and rejected._state == "REJECTED"
 
 
-def test_a_hub_lock_held_by_the_interrupted_loop_leaves_the_acks_alone():
+def test_the_acks_the_interrupted_loop_had_taken_or_held_locked_are_run_too():
+    """The signal can come while the loop holds the ready set's lock, or after it took the set (``_pop_ready``) and
+    before it ran what was in it: both used to leave those acks unrun, and the exit lost them."""
     hub = Hub()
     with Connection("memory://") as conn:
-        (message,) = _delivered(conn, 1)
-        _schedule(hub, message.ack_log_error)
+        locked, taken, ran = _delivered(conn, 3)
+        _schedule(hub, locked.ack_log_error)
         with hub._ready_lock:  # the signal arrived while the loop held it
-            assert shutdown_acks.flush_acks(SimpleNamespace(hub=hub)) == 0
-        assert not message.acknowledged and len(hub._ready) == 1
-        assert shutdown_acks.flush_acks(SimpleNamespace(hub=hub)) == 1 and message.acknowledged
+            assert shutdown_acks.flush_acks() == 1 and locked.acknowledged
+        _schedule(hub, taken.ack_log_error)
+        _schedule(hub, ran.ack_log_error)
+        batch = list(hub._pop_ready())  # the loop took them: on the hub no more, and not run yet
+        [item() for item in batch if item.fun.message is ran]  # the loop ran one of them, then the signal came
+        assert hub._ready == set() and ran.acknowledged and not taken.acknowledged
+        assert shutdown_acks.flush_acks() == 1 and taken.acknowledged
+        for item in batch:  # a loop that went on anyway settles nothing twice (kombu raises MessageStateError)
+            item()
+        assert shutdown_acks._pending == {}
 
 
-def test_no_event_loop_is_nothing_to_flush():
-    assert shutdown_acks.flush_acks(SimpleNamespace(hub=None)) == 0
+def test_what_is_not_a_messages_ack_is_scheduled_as_before_and_nothing_is_pending():
+    hub, ran = Hub(), []
+    _schedule(hub, lambda *args: ran.append(args[2:]), "x")
+    assert shutdown_acks.flush_acks() == 0
+    _run_loop_once(hub)
+    assert ran == [("x",)] and shutdown_acks._pending == {}
 
 
 def test_a_message_delivered_after_the_wait_is_not_started_and_goes_back_to_its_queue():
@@ -228,7 +252,76 @@ def test_on_redis_the_message_in_flight_is_read_and_requeued_not_lost_with_the_e
 def test_the_read_in_flight_is_left_alone_when_the_interrupted_thread_is_inside_it():
     """The signal handler runs on top of the interrupted main thread: reading the answer again there would block."""
     def brpop_read():
-        return shutdown_acks._main_thread_in(brpop_read)
+        return main_stack.main_thread_in(brpop_read)
 
     assert brpop_read() is True
-    assert shutdown_acks._main_thread_in(brpop_read) is False
+    assert main_stack.main_thread_in(brpop_read) is False
+
+
+def _amqp_writer(sendall):
+    """py-amqp's own frame writer (one lock for every frame of a connection) over a transport whose socket send is
+    ``sendall``: a signal handler runs inside ``sendall``, after the send (CPython checks for signals there)."""
+    transport = TCPTransport("127.0.0.1:1")  # never connected
+    transport._write = sendall
+    return frame_writer(SimpleNamespace(frame_max=131072, bytes_sent=0), transport)
+
+
+def _listed(fun, message) -> shutdown_acks.Settle:
+    settle = shutdown_acks.Settle(fun, message, (message,), {})
+    shutdown_acks._pending[id(settle)] = settle
+    return settle
+
+
+@pytest.mark.parametrize("exiting", [True, False])
+def test_a_signal_while_the_loop_writes_an_ack_frame_leaves_nothing_blocked_and_sends_nothing_twice(exiting):
+    """py-amqp writes every frame of a connection under one lock; a signal that came while the loop wrote an ack left
+    the handler's acks waiting for that lock (a RabbitMQ SIGTERM run: "the signal came in amqp/transport.py:350
+    write", a finished task ran twice). An exit releases the lock for its acks and does not send the interrupted ack
+    again; a prefork worker, whose loop goes on after the handler, leaves its acks to the loop."""
+    frames, seen = [], []
+
+    def sendall(data):
+        frames.append(bytes(data))
+        if not seen:  # the signal comes in the first send
+            seen.append(shutdown_acks.interrupted_write())
+            seen.append(shutdown_acks.flush_acks(exiting))
+            if exiting:
+                seen[0].write_lock.acquire()  # released for the acks; taken back so that this test's thread goes on
+
+    def ack(message):  # an ack on RabbitMQ: its frame through the connection's writer, then the message's state
+        writer(1, 1, (60, 80), bytes(9), None)  # basic.ack: delivery tag, multiple
+        message.ack()
+
+    writer = _amqp_writer(sendall)
+    with Connection("memory://") as conn:
+        writing, finished = _delivered(conn, 2)
+        interrupted, other = _listed(ack, writing), _listed(ack, finished)
+        interrupted()  # the loop runs an ack; the signal comes while its frame is handed to the socket
+        main, flushed = seen
+        assert main.settle is interrupted and main.sent and main.write_lock is not None
+        assert flushed == (1 if exiting else 0) and finished.acknowledged == exiting
+        other()  # the loop, when it goes on: what the handler ran is not sent again
+        assert len(frames) == 2 and writing.acknowledged and finished.acknowledged
+        assert shutdown_acks._pending == {}
+
+
+def test_an_exit_sends_the_ack_the_interrupted_loop_had_not_yet_written():
+    """The signal came inside an ack before its frame went to the socket: the exit sends it (once)."""
+    frames, signals, flushed = [], [], []
+
+    def ack(message):
+        if not signals:  # the signal comes here; the exit's code never goes on past it
+            signals.append(1)
+            flushed.append(shutdown_acks.flush_acks(exiting=True))
+            return
+        writer(1, 1, (60, 80), bytes(9), None)
+        message.ack()
+
+    writer = _amqp_writer(lambda data: frames.append(bytes(data)))
+    with Connection("memory://") as conn:
+        (message,) = _delivered(conn, 1)
+        settle = _listed(ack, message)
+        settle()
+        assert flushed == [1] and len(frames) == 1 and message.acknowledged
+        settle()  # claimed: nothing more
+        assert len(frames) == 1 and shutdown_acks._pending == {}
