@@ -211,6 +211,25 @@ def test_tasks_queued_for_a_thread_start_no_more_and_the_wait_sees_a_task_about_
     assert taken.acknowledged and started == ["taken"]
 
 
+def test_the_queued_tasks_are_cancelled_even_when_the_signal_came_while_the_pool_was_handed_one():
+    """The handler runs on the main thread, which hands tasks to the pool (``ThreadPoolExecutor.submit`` under the
+    executor's lock, then the tracking): cancelling through ``shutdown`` there waited for that lock for ever (a worker
+    alive 120 s after SIGTERM, its wait's first line never logged). Cancelling takes no lock."""
+    shutdown_pool.install()
+    pool, started, release = get_implementation("threads")(limit=1), [], threading.Event()
+    pool.apply_async(**_task(started, "running", _Request()))
+    pool.apply_async(target=release.wait)  # holds the one thread
+    time.sleep(0.05)
+    queued = [_Request() for _ in range(3)]
+    for i, request in enumerate(queued):
+        pool.apply_async(**_task(started, f"queued-{i}", request))
+    with pool.executor._shutdown_lock:  # held by the interrupted submit
+        assert shutdown_pool.cancel_queued(pool) == 3
+    release.set()
+    time.sleep(0.1)
+    assert started == ["running"] and not shutdown_pool.pool_busy()
+
+
 def _brpop_answered(redis_url: str, queue: str):
     """A kombu consumer on real Redis whose ``BRPOP`` the server has answered with the one message of ``queue``, the
     answer unread in the socket: what a worker holds in flight when the signal handler blocks its event loop.
