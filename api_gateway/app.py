@@ -84,17 +84,17 @@ def _classify(dependant) -> None:
     here for a route's whole dependency tree (its endpoint, the tenant and key dependencies)."""
     from fastapi.dependencies import models
 
-    checks = [getattr(models, name, None) for name in ("_is_gen_callable", "_is_async_gen_callable",
-                                                       "_is_coroutine_callable")]
+    names = ("_is_gen_callable", "_is_async_gen_callable", "_is_coroutine_callable")
+    checks = [check for check in (getattr(models, name, None) for name in names) if callable(check)]
     todo = [dependant] if dependant is not None else []
     while todo:
         node = todo.pop()
-        for check in checks:
-            if callable(check) and getattr(node, "call", None) is not None:
-                try:
-                    check(node.call)
-                except Exception:  # noqa: BLE001 - FastAPI internals changed: the first request classifies
-                    return
+        call = getattr(node, "call", None)
+        try:
+            for check in checks if call is not None else ():
+                check(call)
+        except Exception:  # noqa: BLE001 - FastAPI internals changed: the first request classifies
+            return
         todo.extend(getattr(node, "dependencies", None) or ())
 
 

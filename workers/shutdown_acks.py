@@ -67,6 +67,9 @@ class Settle:
             _pending.pop(id(self), None)
 
 
+_SETTLE_CALL = Settle.__call__.__code__  # how the settle the interrupted thread was running is found on its stack
+
+
 @dataclass
 class MainThread:
     """What the interrupted main thread was doing, read from its stack (the signal handler runs on top of it)."""
@@ -139,6 +142,3 @@ def _run_all(settles: list) -> None:
             settle()
         except Exception:  # noqa: BLE001 - one failed ack (logged) must not keep the others from running
             log.exception("an ack in the soft shutdown failed; its message comes back")
-
-
-_SETTLE_CALL = Settle.__call__.__code__

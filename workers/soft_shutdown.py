@@ -52,10 +52,11 @@ def soft_shutdown_wait(worker: WorkController) -> None:
         log.warning("soft shutdown: %d task(s) waiting for a free thread will not start here", cancelled)
     timeout, on_idle = float(conf.worker_soft_shutdown_timeout or 0), bool(conf.worker_enable_soft_shutdown_on_idle)
     exiting = cannot_stop_tasks(worker.pool)  # then the handler exits: the code it interrupted never goes on
+    settled, flushed = False, 0
     if timeout > 0 and (state.active_requests or shutdown_pool.pool_busy() or on_idle):
         log.warning("Initiating Soft Shutdown, terminating in %s seconds (the signal came in %s)", timeout,
                     interrupted_at())
-        deadline, seen, flushed = time.monotonic() + timeout, set(), 0
+        deadline, seen = time.monotonic() + timeout, set()
         while True:
             seen.update(state.active_requests)
             flushed += flush_acks(exiting)
@@ -65,10 +66,9 @@ def soft_shutdown_wait(worker: WorkController) -> None:
             if (settled and not on_idle) or time.monotonic() >= deadline:
                 break
             time.sleep(POLL_S)
-        if settled:
-            log.warning("soft shutdown: every running task finished and was acked (%d ack(s) run by the wait)",
-                        flushed + flush_acks(exiting))
-    flush_acks(exiting)
+    flushed += flush_acks(exiting)
+    if settled:  # the wait ran and ended with every task finished and acked
+        log.warning("soft shutdown: every running task finished and was acked (%d ack(s) run by the wait)", flushed)
 
 
 def client_holds_unacked(consumer) -> bool:
