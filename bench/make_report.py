@@ -17,8 +17,8 @@ from bench.report_retrieval import retrieval_runs, retrieval_table
 from bench.retrieval_records import sets_tables
 from bench.walk_bench import walk_table
 
-__all__ = ["by_stage", "clustering_table", "compare_tables", "ingest_table", "main", "query_table", "retrieval_runs",
-           "retrieval_table", "scaling_table"]
+__all__ = ["by_stage", "clustering_table", "compare_tables", "ingest_table", "main", "query_table", "render",
+           "retrieval_runs", "retrieval_table", "scaling_table"]
 
 NANO_REFERENCE = {0.0: 2.3, 200.0: 4.5}  # seconds, nano-graphrag on this machine (issue reference)
 
@@ -112,7 +112,8 @@ def _notes(name: str) -> list[str]:
     return [*path.read_text().splitlines(), ""] if path.exists() else []
 
 
-def main() -> None:
+def render() -> str:
+    """docs/benchmarks.md as the results and the hand-written notes (``bench/results/*_notes.md``) make it."""
     ingest, query = load_results("ingest.jsonl"), load_results("query.jsonl")
     lines = [
         "# Benchmarks", "",
@@ -168,8 +169,13 @@ def main() -> None:
         "only the clustering call is timed on both sides (graspologic is the one nano-graphrag installs).", "",
         *clustering_table(load_results("clustering.jsonl")),
     ]
-    (ROOT / "docs" / "benchmarks.md").write_text("\n".join(lines))
-    print("\n".join(lines))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    text = render()
+    (ROOT / "docs" / "benchmarks.md").write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":
