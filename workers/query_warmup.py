@@ -4,11 +4,12 @@ that consumes the ``query`` queue. Query workers run a thread pool (``-P threads
 pool the children would keep their own caches and this warmer would not reach them. Other workers
 only announce index updates.
 
-Before such a worker consumes (``worker_init``), it readies what every query uses whatever its tenant (a Redis
-connection, a keep-alive connection to the LLM API, the embedder probe when another process already measured it;
-Celery's backend and the OpenAI SDK's lazily built models are warmed in every worker, ``workers.celery_app._warm_up``)
-and the tenants whose index changed most recently, as far as the cache has room and for at most
-``START_WARM_S`` (``shared.infra.cache_warmup``): a worker that reports ready answers its first query warm."""
+Before such a worker consumes (``worker_init``), it readies what every query uses whatever its tenant (the BM25
+library's import, a Redis connection, a keep-alive connection to the LLM API, the embedder probe when another
+process already measured it; Celery's backend and the OpenAI SDK's lazily built models are warmed in every worker,
+``workers.celery_app._warm_up``) and the tenants whose index changed most recently, as far as the cache has room
+and for at most ``START_WARM_S`` (``shared.infra.cache_warmup``): a worker that reports ready answers its first
+query warm."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import time
 
 from celery.signals import worker_init, worker_ready, worker_shutdown
 
+from shared.domain.retrieval import bm25
 from shared.infra.cache_warmup import CacheWarmer, recent_announcements
 from shared.infra.llm import wire
 from shared.infra.llm.usage import CallContext
@@ -58,6 +60,7 @@ def _prepare() -> None:
     a worker reported ready answers its first query warm. Best effort: a failure only leaves it cold."""
     started = time.monotonic()
     try:
+        bm25.preload()
         rt = runtime()
         rt.warm_clients()
         if rt.llm is not None:
