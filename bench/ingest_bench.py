@@ -1,7 +1,7 @@
 """Ingest the Christmas Carol through a running stack with the simulator at 0 ms and 200 ms.
 
     .venv/bin/python -m bench.ingest_bench [--latency 0 200] [--repeat 3] [--ms-per-completion-token 12.5]
-        [--processes 1|N|auto] [--concurrency 16] [--warm-stack] [--out bench/results/ingest.jsonl]
+        [--processes 1|N|auto] [--concurrency 16] [--warm-stack] [--warm-simulator] [--out bench/results/ingest.jsonl]
 
 Prints wall seconds, LLM calls by stage, prompt/completion tokens, when each stage first started, the CPU
 seconds of each process (with the cores busy on average) and each task's mean wait in its queue (ready to
@@ -9,12 +9,16 @@ start, ``graphfleet_task_queue_wait_seconds``) per run, then medians. ``--ms-per
 adds generation time per answer token (12.5: ~80 tokens/s); ``--processes auto`` sizes the worker groups as
 ``graphfleet up`` does (``--concurrency 0``: the configured threads per LLM-bound worker). Each run starts a
 fresh stack, so by default it measures a stack's first ingestion; ``--warm-stack`` measures its second (the same
-document under another tenant first, not measured): a running deployment's steady state.
+document under another tenant first, not measured): a running deployment's steady state. ``--warm-simulator``
+serves every run from one simulator that has answered an unmeasured ingestion first, as ``bench.compare``'s rounds
+do: each run is a fresh stack's first ingestion on a warm LLM (a simulator's first answers cost it more CPU, on the
+same cores).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import time
@@ -94,9 +98,11 @@ def queue_wait_ms(before: dict, after: dict) -> dict[str, dict]:
 
 
 def run_once(latency: float, concurrency: int, run: int, processes: int | str = 1, ms_per_token: float = 0.0,
-             warm_stack: bool = False) -> dict:
-    with (simulator(latency_ms=latency, ms_per_completion_token=ms_per_token) as llm, redis_server() as redis_url,
-          stack(redis_url, llm, concurrency or None, processes) as st):
+             warm_stack: bool = False, llm_url: str | None = None) -> dict:
+    """One ingestion of the Carol on a fresh stack; on a simulator of its own unless ``llm_url`` is given."""
+    sim = (contextlib.nullcontext(llm_url) if llm_url
+           else simulator(latency_ms=latency, ms_per_completion_token=ms_per_token))
+    with sim as llm, redis_server() as redis_url, stack(redis_url, llm, concurrency or None, processes) as st:
         client = LocalClient(redis_url)
         tenant = f"bench{run}"
         if warm_stack:  # the same document under another tenant first, unmeasured: a stack past its first ingestion
@@ -116,6 +122,7 @@ def run_once(latency: float, concurrency: int, run: int, processes: int | str = 
         return {
             "bench": "ingest", "latency_ms": latency, "ms_per_completion_token": ms_per_token,
             "concurrency": concurrency, "processes": processes, "run": run, "warm_stack": warm_stack,
+            "warm_simulator": bool(llm_url),
             "status": view["status"], "seconds": round(seconds, 3),
             "llm_calls": usage["calls"], "calls_by_stage": {s: v.get("calls", 0) for s, v in usage["by_stage"].items()},
             "prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
@@ -144,16 +151,26 @@ def main() -> None:
                     help="simulated generation time per completion token (default 0)")
     ap.add_argument("--warm-stack", action="store_true",
                     help="measure each stack's second ingestion (the first, of the same document, is not measured)")
+    ap.add_argument("--warm-simulator", action="store_true",
+                    help="one simulator for every run, warmed by an unmeasured ingestion on a stack of its own first "
+                         "(as bench.compare's rounds): each run is then a fresh stack's first ingestion on a warm LLM")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     emit({"bench": "machine", **machine()}, args.out)
     for latency in args.latency:
-        runs = [run_once(latency, args.concurrency, i, args.processes, args.ms_per_completion_token, args.warm_stack)
-                for i in range(args.repeat)]
+        with contextlib.ExitStack() as shared:
+            llm = None
+            if args.warm_simulator:  # one simulator for every run, past one unmeasured ingestion on a stack of its own
+                llm = shared.enter_context(simulator(latency_ms=latency,
+                                                     ms_per_completion_token=args.ms_per_completion_token))
+                run_once(latency, args.concurrency, -1, args.processes, args.ms_per_completion_token, llm_url=llm)
+            runs = [run_once(latency, args.concurrency, i, args.processes, args.ms_per_completion_token,
+                             args.warm_stack, llm) for i in range(args.repeat)]
         for r in runs:
             emit(r, args.out)
         emit({"bench": "ingest_median", "latency_ms": latency, "ms_per_completion_token": args.ms_per_completion_token,
-              "processes": args.processes, "warm_stack": args.warm_stack, "runs": len(runs),
+              "processes": args.processes, "warm_stack": args.warm_stack, "warm_simulator": args.warm_simulator,
+              "runs": len(runs),
               "seconds_median": statistics.median(r["seconds"] for r in runs),
               "cpu_seconds_median": statistics.median(r["cpu_seconds_total"] for r in runs),
               "cores_busy_median": statistics.median(r["cores_busy"] for r in runs),
