@@ -2,9 +2,9 @@
 
 The first-query rows of the issue 21 table compare a query that comes after a pause (a fresh stack's first, or
 the first after an ingestion) with warm ones asked back to back, and ``bench.gateway_latency --idle`` times
-queries on a warm stack after ``IDLE_S`` with none. On a virtual machine whose CPUs sleep while idle, the same
-work can take longer right after a pause for reasons outside the program: the host schedules the vCPU again,
-its caches and branch predictors were used by others, its clock ramps up. This bench measures that alone: one
+queries on a warm stack after ``IDLE_S`` with none. On a virtual machine the same work can take longer right
+after a pause for reasons outside the program (the host may have to schedule the vCPU again, others may have used
+its caches, its clock may ramp up; this bench does not tell them apart). It measures the effect alone: one
 process, no I/O, the same ~5 ms of Python work (JSON decoding and SHA-1 of 3,000 short records, the kind of
 work a task does), first ``--warm`` times back to back, then ``--repeat`` times after each pause of
 ``--pauses`` seconds. Printed per pause: the work's milliseconds (median, max) and the median over the warm

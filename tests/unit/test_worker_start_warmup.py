@@ -1,0 +1,40 @@
+"""What a worker readies before its first task, in a fresh process as it starts: a query worker's BM25 library, a
+prefork child's own runtime (each otherwise paid on an ingestion's path; ``bench/results/cost_notes.md``)."""
+
+import json
+import subprocess
+import sys
+
+from tests.unit.test_secure_defaults import worker_env
+
+
+def test_a_query_worker_imports_the_bm25_library_before_consuming(redis_server):
+    """A fresh stack's first index build (the warm-up its first ingestion waits for) would import bm25s: a query
+    worker imports it in ``_prepare``, before it consumes. In a fresh process, as a worker starts."""
+    code = ("import json, sys\nimport workers.celery_app\nimport workers.query_warmup as q\n"
+            "before = 'bm25s' in sys.modules\nq._prepare()\nprint(json.dumps([before, 'bm25s' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], env=worker_env(redis_server.url), capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [False, True]
+
+
+def test_a_prefork_child_builds_its_own_runtime_before_its_first_task(redis_server):
+    """A merge or cluster worker's child builds its runtime (Redis clients, the LLM client and its TLS context:
+    ~55 ms) in a thread started at ``worker_process_init``, not in its first task, which is on an ingestion's
+    path. A real fork of a process whose runtime was built, then Celery's signal in the child."""
+    code = (
+        "import os, threading\nfrom celery.signals import worker_process_init\nimport workers.celery_app\n"
+        "from workers import runtime as r\nparent = r.runtime()\npid = os.fork()\n"
+        "if pid == 0:\n"
+        "    worker_process_init.send(sender=None)\n"
+        "    warm = [t for t in threading.enumerate() if t.name == 'warm-child']\n"
+        "    for t in warm:\n        t.join(60)\n"
+        "    built = r._runtime is not None and r._runtime is not parent and r._runtime.pid == os.getpid()\n"
+        "    os._exit(0 if len(warm) == 1 and built else 3)\n"
+        "_, status = os.waitpid(pid, 0)\nprint(os.waitstatus_to_exitcode(status))")
+    llm = {"GRAPHFLEET_LLM_BASE_URL": "http://127.0.0.1:9/v1", "GRAPHFLEET_LLM_API_KEY": "sk-test"}
+    out = subprocess.run([sys.executable, "-c", code], env=worker_env(redis_server.url, **llm), capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "0", out.stderr
