@@ -139,10 +139,38 @@ def _waves(calls_by_type: dict, stage_times: dict | None) -> tuple[list[str], st
     return waves + ["community_report"] * 2, "issue 21's estimate (2 report waves; no stage timeline recorded)"
 
 
+# the simulator's call kinds -> the stages of graphfleet's usage records (``bench.llm_path.stage_spans``)
+STAGE_OF = {"extract": "extract", "glean_continue": "glean", "glean_loop": "glean", "summarize": "summarize",
+            "community_report": "report"}
+
+
+def longest_chain_s(waves: list[str], stages: dict, latency_ms: float, ms_per_token: float) -> float | None:
+    """A lower bound on the LLM waves one after another, from each stage's shortest and longest answer (a call of
+    ``n`` completion tokens lasts the latency plus ``n × ms_per_token``): a chunk's gleaning rounds follow its
+    extraction, so the chunk holding the longest extraction (or gleaning) answer takes that call plus at least
+    the shortest of the others; the summary wave lasts at least its longest call; of the report waves one holds
+    the longest report and each other lasts at least the shortest. None when a wave's stage has no record."""
+    if not all((stages.get(STAGE_OF.get(kind, "")) or {}).get("completion_max") is not None for kind in waves):
+        return None
+
+    def call_s(kind: str, end: str) -> float:
+        return (latency_ms + ms_per_token * stages[STAGE_OF[kind]][f"completion_{end}"]) / 1000
+
+    def bound(kinds: list[str]) -> float:  # one of the waves holds its stage's longest call, the rest the shortest
+        low = [call_s(k, "min") for k in kinds]
+        return max((sum(low) - low[i] + call_s(k, "max") for i, k in enumerate(kinds)), default=0.0)
+
+    chunk = [k for k in waves if STAGE_OF[k] in ("extract", "glean")]
+    reports = [k for k in waves if STAGE_OF[k] == "report"]
+    barriers = [k for k in waves if k not in chunk and k not in reports]
+    return bound(chunk) + sum(bound([k]) for k in barriers) + bound(reports)
+
+
 def critical_path(cfg: dict, medians: list[dict], rows: list[dict], in_flight: int | None = None) -> dict | None:
-    """graphfleet's ingestion against the time its LLM waves alone take one after another (each wave as long
-    as an average call of its kind: the latency plus its completion tokens at ``ms_per_token``), and, with
-    ``in_flight`` calls at most at a time, the same waves each in ``ceil(calls of the wave / in_flight)`` rounds
+    """graphfleet's ingestion against the time its LLM waves alone take one after another: each wave at least as
+    long as its longest call where the run recorded its calls' answers (``longest_chain_s``), else as an average
+    call of its kind (the latency plus its completion tokens at ``ms_per_token``); and, with ``in_flight`` calls
+    at most at a time, the same waves each in ``ceil(calls of the wave / in_flight)`` rounds of average calls
     (a kind's calls split evenly over its waves)."""
     if not (cfg["latency_ms"] or cfg["ms_per_token"]):
         return None
@@ -151,6 +179,8 @@ def critical_path(cfg: dict, medians: list[dict], rows: list[dict], in_flight: i
         return None
     timeline = next((r.get("stage_times") for r in rows if r["bench"] == "compare_ingest" and not r.get("warmup")
                      and r["system"] == "graphfleet" and r.get("stage_times")), None)
+    stages = next((r.get("llm_stages") for r in rows if r["bench"] == "compare_ingest" and not r.get("warmup")
+                   and r["system"] == "graphfleet" and r.get("llm_stages")), None)
     waves, source = _waves(gf.get("calls_by_type") or {}, timeline)
     by_type = gf.get("calls_by_type") or {}
 
@@ -162,10 +192,13 @@ def critical_path(cfg: dict, medians: list[dict], rows: list[dict], in_flight: i
         per_wave = math.ceil((by_type.get(kind) or {"calls": 1})["calls"] / waves.count(kind))
         return math.ceil(per_wave / in_flight) if in_flight else 1
 
-    seconds = round(sum(wave_s(k) for k in waves), 3)
+    average = round(sum(wave_s(k) for k in waves), 3)
+    chain = longest_chain_s(waves, stages or {}, cfg["latency_ms"], cfg["ms_per_token"]) if waves else None
+    seconds = average if chain is None else round(max(chain, average), 3)
     bound = round(sum(wave_s(k) * rounds(k) for k in waves), 3) if in_flight else None
     return {"bench": "critical_path", "system": "graphfleet", "waves": waves, "waves_source": source,
             "stage_times": timeline, "seconds": seconds, "graphfleet_s": gf["seconds_median"],
+            "average_waves_s": average, "longest_calls": chain is not None,
             "ratio": round(gf["seconds_median"] / seconds, 2) if seconds else None,
             "in_flight": in_flight, "in_flight_bound_s": bound,
             # measured: graphfleet's wall time split by whether one of its LLM calls was in flight (bench.llm_path)

@@ -61,12 +61,17 @@ def llm_path(redis_url: str, tenant: str, job_id: str, started: float, ended: fl
 
 
 def stage_spans(records, started: float) -> dict[str, dict]:
-    """Per stage: calls, first sent and last answered (s from ``started``), median and longest call (pure)."""
+    """Per stage: calls, first sent and last answered (s from ``started``), median and longest call, shortest and
+    longest answer in completion tokens (pure)."""
     out: dict[str, dict] = {}
     for stage in sorted({r.stage for r in records}):
         mine = [r for r in records if r.stage == stage]
         out[stage] = {"calls": len(mine), "first_sent": round(min(r.ts - r.latency_s for r in mine) - started, 3),
                       "last_answered": round(max(r.ts for r in mine) - started, 3),
                       "call_p50_s": round(statistics.median(r.latency_s for r in mine), 3),
-                      "call_max_s": round(max(r.latency_s for r in mine), 3)}
+                      "call_max_s": round(max(r.latency_s for r in mine), 3),
+                      # the shortest and longest answer: what a call of the stage lasts at least and at most at a
+                      # simulator setting of a latency plus a time per completion token (``bench.cost_table``)
+                      "completion_min": min(r.completion_tokens for r in mine),
+                      "completion_max": max(r.completion_tokens for r in mine)}
     return out

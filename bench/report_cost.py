@@ -309,10 +309,18 @@ def cost_section(all_rows: list[dict]) -> list[str]:
     paths = [r for r in rows if r.get("bench") == "critical_path"]
     if paths:
         out += ["Critical path: the LLM waves of one ingestion one after another (extract, gleaning rounds, "
-                "summaries, one per report wave), each as long as an average call of its kind at the simulator's "
-                "setting (a wave lasts as long as its longest call, so this is a lower bound).", "",
+                "summaries, one per report wave), a lower bound on any schedule of the job's calls at the "
+                "simulator's setting (a call lasts the latency plus its completion tokens at the time per token). "
+                "Each wave lasts at least as long as its longest call: the chunk with the longest extraction (or "
+                "gleaning) answer takes that call plus at least the shortest call of its other rounds, the summary "
+                "wave at least its longest summary, and of the report waves one holds the longest report and the "
+                "others at least the shortest (from the shortest and longest answer per stage of the job's usage "
+                "records); where the run recorded no answers per stage, or the sum of average calls per wave is "
+                "longer, that sum.", "",
                 *(f"- {r['latency_ms']:g} ms + {r.get('ms_per_token', 0):g} ms/token, {r.get('processes', 1)} "
-                  f"process(es): {_s(r['seconds'])} ({' → '.join(r['waves'])}; {r['waves_source']}); graphfleet "
+                  f"process(es): {_s(r['seconds'])} ({' → '.join(r['waves'])}; {r['waves_source']}"
+                  + (f"; longest calls, the average calls' sum {_s(r['average_waves_s'])}"
+                     if r.get("longest_calls") else "") + "); graphfleet "
                   f"{_s(r['graphfleet_s'])} = {r['ratio']}×"
                   + (f"; with {r['in_flight']} calls in flight (concurrency × processes) the waves take "
                      f"{_s(r['in_flight_bound_s'])}" if r.get("in_flight_bound_s") else "") + _measured_path(r)

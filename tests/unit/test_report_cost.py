@@ -289,3 +289,45 @@ def test_the_measured_llm_path_split_is_carried_to_the_critical_path_and_its_gap
     assert "llm_idle_s" not in without  # an older run without the split renders as before
     assert "in flight" not in by_label([*rows[:2], {**RUN, **without, **cfg}])[
         "ingest at 200 ms (Carol, 1 process)"].gap
+
+
+def test_critical_path_from_the_longest_answers_per_stage():
+    """Recorded answers per stage: each wave lasts at least its longest call; at 0 ms per token every call is the
+    latency, so the path is the waves times the latency whatever the answers."""
+    cfg = {"latency_ms": 0.0, "ms_per_token": 10.0, "processes": 1}
+    med = [{"bench": "compare_median", "phase": "ingest", "system": "graphfleet", "seconds_median": 60.0,
+            "calls_by_type": INGEST_CALLS}]
+    stages = {"extract": {"completion_min": 200, "completion_max": 4000},
+              "glean": {"completion_min": 10, "completion_max": 900},
+              "summarize": {"completion_min": 50, "completion_max": 150},
+              "report": {"completion_min": 300, "completion_max": 1500},
+              "embed": {"completion_min": 0, "completion_max": 0}}
+    run = {"bench": "compare_ingest", "system": "graphfleet", "llm_stages": stages,
+           "stage_times": {"extract": 0.1, "report:wave0": 2.0, "report:wave1": 2.5}}
+    path = cost_table.critical_path(cfg, med, [run])
+    # chunk: 4000 + 10 (not 200 + 900); summaries 150; reports 1500 + 300; at 10 ms per token
+    assert path["longest_calls"] is True and path["seconds"] == pytest.approx(59.6)
+    assert path["average_waves_s"] == pytest.approx(15 + 1 + 12) and path["ratio"] == pytest.approx(1.01)
+    flat = cost_table.critical_path({**cfg, "latency_ms": 200.0, "ms_per_token": 0.0}, med, [run])
+    assert flat["seconds"] == pytest.approx(1.0)  # extract, glean, summary, 2 report waves at 200 ms
+    # a stage without its answers recorded: the average calls' sum, as before
+    partial = {**run, "llm_stages": {k: v for k, v in stages.items() if k != "report"}}
+    assert cost_table.critical_path(cfg, med, [partial])["longest_calls"] is False
+    # the report names the bound, and a target below it is out of reach for any schedule
+    rows = [ingest("graphfleet", 0.0, 60.0, ms_per_token=10.0), ingest("nano", 0.0, 150.0, ms_per_token=10.0),
+            {**RUN, **path, "latency_ms": 0.0, "ms_per_token": 10.0, "processes": 1}]
+    token = by_label(rows)["ingest at 10 ms per completion token (Carol, 1 process)"]
+    assert "target (45.000 s) is below the critical path (59.600 s)" in token.gap
+    assert "the average calls' sum 28.000 s" in "\n".join(cost_section(rows))
+
+
+def test_stage_spans_record_the_shortest_and_longest_answer():
+    from bench.llm_path import stage_spans
+    from shared.domain.models import UsageRecord
+
+    recs = [UsageRecord(tenant="t", stage=stage, model="m", completion_tokens=n, latency_s=0.2, ts=10.0 + i)
+            for i, (stage, n) in enumerate([("extract", 900), ("extract", 4000), ("glean", 12), ("extract", 300)])]
+    spans = stage_spans(recs, started=9.0)
+    assert (spans["extract"]["completion_min"], spans["extract"]["completion_max"]) == (300, 4000)
+    assert spans["glean"] == {"calls": 1, "first_sent": pytest.approx(2.8), "last_answered": pytest.approx(3.0),
+                              "call_p50_s": 0.2, "call_max_s": 0.2, "completion_min": 12, "completion_max": 12}
