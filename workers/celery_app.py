@@ -10,6 +10,7 @@ from celery.signals import worker_init, worker_process_init
 
 from shared.config import LLMModeError, get_settings
 from shared.infra import kombu_client, log_setup, tracing
+from shared.infra.llm import sdk_warmup
 from shared.infra.messages import warm_sender
 from shared.infra.queueing import celery_config
 from workers import heartbeat, kombu_fixes, lease, query_warmup, soft_shutdown, watchdog
@@ -65,7 +66,7 @@ def _warm_up(**_kwargs) -> None:
         return
     _warm_sender_quietly("worker")  # Celery's backend and sender, the producer's connection, the queues (thread pools)
     if rt.llm is not None:  # the SDK's lazily built request transforms and response models (~35 ms of CPU at a
-        query_warmup.warm_openai_sdk()  # process's first call), in memory; a prefork pool's children inherit them
+        sdk_warmup.warm_openai_sdk()  # process's first call), in memory; a prefork pool's children inherit them
 
 
 @worker_process_init.connect

@@ -13,7 +13,6 @@ query warm."""
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -22,7 +21,6 @@ from celery.signals import worker_init, worker_ready, worker_shutdown
 
 from shared.domain.retrieval import bm25
 from shared.infra.cache_warmup import CacheWarmer, recent_announcements
-from shared.infra.llm import wire
 from shared.infra.llm.usage import CallContext
 from shared.infra.lru import CACHED_TENANTS
 from shared.infra.metrics import observe_cache_warmup, prime_query_series
@@ -38,14 +36,33 @@ _prepared: dict[str, float] = {}  # tenant -> the announcement its caches were w
 START_WARM_S = 5.0  # before consuming, recent tenants are warmed for at most this long (the rest: in the background)
 
 
+_probing = threading.Lock()  # one embedder probe at a time in this process
+
+
+def _probe_embedder(tenant: str) -> None:
+    """Whether the embedder only sees words (``Runtime.lexical_embedder``; on a new deployment's first index one
+    20-word embedding call, booked to ``tenant`` as its first query's would be, then known to every process), in
+    a thread of its own: the warmer goes on to the next announcement (a job's final one, which the job's end waits
+    for) without waiting an API round trip."""
+    if not _probing.acquire(blocking=False):
+        return
+
+    def probe() -> None:
+        try:
+            runtime().lexical_embedder(CallContext(tenant=tenant, stage="embed", queue=ROUTES[QUERY]))
+        finally:
+            _probing.release()
+
+    threading.Thread(target=probe, name="graphfleet-embedder-probe", daemon=True).start()
+
+
 def _warmed(tenant: str, seconds: float) -> None:
-    """After a tenant's caches: the embedder probe, if no process measured it yet (a new deployment's first
-    index): one 20-word embedding call, booked to that tenant as its first query would have been; and, with an
-    LLM, the metric series its next answer writes, created at zero (``prime_query_series``)."""
+    """After a tenant's caches: the embedder probe (``_probe_embedder``), and, with an LLM, the metric series its
+    next answer writes, created at zero (``prime_query_series``)."""
     observe_cache_warmup(seconds)
     log.info("query caches of tenant %s warmed in %.3f s", tenant, seconds)
+    _probe_embedder(tenant)
     rt = runtime()
-    rt.lexical_embedder(CallContext(tenant=tenant, stage="embed", queue=ROUTES[QUERY]))
     if rt.llm is not None:
         prime_query_series(rt.settings.llm_model, ROUTES[QUERY], QUERY, {tenant: TIERS.tier(rt.redis, tenant)})
 
@@ -71,6 +88,8 @@ def _prepare() -> None:
                 break
             if warmer.handle(tenant):
                 _prepared[tenant] = announced
+        if _probing.acquire(timeout=START_WARM_S):  # a probe started above ends before the worker consumes
+            _probing.release()
     except Exception:  # noqa: BLE001 - Redis not up yet: the background warmer and the first query catch up
         log.warning("query worker warm-up before consuming failed", exc_info=True)
 
@@ -79,48 +98,6 @@ def _loop() -> None:
     """The background warmer: index updates, and once the recent tenants that ``_prepare`` did not warm or that
     were announced again since."""
     _warmer(runtime(), warm_recent=CACHED_TENANTS, warmed=_prepared).run(_stop)
-
-
-_COMPLETION = {"id": "warm", "object": "chat.completion", "created": 0, "model": "warm",
-               "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}],
-               "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
-_CHUNKS = [{"id": "warm", "object": "chat.completion.chunk", "created": 0, "model": "warm",
-            "choices": [{"index": 0, "delta": {"role": "assistant", "content": "ok"}, "finish_reason": None}]},
-           {"id": "warm", "object": "chat.completion.chunk", "created": 0, "model": "warm", "choices": [],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}]
-_EMBEDDING = {"object": "list", "model": "warm", "data": [{"object": "embedding", "index": 0, "embedding": [0.0]}],
-              "usage": {"prompt_tokens": 1, "total_tokens": 1}}
-
-
-def warm_openai_sdk() -> None:
-    """One chat completion (plain, and streamed) and one embedding sent as ``LLMClient`` sends them
-    (``shared.infra.llm.wire``) through the SDK against an in-memory transport: the SDK builds its request
-    options, headers and status handling on first use (CPU at a process's first query); these caches are the
-    SDK's, shared by every client of the process. No request leaves the process, nothing is booked. Best
-    effort."""
-    try:
-        import openai
-
-        http = wire.sdk_http()
-
-        def answer(request):
-            body = json.loads(request.content or b"{}")
-            if request.url.path.endswith("/embeddings"):
-                return http.Response(200, json=_EMBEDDING)
-            if body.get("stream"):
-                events = "".join(f"data: {json.dumps(c)}\n\n" for c in _CHUNKS) + "data: [DONE]\n\n"
-                return http.Response(200, content=events.encode(), headers={"content-type": "text/event-stream"})
-            return http.Response(200, json=_COMPLETION)
-
-        client = openai.OpenAI(base_url="http://warm.invalid/v1", api_key="warm", max_retries=0,
-                               http_client=openai.DefaultHttpxClient(transport=http.MockTransport(answer)))
-        messages = [{"role": "user", "content": "warm"}]
-        body = {"model": "warm", "messages": messages, "temperature": 0.0}
-        wire.chat(client, body)
-        wire.chat_stream(client, body, lambda _piece: None)
-        wire.embed(client, "warm", ["warm"])
-    except Exception:  # noqa: BLE001 - the first query builds them instead
-        log.warning("OpenAI SDK warm-up failed", exc_info=True)
 
 
 def install(app) -> None:

@@ -302,7 +302,7 @@ def test_the_warm_up_counts_a_small_tenants_graph_rows_whatever_its_question_ret
 
 
 def test_the_openai_sdk_warm_up_runs_in_memory_and_raises_nothing(caplog):
-    from workers.query_warmup import warm_openai_sdk
+    from shared.infra.llm.sdk_warmup import warm_openai_sdk
 
     warm_openai_sdk()  # base URL warm.invalid: a request leaving the process would fail and be logged
     assert "warm-up failed" not in caplog.text
@@ -332,8 +332,9 @@ def test_warm_clients_loads_the_chat_and_embedding_tokenizers_in_a_fresh_process
 def test_warming_a_tenant_measures_the_embedder_once_so_the_first_query_does_not(redis_server, redis_client, simulator,
                                                                                  tenant):
     """A new deployment's first index: the query worker probes the embedding model (one 20-word call, booked
-    to the tenant it warmed) when it warms that tenant, not during the tenant's first query; once known (kept
-    in Redis for every process), warming makes no call."""
+    to the tenant it warmed) when it warms that tenant, not during the tenant's first query, and in a thread of
+    its own: the warmer is free for the next announcement (a job's final one, which the job's end waits for)
+    while the call is in flight. Once known (kept in Redis for every process), warming makes no call."""
     import json
     import subprocess
     import sys
@@ -346,23 +347,29 @@ def test_warming_a_tenant_measures_the_embedder_once_so_the_first_query_does_not
     from tests.unit.test_secure_defaults import worker_env
 
     model = f"text-embedding-probe-{uuid.uuid4().hex[:8]}"  # never probed by another test
-    code = ("import json, sys\nfrom workers.query_warmup import _warmed\nfrom workers.runtime import runtime\n"
-            "_warmed(sys.argv[1], 0.0)\nprint(json.dumps(runtime()._lexical))")
+    code = ("import json, sys, threading\nfrom workers.query_warmup import _warmed\n"
+            "from workers.runtime import runtime\nrt, gate = runtime(), threading.Event()\nreal = rt.embedder.embed\n"
+            "rt.embedder.embed = lambda texts, ctx: (gate.wait(30), real(texts, ctx))[1]\n"
+            "_warmed(sys.argv[1], 0.0)\nopen_call = rt._lexical is None\ngate.set()\n"  # returned, the call held
+            "[t.join(60) for t in threading.enumerate() if t.name == 'graphfleet-embedder-probe']\n"
+            "print(json.dumps([open_call, rt._lexical]))")
     env = worker_env(redis_server.url, GRAPHFLEET_LLM_BASE_URL=simulator, GRAPHFLEET_LLM_API_KEY="sk-test",
                      GRAPHFLEET_EMBEDDING_MODEL=model)
     stats = simulator.removesuffix("/v1") + "/stats"
 
-    def warm() -> tuple[bool, int]:
+    def warm() -> tuple[list, int]:
         before = httpx.get(stats).json()["embeddings"]["calls"]
         out = subprocess.run([sys.executable, "-c", code, tenant], env=env, capture_output=True, text=True,
                              timeout=120)
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout.strip().splitlines()[-1]), httpx.get(stats).json()["embeddings"]["calls"] - before
 
-    assert warm() == (True, 1)  # the simulator's hashed bag of words is lexical: measured with one call
+    # _warmed returned while the probe's call was held; the simulator's hashed bag of words is lexical: one call
+    assert warm() == ([True, True], 1)
     assert redis_client.get(embedder_lexical_key(model)) in (b"1", "1")
     assert [(r.stage, r.model) for r in read_usage(redis_client, tenant)] == [("embed", model)]
-    assert warm() == (True, 0)  # a second process (or a restart) reads the answer
+    again = warm()  # a second process (or a restart) reads the answer
+    assert (again[0][1], again[1]) == (True, 0)
 
 
 def test_every_worker_warms_the_openai_sdk_before_consuming_when_an_llm_is_configured(redis_server):
@@ -375,7 +382,7 @@ def test_every_worker_warms_the_openai_sdk_before_consuming_when_an_llm_is_confi
 
     from tests.unit.test_secure_defaults import worker_env
 
-    code = ("import json\nimport workers.celery_app as c\nimport workers.query_warmup as q\ncalls = []\n"
+    code = ("import json\nimport workers.celery_app as c\nimport shared.infra.llm.sdk_warmup as q\ncalls = []\n"
             "real = q.warm_openai_sdk\nq.warm_openai_sdk = lambda: (calls.append(1), real())\nc._warm_up()\n"
             "from workers.runtime import runtime\nprint(json.dumps([len(calls), runtime().llm is not None]))")
     llm = {"GRAPHFLEET_LLM_BASE_URL": "http://127.0.0.1:9/v1", "GRAPHFLEET_LLM_API_KEY": "sk-test"}
