@@ -166,6 +166,12 @@ def longest_chain_s(waves: list[str], stages: dict, latency_ms: float, ms_per_to
     return bound(chunk) + sum(bound([k]) for k in barriers) + bound(reports)
 
 
+def _measured(rows: list[dict], field: str):
+    """``field`` of the first measured (not warm-up) graphfleet ingestion that recorded it, else None."""
+    return next((r[field] for r in rows if r["bench"] == "compare_ingest" and not r.get("warmup")
+                 and r["system"] == "graphfleet" and r.get(field)), None)
+
+
 def critical_path(cfg: dict, medians: list[dict], rows: list[dict], in_flight: int | None = None) -> dict | None:
     """graphfleet's ingestion against the time its LLM waves alone take one after another: each wave at least as
     long as its longest call where the run recorded its calls' answers (``longest_chain_s``), else as an average
@@ -177,10 +183,7 @@ def critical_path(cfg: dict, medians: list[dict], rows: list[dict], in_flight: i
     gf = next((m for m in medians if m["phase"] == "ingest" and m["system"] == "graphfleet"), None)
     if gf is None:
         return None
-    timeline = next((r.get("stage_times") for r in rows if r["bench"] == "compare_ingest" and not r.get("warmup")
-                     and r["system"] == "graphfleet" and r.get("stage_times")), None)
-    stages = next((r.get("llm_stages") for r in rows if r["bench"] == "compare_ingest" and not r.get("warmup")
-                   and r["system"] == "graphfleet" and r.get("llm_stages")), None)
+    timeline, stages = _measured(rows, "stage_times"), _measured(rows, "llm_stages")
     waves, source = _waves(gf.get("calls_by_type") or {}, timeline)
     by_type = gf.get("calls_by_type") or {}
 
