@@ -113,7 +113,7 @@ def cluster(job: Job, msg: m.Cluster) -> None:
 def plan_reports(job: Job, msg: m.PlanReports) -> None:
     wave = job.flow.wave(msg.wave)
     if wave is None:  # every wave reported
-        job.store.prune_reports(set(job.store.communities()))
+        job.store.prune_reports()  # of communities gone since the last clustering
         job.send(*job.flow.reports_finished())
         return
     number, ids = wave

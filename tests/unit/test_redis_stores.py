@@ -188,6 +188,9 @@ def test_parsed_community_rows_follow_every_write_from_any_client(redis_server, 
         assert set(reader.reports()) == {"L0-1"}
         writer.replace_communities([_community("L0-7")], {0: 1}, version=2)
         assert set(reader.communities()) == {"L0-7"}
+        writer.save_reports([_report("L0-7", "new")])
+        writer.prune_reports()  # by default: the reports of the communities no longer stored
+        assert set(reader.reports()) == {"L0-7"}
 
         # the tenant deleted and rebuilt with the same ids: a counter could repeat, the revision cannot
         other.delete(*other.scan_iter(match=f"{writer.k.p}*"))

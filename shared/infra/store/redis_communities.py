@@ -131,8 +131,17 @@ class CommunityStore:
         self._touch(pipe)
         pipe.execute()
 
-    def prune_reports(self, community_ids: set[str]) -> None:
-        stale = [k for k in (to_str(x) for x in self.redis.hkeys(self.k.reports())) if k not in community_ids]
+    def prune_reports(self, community_ids: set[str] | None = None) -> None:
+        """Drop the reports of communities not in ``community_ids``; by default, of those not stored. Their ids and
+        the reports' come from one snapshot, as keys: parsing every community and report to learn the ids was most
+        of the ingest worker's CPU between an ingestion's last report wave and its end (py-spy)."""
+        pipe = self.redis.pipeline(transaction=True)  # one slot: both hashes share the tenant's hash tag
+        pipe.hkeys(self.k.reports())
+        if community_ids is None:
+            pipe.hkeys(self.k.communities())
+        raw = pipe.execute()
+        keep = community_ids if community_ids is not None else {to_str(x) for x in raw[1]}
+        stale = [k for k in (to_str(x) for x in raw[0]) if k not in keep]
         if stale:
             pipe = self.redis.pipeline(transaction=True)
             pipe.hdel(self.k.reports(), *stale)
