@@ -182,9 +182,8 @@ def _outermost_object(text: str) -> str:
     depth, in_string, escaped = 0, False, False
     for i in range(start, len(text)):
         ch = text[i]
-        if in_string:
-            escaped = not escaped and ch == "\\"
-            in_string = escaped or ch != '"'
+        if in_string:  # a backslash escapes the next character, an escaped quote included
+            escaped, in_string = not escaped and ch == "\\", escaped or ch != '"'
         elif ch == '"':
             in_string = True
         elif ch in "{[":
@@ -196,9 +195,19 @@ def _outermost_object(text: str) -> str:
     raise ReportParseError("unterminated JSON object")
 
 
+_DECODER = json.JSONDecoder(strict=False)
+
+
 def _load_json(text: str) -> dict[str, Any]:
     fenced = re.search(r"```(?:json|JSON)?\s*(.*?)```", text, re.DOTALL)
-    raw = _outermost_object(fenced.group(1) if fenced and "{" in fenced.group(1) else text)
+    body = fenced.group(1) if fenced and "{" in fenced.group(1) else text
+    start = body.find("{")
+    if start >= 0:
+        try:  # a well-formed object (after any prose) read in C: the scan below walks the text in Python
+            return _DECODER.raw_decode(body, start)[0]
+        except json.JSONDecodeError:
+            pass  # not well-formed: the outermost object's text, then without trailing commas
+    raw = _outermost_object(body)
     try:
         data = json.loads(raw, strict=False)
     except json.JSONDecodeError:

@@ -162,6 +162,17 @@ def test_parse_fenced_json_with_prose_trailing_commas_and_string_rating():
     assert parse_report('noise {"title": "x", "rating": -3} tail', _COMMUNITY, "s").rating == 0.0
 
 
+@pytest.mark.parametrize("trailing_comma", [False, True])
+def test_parse_strings_with_escaped_quotes_and_brackets(trailing_comma):
+    """An escaped quote does not end a string, so brackets after it inside the string are text: read as JSON when
+    well formed, and by the outermost object's scan (then trailing commas dropped) when not."""
+    raw = 'Report: {"title": "The \\"Ghost\\" [of] {Past}", "summary": "a \\\\ b \\" ]", "findings": ["f"]' + (
+        ",}" if trailing_comma else "}") + " (end)"
+    report = parse_report(raw, _COMMUNITY, "s")
+    assert (report.title, report.summary) == ('The "Ghost" [of] {Past}', 'a \\ b " ]')
+    assert report.findings == [Finding(summary="f")]
+
+
 @pytest.mark.parametrize(
     ("raw", "reason"),
     [

@@ -82,16 +82,17 @@ class GraphStore(DocumentStore, CommunityStore):
         return {cid for cid, n in zip(chunk_ids, pipe.execute() if chunk_ids else [], strict=True) if n}
 
     def save_extraction(self, result: ExtractionResult) -> None:
-        """Write the chunk's fragments (idempotent) and mark what they touch dirty."""
+        """Write the chunk's fragments (idempotent) and mark what they touch dirty (one SADD per kind)."""
         pipe = self.redis.pipeline(transaction=True)
         for frag in result.entities:
             pipe.hset(self.k.entity_fragments(frag.name), result.chunk_id, frag.model_dump_json())
-            pipe.sadd(self.k.dirty("entities"), frag.name)
-        for frag in result.relations:
-            field = rel_field(frag.src, frag.tgt)
-            pipe.hset(self.k.relation_fragments(*split_rel_field(field)), result.chunk_id,
-                      frag.model_dump_json())
-            pipe.sadd(self.k.dirty("relations"), field)
+        fields = [rel_field(frag.src, frag.tgt) for frag in result.relations]
+        for frag, field in zip(result.relations, fields, strict=True):
+            pipe.hset(self.k.relation_fragments(*split_rel_field(field)), result.chunk_id, frag.model_dump_json())
+        if result.entities:
+            pipe.sadd(self.k.dirty("entities"), *(frag.name for frag in result.entities))
+        if fields:
+            pipe.sadd(self.k.dirty("relations"), *fields)
         pipe.set(self.k.extraction(result.chunk_id), result.model_dump_json())
         pipe.execute()
 
