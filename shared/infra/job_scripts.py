@@ -34,14 +34,17 @@ return 1
 # metrics claim, two field reads): the final fields set unless the job already ended (a cancel is never
 # overwritten by a worker, whoever wins), then, in the same step, the publish that wakes its waiters (a waiter
 # that reads the status on waking finds it final) and, when ARGV[3] is '1', the once-per-job metrics claim
-# (HSETNX on the flags hash). Returns {ended, claimed, kind, created_at} ({0} when the job had ended or does not
-# exist). KEYS[1] the job hash, KEYS[2] its flags; ARGV[1] its done
-# channel, ARGV[2] the final status, ARGV[3] claim metrics, ARGV[4..] field, value pairs.
+# (HSETNX on the flags hash), and the job leaves its tenant's concurrent-job quota set (``shared.infra.quotas``: a
+# slot frees when the job ends, not when the next submission reads every job's status). Returns {ended, claimed,
+# kind, created_at} ({0} when the job had ended or does not exist). KEYS[1] the job hash, KEYS[2] its flags,
+# KEYS[3] the tenant's quota set; ARGV[1] its done channel, ARGV[2] the final status, ARGV[3] claim metrics,
+# ARGV[4] the job's member of the quota set, ARGV[5..] field, value pairs.
 FINISH = """
 local s = redis.call('HGET', KEYS[1], 'status')
 if (not s) or s == 'succeeded' or s == 'failed' or s == 'canceled' then return {0} end
-redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+redis.call('HSET', KEYS[1], unpack(ARGV, 5))
 redis.call('PUBLISH', ARGV[1], ARGV[2])
+redis.call('ZREM', KEYS[3], ARGV[4])
 local claimed = 0
 if ARGV[3] == '1' then claimed = redis.call('HSETNX', KEYS[2], 'metrics:finished', ARGV[2]) end
 return {1, claimed, redis.call('HGET', KEYS[1], 'kind') or '', redis.call('HGET', KEYS[1], 'created_at') or ''}

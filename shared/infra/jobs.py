@@ -16,6 +16,7 @@ from shared.infra.job_documents import DocumentProgress
 from shared.infra.job_scripts import ADMIT, FINISH, MARK_RUNNING, MISSING, Admission
 from shared.infra.keys import SEP, Keys, active_jobs_key
 from shared.infra.llm.usage import job_usage, parse_job_usage
+from shared.infra.quotas import job_member
 from shared.infra.redis_conn import to_str
 from shared.infra.tiers import TIERS
 
@@ -176,14 +177,15 @@ class JobStore(DocumentProgress):
         return TIERS.tier(self.redis, self.tenant)
 
     def _end(self, job_id: str, status: str, **fields) -> bool:
-        """The final fields, the publish that wakes its waiters and the metrics claim in one script (``FINISH``);
-        then the job leaves the active set (no tenant's key: another slot) and its metrics are recorded, once
-        per job even when two tasks (or a redelivery) end it concurrently."""
+        """The final fields, the publish that wakes its waiters, the metrics claim and the tenant's freed quota slot
+        in one script (``FINISH``); then the job leaves the global active set (no tenant's key: another slot) and
+        its metrics are recorded, once per job even when two tasks (or a redelivery) end it concurrently."""
         now = time.time()
         fields = {"status": status, **fields, "finished_at": now, "updated_at": now}
         args = [x for k, v in fields.items() for x in (k, json.dumps(v) if isinstance(v, dict | list) else v)]
-        ended = self.redis.eval(FINISH, 2, self.k.job(job_id), self.k.job_flags(job_id),
-                                self.k.job_done_channel(job_id), status, "1" if _listeners else "0", *args)
+        ended = self.redis.eval(FINISH, 3, self.k.job(job_id), self.k.job_flags(job_id), self.k.quota_active(),
+                                self.k.job_done_channel(job_id), status, "1" if _listeners else "0",
+                                job_member(job_id), *args)
         if not ended or not int(ended[0]):
             return False
         self.redis.zrem(active_jobs_key(), active_member(self.tenant, job_id))
