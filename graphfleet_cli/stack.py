@@ -48,6 +48,7 @@ RECLAIM_MARGIN_S = 2.0  # a dead worker's messages are put back 2 lease interval
 
 GIL_BOUND_GROUPS = {"ingest"}  # threads groups whose tasks also spend real CPU in Python (extraction parsing)
 MAX_AUTO_CHILDREN = 16  # prefork children per CPU-bound group under "auto" (each is a full process)
+GATEWAY_KEEPALIVE_S = "75"  # idle client connections kept, seconds: above a proxy's idle timeout (docs/deployment.md)
 
 
 @dataclass(frozen=True)
@@ -295,7 +296,7 @@ class Stack:
 
     def _gateway_proc(self) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "uvicorn", "api_gateway.app:create_app", "--factory", "--host", "127.0.0.1",
-               "--port", str(self.gateway_port), "--log-level", "warning"]
+               "--port", str(self.gateway_port), "--log-level", "warning", "--timeout-keep-alive", GATEWAY_KEEPALIVE_S]
         log = open(self.log_dir / "gateway.log", "ab")  # noqa: SIM115
         return subprocess.Popen(cmd, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 

@@ -15,4 +15,6 @@ RUN python -c "import importlib.util as u, sys; bad = [m for m in ('igraph', 'le
  && useradd --create-home --uid 10001 graphfleet && install -d -o graphfleet /run/graphfleet-metrics
 USER graphfleet
 EXPOSE 8000
-CMD ["uvicorn", "api_gateway.app:create_app", "--factory", "--host", "0.0.0.0", "--port", "8000"]
+# --timeout-keep-alive: longer than a load balancer's idle timeout (60 s is common), docs/deployment.md
+CMD ["uvicorn", "api_gateway.app:create_app", "--factory", "--host", "0.0.0.0", "--port", "8000", \
+     "--timeout-keep-alive", "75"]
