@@ -186,6 +186,9 @@ class Keys:
     def quota_active(self) -> str:  # the tenant's jobs in flight
         return f"{self.p}quota:active"
 
+    def quota_recount(self) -> str:  # set while a full count of the jobs in flight ran recently (its TTL)
+        return f"{self.p}quota:recount"
+
     def ledger_cursor(self) -> str:  # the usage stream id the ledger has folded up to
         return f"{self.p}ledger:cursor"
 

@@ -61,7 +61,8 @@ def test_a_jobs_end_frees_its_slot(redis_client, tenant):
 
 
 def test_under_its_limit_a_tenant_is_admitted_without_reading_its_jobs(redis_client, tenant):
-    """300 jobs in flight and a limit of 1,000: the submission reads no job's status (it read all 300 before)."""
+    """300 jobs in flight and a limit of 1,000: the submission reads no job's status (it read all 300 before). At
+    the limit, the exact count runs once per retry interval, not on every refused submission."""
     for i in range(300):
         _submit(redis_client, tenant, f"j{i}", limit=1000)
     spy = StatusReads(redis_client)
@@ -70,6 +71,9 @@ def test_under_its_limit_a_tenant_is_admitted_without_reading_its_jobs(redis_cli
     with pytest.raises(QuotaExceeded):  # at the limit: the exact count reads each job's status, then refuses
         _submit(spy, tenant, "j301", limit=301)
     assert spy.reads == 301 and not JobStore(redis_client, tenant).exists("j301")
+    with pytest.raises(QuotaExceeded):  # refused again within the retry interval: no second full count
+        _submit(spy, tenant, "j302", limit=301)
+    assert spy.reads == 301
 
 
 def test_jobs_that_ended_unseen_are_pruned_when_the_limit_is_reached(redis_client, tenant):
