@@ -2,17 +2,35 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
-from collections.abc import Iterator
+from types import FrameType
 
 
-def main_frames() -> Iterator:
-    """The main thread's frames, innermost first."""
-    frame = sys._current_frames().get(threading.main_thread().ident)
+def main_frames() -> list[FrameType]:
+    """The main thread's frames, innermost first (from the main thread, its caller's frame outward).
+
+    On the main thread, where Celery runs its signal handlers, the stack is the current one (``sys._getframe``).
+    Another thread reads it with ``sys._current_frames()``, with the garbage collector paused: on CPython 3.11 a
+    collection that starts inside that call can deadlock the process (it holds the runtime's thread-list lock
+    while it allocates, and a finalizer run by the collection takes the lock again; python/cpython#106883, fixed
+    in 3.12 only). A worker's SIGTERM handler hung there once in the unit suite."""
+    if threading.current_thread() is threading.main_thread():
+        frame = sys._getframe(1)
+    else:
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            frame = sys._current_frames().get(threading.main_thread().ident)
+        finally:
+            if paused:
+                gc.enable()
+    frames = []
     while frame is not None:
-        yield frame
+        frames.append(frame)
         frame = frame.f_back
+    return frames
 
 
 def main_thread_in(method) -> bool:
