@@ -14,17 +14,17 @@ def main_frames() -> list[FrameType]:
     On the main thread, where Celery runs its signal handlers, the stack is the current one (``sys._getframe``).
     Another thread reads it with ``sys._current_frames()``, with the garbage collector paused: on CPython 3.11 a
     collection that starts inside that call can deadlock the process (it holds the runtime's thread-list lock
-    while it allocates, and a finalizer run by the collection takes the lock again; python/cpython#106883, fixed
-    in 3.12 only). A worker's SIGTERM handler hung there once in the unit suite."""
+    while it allocates, and a finalizer run by the collection takes the lock again; python/cpython#106883, whose
+    fix was not taken into 3.11). A worker's SIGTERM handler hung there once in the unit suite."""
     if threading.current_thread() is threading.main_thread():
         frame = sys._getframe(1)
     else:
-        paused = gc.isenabled()
+        was_enabled = gc.isenabled()
         gc.disable()
         try:
             frame = sys._current_frames().get(threading.main_thread().ident)
         finally:
-            if paused:
+            if was_enabled:
                 gc.enable()
     frames = []
     while frame is not None:
