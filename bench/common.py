@@ -140,3 +140,16 @@ def _read(path: str) -> str:
         return Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
+
+
+def wait_gateway(url: str, timeout: float = 60.0) -> None:
+    """Wait until the gateway at ``url`` answers ``/healthz`` with 200."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("gateway did not start")

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import SAMPLE, emit, machine, redis_server, sim_stats, simulator  # noqa: E402
+from bench.common import SAMPLE, emit, machine, redis_server, sim_stats, simulator, wait_gateway  # noqa: E402
 from shared.infra.redis_conn import connect, free_port  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "load.jsonl"
@@ -197,7 +197,7 @@ def main() -> None:
         stack = Stack(data_dir=Path(tmp), redis_url=redis_url, worker_concurrency=args.worker_concurrency,
                       gateway_port=free_port(), extra_env=env).start()
         try:
-            _wait_gateway(stack.gateway_url)
+            wait_gateway(stack.gateway_url)
             run = asyncio.run(run_load(stack.gateway_url, admin_key, args))
         finally:
             stack.stop()
@@ -212,18 +212,6 @@ def main() -> None:
         redis.close()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     emit(record, args.out)
-
-
-def _wait_gateway(url: str, timeout: float = 60.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError("gateway did not start")
 
 
 if __name__ == "__main__":

@@ -24,21 +24,16 @@ from pathlib import Path
 
 import httpx
 
-from bench.common import ROOT, emit, machine, redis_server
+from bench.common import ROOT, emit, machine, redis_server, wait_gateway
+from bench.cpu_timeline import _scheduled_s
 from shared.infra.redis_conn import free_port
 
 ADMIN = "adm-bench-submit-cost"
 
 
 def process_cpu_ms(pid: int) -> float:
-    """CPU milliseconds every thread of ``pid`` has run (``/proc/<pid>/task/*/schedstat``)."""
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
-        except OSError:  # the thread ended
-            pass
-    return total / 1e6
+    """CPU milliseconds the live threads of ``pid`` have run (``bench.cpu_timeline``'s ``schedstat`` read)."""
+    return 1000 * (_scheduled_s(pid) or 0.0)
 
 
 def _gateway(redis_url: str, port: int, http: str, loop: str) -> subprocess.Popen:
@@ -55,16 +50,6 @@ def _tenant_key(gw: httpx.Client, jobs: int) -> str:
     return gw.post("/v1/tenants/sub/keys", json={"name": "bench"}, headers=admin).raise_for_status().json()["api_key"]
 
 
-def _wait_up(url: str) -> None:
-    for _ in range(400):
-        try:
-            httpx.get(url + "/healthz").raise_for_status()
-            return
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    raise RuntimeError("the gateway did not start")
-
-
 def run(jobs: int, step: int, http: str, loop: str) -> list[dict]:
     records = []
     with redis_server() as redis_url:
@@ -72,7 +57,7 @@ def run(jobs: int, step: int, http: str, loop: str) -> list[dict]:
         proc = _gateway(redis_url, port, http, loop)
         try:
             url = f"http://127.0.0.1:{port}"
-            _wait_up(url)
+            wait_gateway(url)
             with httpx.Client(base_url=url, timeout=60) as gw:
                 headers = {"X-API-Key": _tenant_key(gw, jobs)}
                 for start in range(0, jobs - step + 1, step):

@@ -28,6 +28,7 @@ RESERVATION_TTL_S = 120.0
 CONCURRENCY_RETRY_AFTER_S = 5
 
 _TERMINAL = {"succeeded", "failed", "canceled"}
+JOB_MEMBER = "job:"  # a job's member of the quota set (``job_member``); reservations are "res:" members
 
 
 class TenantLimits(BaseModel):
@@ -107,7 +108,7 @@ def check_rate(redis, tenant: str, limits: Limits) -> None:
 
 def job_member(job_id: str) -> str:
     """A job's member of the tenant's ``quota:active`` set (``JobStore`` removes it when the job ends)."""
-    return "job:" + job_id
+    return JOB_MEMBER + job_id
 
 
 def active_jobs(redis, tenant: str) -> int:
@@ -116,14 +117,14 @@ def active_jobs(redis, tenant: str) -> int:
     are pruned as a side effect. Reads every job's status: O(members)."""
     key, keys = _active_key(tenant), Keys(tenant)
     members = [(to_str(m), s) for m, s in redis.zrange(key, 0, -1, withscores=True)]
-    jobs = [m for m, _ in members if m.startswith("job:")]
+    jobs = [m for m, _ in members if m.startswith(JOB_MEMBER)]
     pipe = redis.pipeline(transaction=False)
     for m in jobs:
-        pipe.hget(keys.job(m[4:]), "status")
+        pipe.hget(keys.job(m[len(JOB_MEMBER):]), "status")
     statuses = dict(zip(jobs, pipe.execute(), strict=True)) if jobs else {}
     now, stale, count = time.time(), [], 0
     for member, score in members:
-        if member.startswith("job:"):
+        if member.startswith(JOB_MEMBER):
             status = statuses.get(member)
             if status is None or to_str(status) in _TERMINAL:
                 stale.append(member)
