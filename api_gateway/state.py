@@ -18,10 +18,11 @@ import redis
 import redis.asyncio as aredis
 from starlette.concurrency import run_in_threadpool
 
+from shared.infra.channel_listener import ChannelListener
 from shared.infra.key_layout import ensure_layout
 from shared.infra.messages import warm_sender
 from shared.infra.queueing import QUEUES, make_celery, settings_for
-from shared.infra.redis_conn import aconnect, apubsub, connect, read_stack_info
+from shared.infra.redis_conn import aconnect, connect, read_stack_info
 from shared.infra.tenants import TenantStore, api_key_pepper
 
 log = logging.getLogger("api_gateway")
@@ -29,7 +30,6 @@ log = logging.getLogger("api_gateway")
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_BODY_ENV = "GRAPHFLEET_GATEWAY_MAX_BODY_BYTES"
 READY_CACHE_S = 5.0
-WARM_CHANNEL = "graphfleet:gateway-warm"  # subscribed once at start-up; nothing publishes on it
 
 
 def resolve_admin_key(settings) -> str:
@@ -129,16 +129,11 @@ class Gateway:
             log.warning("gateway warm-up failed", exc_info=True)
 
     async def _warm_wait(self) -> None:
-        """A ``?wait``'s path (``AsyncJobStatus.wait_finished``): a second pooled connection subscribed while the
-        first reads, then closed; no tenant's key or channel is touched."""
+        """A ``?wait``'s and a stream's path: the client's shared subscription (``ChannelListener``) connected
+        and subscribed, so the first held request finds it up; no tenant's key or channel is touched."""
         client = self.aredis()
-        pubsub = apubsub(client, ignore_subscribe_messages=True)
-        try:
-            await pubsub.subscribe(WARM_CHANNEL)
-            await client.ping()
-            await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.0)
-        finally:
-            await pubsub.aclose()
+        await ChannelListener.of(client).start()
+        await client.ping()
 
     def _warm_sync(self) -> None:
         self.redis.ping()
@@ -153,6 +148,7 @@ class Gateway:
 
     async def aclose(self) -> None:
         for client in self._aredis.values():
+            await ChannelListener.close_for(client)
             await client.aclose()
         self._aredis = {}
 

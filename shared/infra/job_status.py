@@ -6,19 +6,20 @@ Both waits follow one rule (``_Listen``): subscribe to the job's end message bef
 slips between), then re-read the status every ``recheck_s`` in case a message was lost (a Redis restart). A
 subscription that fails, at ``subscribe`` or mid-wait (a Redis restarting; a cluster node gone, which a pubsub does
 not route around as commands do), leaves the re-reads, which go through the client's retries: the wait never
-depends on the message alone, and a failing pubsub never fails the wait."""
+depends on the message alone, and a failing pubsub never fails the wait. The asyncio waits share one subscription
+per client (``channel_listener``), which tells them when it was lost; so their re-reads space out (``grow``)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 
 from redis.exceptions import RedisError
 
+from shared.infra.channel_listener import ChannelListener
 from shared.infra.jobs import TERMINAL, JobStore
 from shared.infra.keys import Keys
-from shared.infra.redis_conn import apubsub, to_str
+from shared.infra.redis_conn import to_str
 
 RECHECK_ENV = "GRAPHFLEET_WAIT_RECHECK_S"  # Settings.wait_recheck_s: tests make it rare, to show the message wakes
 
@@ -30,11 +31,17 @@ def recheck_interval() -> float:
     return get_settings().wait_recheck_s
 
 
-class _Listen:
-    """The rule of both waits: after each status read, how long to listen for the end message."""
+RECHECK_MAX_S = 8.0  # the asyncio wait's re-reads space out up to this (its subscription reports its own losses)
 
-    def __init__(self, seconds: float, recheck_s: float):
+
+class _Listen:
+    """The rule of both waits: after each status read, how long to listen for the end message. With ``grow``,
+    each pause doubles up to ``RECHECK_MAX_S`` (or ``recheck_s`` if longer): the first re-read covers an end that
+    came between the subscription and the first read, and a lost subscription is reported by its listener."""
+
+    def __init__(self, seconds: float, recheck_s: float, grow: bool = False):
         self.deadline, self.recheck_s = time.monotonic() + seconds, recheck_s
+        self.cap = max(recheck_s, RECHECK_MAX_S) if grow else recheck_s
 
     def next(self, status: str | None) -> float | None:
         """Seconds to listen before the next status read; None once the wait is over: the status is final, the
@@ -42,7 +49,10 @@ class _Listen:
         if status is None or status in TERMINAL:
             return None
         left = self.deadline - time.monotonic()
-        return min(self.recheck_s, left) if left > 0 else None
+        if left <= 0:
+            return None
+        pause, self.recheck_s = min(self.recheck_s, left), min(2 * self.recheck_s, self.cap)
+        return pause
 
 
 def _ended(message) -> str | None:
@@ -61,34 +71,17 @@ class AsyncJobStatus:
 
     async def wait_finished(self, job_id: str, seconds: float, recheck_s: float | None = None) -> bool:
         """Whether the job ended within ``seconds`` (the module's rule; ``recheck_s`` defaults to
-        ``GRAPHFLEET_WAIT_RECHECK_S``, 1 s). Never blocks the event loop."""
-        listen = _Listen(seconds, recheck_interval() if recheck_s is None else recheck_s)
-        pubsub = await self._subscribed(self.k.job_done_channel(job_id))
-        try:
+        ``GRAPHFLEET_WAIT_RECHECK_S``, 1 s). Never blocks the event loop; the end message comes through the
+        client's one shared subscription (``channel_listener``), not a connection per wait: a message ends the
+        wait; a reconnection of that subscription (``LOST``) re-reads the status, and so does a pause without
+        either: ``recheck_s``, then twice as long each time up to ``RECHECK_MAX_S``."""
+        listen = _Listen(seconds, recheck_interval() if recheck_s is None else recheck_s, grow=True)
+        listener = ChannelListener.of(self.aredis)
+        async with listener.watch(self.k.job_done_channel(job_id), connect_s=min(1.0, listen.recheck_s)) as box:
             while (timeout := listen.next(status := await self.status(job_id))) is not None:
-                if pubsub is None:
-                    await asyncio.sleep(timeout)
-                    continue
-                try:
-                    if _ended(await pubsub.get_message(ignore_subscribe_messages=True, timeout=timeout)):
-                        return True
-                except RedisError:  # the subscription broke: the re-reads carry on
-                    await _aclose(pubsub)
-                    pubsub = None
+                if isinstance(await box.get(timeout), tuple):  # its end message
+                    return True
             return status in TERMINAL
-        finally:
-            await _aclose(pubsub)
-
-    async def _subscribed(self, channel: str):
-        """``_subscribed`` on the asyncio client."""
-        pubsub = None
-        try:
-            pubsub = apubsub(self.aredis, ignore_subscribe_messages=True)
-            await pubsub.subscribe(channel)
-            return pubsub
-        except RedisError:
-            await _aclose(pubsub)
-            return None
 
 
 def wait_finished(jobs: JobStore, job_id: str, timeout: float, recheck_s: float = 0.5,
@@ -133,14 +126,5 @@ def _close(pubsub) -> None:
     if pubsub is not None:
         try:
             pubsub.close()
-        except Exception:  # noqa: BLE001
-            pass
-
-
-async def _aclose(pubsub) -> None:
-    """``_close`` for an asyncio pubsub."""
-    if pubsub is not None:
-        try:
-            await pubsub.aclose()
         except Exception:  # noqa: BLE001
             pass

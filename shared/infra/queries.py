@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import deque
+from contextlib import AsyncExitStack
 
 from shared.domain.query.context_global import GlobalPlan
 from shared.domain.query.result import QueryResult
 from shared.infra.broker import CONSUMER_WINDOW_S
+from shared.infra.channel_listener import LOST, ChannelListener
 from shared.infra.keys import Keys, consumers_key
-from shared.infra.redis_conn import apubsub, to_str
+from shared.infra.redis_conn import to_str
 
 log = logging.getLogger(__name__)
 EVENT_LOG_TTL_S = 3600  # a query's event log outlives any stream of it
@@ -126,18 +129,23 @@ class TokenSink:
 
 
 class QueryEvents:
-    """The gateway's side (asyncio Redis): subscribe to a query's events and its end, read its state."""
+    """The gateway's side (asyncio Redis): listen to a query's events and its end (the client's one shared
+    subscription, ``channel_listener``), read its state."""
 
     def __init__(self, aredis, tenant: str, query_id: str):
         self.aredis, self.k, self.query_id = aredis, Keys(tenant), query_id
-        self.pubsub = apubsub(aredis, ignore_subscribe_messages=True)
         self.events_channel = self.k.query_events(query_id)
         self.seen = 0  # events of the log already passed on
+        self._exits = AsyncExitStack()
+        self._box = None
+        self._replayed: deque[tuple[str, dict]] = deque()  # read again from the log after a lost subscription
 
     async def subscribe(self) -> None:
         """Before the first read of the state: nothing published after it can be missed. Marks the query as
         followed, so the worker sends each answer token as it comes instead of in batches."""
-        await self.pubsub.subscribe(self.events_channel, self.k.job_done_channel(self.query_id))
+        listener = ChannelListener.of(self.aredis)
+        self._box = await self._exits.enter_async_context(
+            listener.watch(self.events_channel, self.k.job_done_channel(self.query_id)))
         await self.aredis.set(self.k.query_followed(self.query_id), "1", ex=EVENT_LOG_TTL_S)
 
     async def state(self) -> tuple[str | None, str | None]:
@@ -159,20 +167,32 @@ class QueryEvents:
 
     async def next(self, timeout: float) -> tuple[str, dict] | None:
         """The next message: (event, data) of a stream event, ("end", {}) once the query ended, ("seen", {}) for an
-        event already read from the log, or None."""
-        message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=timeout)
-        if message is None or message.get("type") != "message":
+        event already read from the log, or None. After the subscription was lost and made again, the events
+        logged meanwhile come from the log first."""
+        if self._replayed:
+            return self._replayed.popleft()
+        message = await self._box.get(timeout)
+        if message == LOST:
+            await self._replay()
+            return self._replayed.popleft() if self._replayed else None
+        if message is None:
             return None
-        if to_str(message["channel"]) != self.events_channel:
+        channel, data = message
+        if channel != self.events_channel:
             return "end", {}
-        seq, _, payload = to_str(message["data"]).partition(" ")
+        seq, _, payload = data.partition(" ")
         if int(seq) <= self.seen:  # already read from the log
             return "seen", {}
         self.seen = int(seq)
         return _event(payload)
 
+    async def _replay(self) -> None:
+        raw = await self.aredis.lrange(self.k.query_event_log(self.query_id), self.seen, -1)
+        self.seen += len(raw)
+        self._replayed.extend(_event(item) for item in raw)
+
     async def close(self) -> None:
-        await self.pubsub.aclose()
+        await self._exits.aclose()
 
 
 def _event(raw) -> tuple[str, dict]:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import os
 import random
@@ -97,17 +99,49 @@ def cluster_retry(for_asyncio: bool = False):
     return Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), 20)
 
 
+ASYNC_POOL_SIZE = 64  # the gateway's asyncio connections to a single Redis: short commands only (no pubsub)
+ASYNC_POOL_WAIT_S = 20.0
+
+
 def aconnect(url: str, **kwargs):
     """The asyncio client for ``url`` (cluster or single Redis), for the gateway's event loop."""
     kwargs = {**DRIVER_INFO, **kwargs}
     if is_cluster(url):
-        from redis.asyncio.cluster import RedisCluster
-
         kwargs.setdefault("retry", cluster_retry(for_asyncio=True))
-        return RedisCluster.from_url(plain_url(url), **kwargs)
+        return _bounded_cluster().from_url(plain_url(url), **kwargs)
     import redis.asyncio as aredis
 
-    return aredis.Redis.from_url(url, **kwargs)
+    # a blocking pool: a burst of commands past its size waits for a free connection (up to ASYNC_POOL_WAIT_S)
+    # instead of failing with "Too many connections", which the default pool of redis-py 8 raises past 100
+    pool = aredis.BlockingConnectionPool.from_url(url, max_connections=ASYNC_POOL_SIZE, timeout=ASYNC_POOL_WAIT_S,
+                                                  **kwargs)
+    return aredis.Redis.from_pool(pool)
+
+
+@functools.cache
+def _bounded_cluster():
+    """redis-py's asyncio cluster client fails a command when its node has ``max_connections`` (100) in use,
+    where a single Redis's blocking pool (``aconnect``) makes it wait: here at most ``ASYNC_POOL_SIZE`` commands
+    are in flight per client and the others wait their turn (300 concurrent reads: 200 failed before). And a new
+    client's first command runs alone: redis-py 8.1 breaks commands sent while its first topology read is under
+    way (``AttributeError: 'NoneType' object has no attribute 'writelines'``: 1-4 of 300 concurrent first reads)."""
+    from redis.asyncio.cluster import RedisCluster
+
+    class BoundedRedisCluster(RedisCluster):
+        async def execute_command(self, *args, **kwargs):
+            state = self.__dict__
+            if "_gate" not in state:
+                state["_gate"], state["_first"] = asyncio.Semaphore(ASYNC_POOL_SIZE), asyncio.Lock()
+            if not state.get("_ready"):
+                async with state["_first"]:
+                    if not state.get("_ready"):
+                        result = await super().execute_command(*args, **kwargs)
+                        state["_ready"] = True
+                        return result
+            async with state["_gate"]:
+                return await super().execute_command(*args, **kwargs)
+
+    return BoundedRedisCluster
 
 
 _node_pools: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # cluster client -> {node name: pool}
