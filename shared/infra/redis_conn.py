@@ -99,7 +99,7 @@ def cluster_retry(for_asyncio: bool = False):
     return Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), 20)
 
 
-ASYNC_POOL_SIZE = 64  # the gateway's asyncio connections to a single Redis: short commands only (no pubsub)
+ASYNC_POOL_SIZE = 64  # the gateway's asyncio connections: short commands and one shared subscription (channel_listener)
 ASYNC_POOL_WAIT_S = 20.0
 
 
