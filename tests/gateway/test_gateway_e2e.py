@@ -104,10 +104,15 @@ def test_usage_equals_the_sum_of_per_call_records(live, carol):
     expected = summarize(records)["totals"]
     body = api.get("/v1/usage").json()
     assert body["tenant"] == api.id and body["totals"] == expected
-    job_ids = {r.job_id for r in records}
+    # outside any job, only the query worker's embedder probe (``workers/query_warmup.py``): booked to the tenant
+    # whose index started it, in its own thread, so it may land before or after the ingestion's end
+    outside = [r for r in records if not r.job_id]
+    assert all(r.stage == "embed" and r.queue == "query" for r in outside) and len(outside) <= 1
+    job_ids = {r.job_id for r in records if r.job_id}
     usage_by_job = [api.get(f"/v1/jobs/{j}").json()["usage"] for j in job_ids]
-    assert sum(u["calls"] for u in usage_by_job) == expected["calls"]
-    assert sum(u["prompt_tokens"] for u in usage_by_job) == expected["prompt_tokens"]
+    assert sum(u["calls"] for u in usage_by_job) + len(outside) == expected["calls"]
+    assert sum(u["prompt_tokens"] for u in usage_by_job) + sum(r.prompt_tokens for r in outside) \
+        == expected["prompt_tokens"]
     assert sum(u["completion_tokens"] for u in usage_by_job) == expected["completion_tokens"]
     for group_by in ("day", "model", "stage"):
         grouped = api.get("/v1/usage", params={"group_by": group_by}).json()
