@@ -130,7 +130,7 @@ class ChannelListener:
                 new.append(channel)
             group.add(box)
         try:
-            if self._pubsub is None or self._reader is None or self._reader.done():
+            if self._pubsub is None:  # set only while the reader runs subscribed
                 await self.start(connect_s)  # the reader subscribes to every channel listened to when it connects
             elif new:
                 await self._send("subscribe", new)

@@ -128,17 +128,18 @@ def _bounded_cluster():
     from redis.asyncio.cluster import RedisCluster
 
     class BoundedRedisCluster(RedisCluster):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._gate, self._first, self._ready = asyncio.Semaphore(ASYNC_POOL_SIZE), asyncio.Lock(), False
+
         async def execute_command(self, *args, **kwargs):
-            state = self.__dict__
-            if "_gate" not in state:
-                state["_gate"], state["_first"] = asyncio.Semaphore(ASYNC_POOL_SIZE), asyncio.Lock()
-            if not state.get("_ready"):
-                async with state["_first"]:
-                    if not state.get("_ready"):
+            if not self._ready:
+                async with self._first:
+                    if not self._ready:
                         result = await super().execute_command(*args, **kwargs)
-                        state["_ready"] = True
+                        self._ready = True
                         return result
-            async with state["_gate"]:
+            async with self._gate:
                 return await super().execute_command(*args, **kwargs)
 
     return BoundedRedisCluster
