@@ -6,7 +6,9 @@
 One invocation, appended to ``<out-dir>/cost_table.jsonl`` under one ``run_id`` (the report shows the newest):
 
 * ``bench.compare``'s runs (its functions, one simulator per configuration): the Carol ingested at 0 and
-  200 ms by graphfleet with 1 and 2 worker processes per queue group and by nano-graphrag, and at
+  200 ms by graphfleet with 1 and 2 worker processes per queue group and with ``graphfleet up``'s default
+  (``auto``: the processes per group that the machine's cores warrant, ``graphfleet_cli.stack.plan_workers``),
+  and by nano-graphrag, and at
   ``--ms-per-completion-token`` (12.5 ms: a model generating 80 tokens/s); every query mode after each
   ingestion (global answer at 200 ms and local answer at 0 ms are read from these);
 * the critical path of each graphfleet ingestion with a latency (sequential LLM waves: extract, gleaning
@@ -35,6 +37,7 @@ from pathlib import Path
 
 from bench import compare
 from bench.common import ROOT, SAMPLE, emit, machine, own_versions, simulator
+from graphfleet_cli.stack import parse_processes
 
 OUT_NAME = "cost_table.jsonl"
 
@@ -88,7 +91,7 @@ def run_config(cfg: dict, args, tag: dict, out: Path) -> None:
     in alternating order (``compare.schedule``; records emitted as they finish), then the medians and the
     critical path; every record tagged with the configuration."""
     base = {**tag, "row": row_name(cfg), "latency_ms": cfg["latency_ms"], "ms_per_token": cfg["ms_per_token"],
-            "processes": cfg["processes"]}
+            "processes": cfg["processes"], "ingest_processes": ingest_processes(cfg["processes"])}
     rows: list[dict] = []
     with simulator(latency_ms=cfg["latency_ms"], ms_per_completion_token=cfg["ms_per_token"]) as llm:
         for run, system, warm in compare.schedule(cfg["systems"], args.repeat, args.warmup):
@@ -97,9 +100,21 @@ def run_config(cfg: dict, args, tag: dict, out: Path) -> None:
                 emit({**rec, **base}, out)
             rows += [{**r, **base} for r in recs]
     medians = [{**m, **base} for m in compare.medians(rows)]
-    path = critical_path(cfg, medians, rows, graphfleet_in_flight(args) * cfg["processes"])
+    path = critical_path(cfg, medians, rows, graphfleet_in_flight(args) * ingest_processes(cfg["processes"]))
     for rec in medians + ([{**base, **path}] if path else []):
         emit(rec, out)
+
+
+def ingest_processes(processes: int | str) -> int:
+    """The ingest group's process count for a ``--processes`` value: ``auto`` starts one per core there."""
+    if processes != "auto":
+        return int(processes)
+    from graphfleet_cli.stack import WORKER_GROUPS, available_cores, plan_workers
+    from shared.config import get_settings
+
+    w = get_settings().workers
+    plan = plan_workers(WORKER_GROUPS, "auto", available_cores(), None, w.llm_concurrency, w.cpu_concurrency)
+    return plan["ingest"].processes
 
 
 def graphfleet_in_flight(args) -> int:
@@ -276,7 +291,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="unmeasured runs of each system first on each simulator (it memoizes its analysis)")
     ap.add_argument("--latency", type=float, nargs="*", default=[0.0, 200.0],
                     help="ms per call (none: only the per-token run)")
-    ap.add_argument("--processes", type=int, nargs="+", default=[1, 2], help="graphfleet processes per group")
+    ap.add_argument("--processes", type=parse_processes, nargs="+", default=[1, 2, "auto"],
+                    help="graphfleet processes per group: N, or auto (graphfleet up's default, from the cores)")
     ap.add_argument("--ms-per-completion-token", type=float, default=12.5,
                     help="the LLM-bound ingestion's simulator setting (omitted with --quick unless given)")
     ap.add_argument("--token-latency", type=float, default=0.0, help="latency per call at that setting, ms")

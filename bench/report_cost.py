@@ -59,7 +59,14 @@ def answer_row(rows, label: str, mode: str, latency: float, nano_mode: str | Non
     return row
 
 
-def ingest_row(rows, latency: float, processes: int, ms_per_token: float = 0.0) -> Row:
+def processes_label(processes: int | str) -> str:
+    """``1 process``, ``2 processes``, or ``graphfleet up``'s default (``auto``: processes from the cores)."""
+    if processes == "auto":
+        return "processes auto, `graphfleet up`'s default"
+    return f"{processes} process{'es' if int(processes) > 1 else ''}"
+
+
+def ingest_row(rows, latency: float, processes: int | str, ms_per_token: float = 0.0) -> Row:
     key = "token" if ms_per_token else f"{latency:g}"
     what = f"{ms_per_token:g} ms per completion token" + (f" + {latency:g} ms" if latency else "") \
         if ms_per_token else f"{latency:g} ms"
@@ -67,7 +74,7 @@ def ingest_row(rows, latency: float, processes: int, ms_per_token: float = 0.0) 
     path = next((r for r in rows if r.get("bench") == "critical_path" and r["latency_ms"] == latency
                  and r.get("ms_per_token", 0.0) == ms_per_token and r.get("processes", 1) == processes), None)
     with_path = key == "200"
-    row = Row(f"ingest at {what} (Carol, {processes} process{'es' if processes > 1 else ''})",
+    row = Row(f"ingest at {what} (Carol, {processes_label(processes)})",
               target=f"≤ {factor}× nano" + (f", and ≤ {CRITICAL_PATH_FACTOR}× the critical path"
                                             + (f" ({_s(path['seconds'])})" if path else "") if with_path else ""))
     gf = _median(rows, "graphfleet", latency, None, processes, ms_per_token)
@@ -168,7 +175,8 @@ def global_tokens_rows(rows) -> list[Row]:
 
 def cost_rows(rows: list[dict]) -> list[Row]:
     """Issue 21's table, top to bottom, from one run's records."""
-    procs = sorted({r.get("processes", 1) for r in rows if r.get("bench") == "compare_median"}) or [1]
+    procs = sorted({r.get("processes", 1) for r in rows if r.get("bench") == "compare_median"},
+                   key=lambda p: (p == "auto", 0 if p == "auto" else int(p))) or [1]
     token = sorted({(r["latency_ms"], r["ms_per_token"]) for r in rows
                     if r.get("bench") == "compare_median" and r.get("ms_per_token")}) or [(0.0, 12.5)]
     return [*global_tokens_rows(rows),
@@ -317,8 +325,9 @@ def cost_section(all_rows: list[dict]) -> list[str]:
                 "others at least the shortest (from the shortest and longest answer per stage of the job's usage "
                 "records); where the run recorded no answers per stage, or the sum of average calls per wave is "
                 "longer, that sum.", "",
-                *(f"- {r['latency_ms']:g} ms + {r.get('ms_per_token', 0):g} ms/token, {r.get('processes', 1)} "
-                  f"process(es): {_s(r['seconds'])} ({' → '.join(r['waves'])}; {r['waves_source']}"
+                *(f"- {r['latency_ms']:g} ms + {r.get('ms_per_token', 0):g} ms/token, "
+                  f"{processes_label(r.get('processes', 1))}: {_s(r['seconds'])} ({' → '.join(r['waves'])}; "
+                  f"{r['waves_source']}"
                   + (f"; longest calls, the average calls' sum {_s(r['average_waves_s'])}"
                      if r.get("longest_calls") else "") + "); graphfleet "
                   f"{_s(r['graphfleet_s'])} = {r['ratio']}×"

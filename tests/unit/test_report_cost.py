@@ -8,6 +8,7 @@ import pytest
 from bench import cost_table
 from bench.report_cost import cost_rows, cost_section, newest_run
 from bench.report_gateway import gateway_figures
+from graphfleet_cli.stack import available_cores
 
 RUN = {"run_id": "20261125T190000Z"}
 INGEST_CALLS = {"extract": {"calls": 42, "prompt_tokens": 1, "completion_tokens": 42 * 1000},
@@ -92,6 +93,16 @@ def test_ingest_rows_per_process_count_and_token_latency():
     token = by_label([*rows, path])["ingest at 12.5 ms per completion token (Carol, 1 process)"]
     assert "below the critical path" not in token.gap
     assert "below the time the same waves take with 16 calls in flight (60.000 s)" in token.gap
+
+
+def test_ingest_rows_of_graphfleet_ups_default_come_after_the_counts():
+    rows = [ingest("graphfleet", 0.0, 2.0, processes="auto"), ingest("graphfleet", 0.0, 2.4, processes=2),
+            ingest("graphfleet", 0.0, 2.2), ingest("nano", 0.0, 2.7)]
+    labels = [r.label for r in cost_rows(rows) if r.label.startswith("ingest at 0 ms")]
+    assert labels == ["ingest at 0 ms (Carol, 1 process)", "ingest at 0 ms (Carol, 2 processes)",
+                      "ingest at 0 ms (Carol, processes auto, `graphfleet up`'s default)"]
+    auto = by_label(rows)[labels[-1]]
+    assert (auto.graphfleet, auto.ratio, auto.met) == ("2.000 s", "0.74", True)
 
 
 def test_gateway_and_first_query():
@@ -202,10 +213,14 @@ def test_quick_configs():
     args = cost_table.parse_args(["--quick"])
     cfgs = cost_table.configs(args)
     assert {c["latency_ms"] for c in cfgs} == {0.0} and args.repeat == 1 and args.ms_per_completion_token is None
-    assert [c["systems"] for c in cfgs] == [["graphfleet", "nano"], ["graphfleet"]]
+    assert [c["systems"] for c in cfgs] == [["graphfleet", "nano"], ["graphfleet"], ["graphfleet"]]
     full = cost_table.configs(cost_table.parse_args([]))
     assert {(c["latency_ms"], c["ms_per_token"], c["processes"]) for c in full} == {
-        (0.0, 0.0, 1), (0.0, 0.0, 2), (200.0, 0.0, 1), (200.0, 0.0, 2), (0.0, 12.5, 1), (0.0, 12.5, 2)}
+        (lat, mt, p) for lat, mt in ((0.0, 0.0), (200.0, 0.0), (0.0, 12.5)) for p in (1, 2, "auto")}
+    assert cost_table.parse_args(["--processes", "auto", "3"]).processes == ["auto", 3]
+    with pytest.raises(SystemExit):
+        cost_table.parse_args(["--processes", "0"])
+    assert cost_table.ingest_processes(3) == 3 and cost_table.ingest_processes("auto") == available_cores()
     assert not [c for c in cost_table.configs(cost_table.parse_args(["--ms-per-completion-token", "0"]))
                 if c["ms_per_token"]]
 
