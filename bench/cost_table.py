@@ -37,7 +37,7 @@ from pathlib import Path
 
 from bench import compare
 from bench.common import ROOT, SAMPLE, emit, machine, own_versions, simulator
-from graphfleet_cli.stack import parse_processes
+from graphfleet_cli.stack import WORKER_GROUPS, available_cores, parse_processes, plan_workers
 
 OUT_NAME = "cost_table.jsonl"
 
@@ -109,7 +109,6 @@ def ingest_processes(processes: int | str) -> int:
     """The ingest group's process count for a ``--processes`` value: ``auto`` starts one per core there."""
     if processes != "auto":
         return int(processes)
-    from graphfleet_cli.stack import WORKER_GROUPS, available_cores, plan_workers
     from shared.config import get_settings
 
     w = get_settings().workers
