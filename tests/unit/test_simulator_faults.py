@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import openai
 import pytest
 
+from llm_simulator.config import SimConfig
 from llm_simulator.faults import RateLimiter
+from llm_simulator.server import start_in_thread
 from shared.domain.prompts import (
     community_report,
 )
@@ -111,12 +113,25 @@ def test_malformed_outputs(start):
     assert plain.startswith("This is a simulated answer")
 
 
-def test_concurrent_requests_do_not_block(start):
-    _, client = start(latency_ms=200)
-    chat(client, "warm up")
-    started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=32) as pool:
-        answers = list(pool.map(lambda i: chat(client, f"question {i}").choices[0].message.content, range(32)))
-    elapsed = time.perf_counter() - started
-    assert len(set(answers)) == 32
-    assert elapsed < 3.0, elapsed
+def test_concurrent_requests_do_not_block():
+    """32 requests wait out their latency at the same time: each simulated wait is held until all 32 are waiting,
+    so a simulator that served one request at a time would never gather them (its waits give up after 30 s and
+    the requests fail). No clock is read."""
+    n, waiting, gathered = 32, [], []
+
+    async def gate(_seconds: float) -> None:
+        if not gathered:
+            gathered.append(asyncio.Event())
+        waiting.append(1)
+        if len(waiting) >= n:
+            gathered[0].set()
+        await asyncio.wait_for(gathered[0].wait(), 30)
+
+    url, stop = start_in_thread(SimConfig(port=0, latency_ms=200), sleep=gate)
+    try:
+        client = openai.OpenAI(base_url=url, api_key="sk-sim", max_retries=0, timeout=60)
+        with ThreadPoolExecutor(max_workers=n) as pool:
+            answers = list(pool.map(lambda i: chat(client, f"question {i}").choices[0].message.content, range(n)))
+    finally:
+        stop()
+    assert len(waiting) == n and len(set(answers)) == n
