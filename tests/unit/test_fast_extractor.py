@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -74,15 +73,6 @@ def test_christmas_carol(carol):
             assert e.description
     types = Counter(e.type for r in results for e in r.entities if e.name == "SCROOGE")
     assert types.most_common(1)[0][0] == "person"
-
-
-def test_speed(carol):
-    chunks, _ = carol
-    start = time.perf_counter()
-    for c in chunks:
-        extract_chunk_fast(c.text, c.id, "doc")
-    per_chunk = (time.perf_counter() - start) / len(chunks)
-    assert per_chunk < 0.05, per_chunk
 
 
 def test_prune_graph_on_corpus(carol):

@@ -76,16 +76,22 @@ def test_server_errors_are_retried_by_us_only_and_then_reported(sim_factory, red
     assert not list(redis_client.scan_iter(f"gf:t:{{{tenant}}}:llmcache:*"))  # no answer, no cache entry
 
 
-def test_429_retry_after_is_honoured(redis_client, tenant):
-    """A transport at the network boundary answers 429 (Retry-After: 1) once, then 200."""
+def test_429_retry_after_is_honoured(redis_client, tenant, monkeypatch):
+    """A transport at the network boundary answers 429 (Retry-After: 1) once, then 200; the client's wait before
+    its retry is recorded, not timed."""
     import time
+    from types import SimpleNamespace
 
     import openai
 
-    seen: list[float] = []
+    from shared.infra.llm import client as client_module
+
+    seen: list[httpx.Request] = []
+    slept: list[float] = []
+    monkeypatch.setattr(client_module, "time", SimpleNamespace(perf_counter=time.perf_counter, sleep=slept.append))
 
     def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(time.monotonic())
+        seen.append(request)
         if len(seen) == 1:
             return httpx.Response(429, headers={"retry-after": "1"}, json={"error": {"message": "slow down"}})
         return httpx.Response(200, json={
@@ -98,7 +104,7 @@ def test_429_retry_after_is_honoured(redis_client, tenant):
                                    http_client=httpx.Client(transport=httpx.MockTransport(handler)))
     result = client.chat([{"role": "user", "content": "hi"}], CallContext(tenant=tenant, stage="answer"))
     assert result.text == "ok" and result.prompt_tokens == 5
-    assert len(seen) == 2 and seen[1] - seen[0] >= 1.0
+    assert len(seen) == 2 and slept == [1.0]  # the Retry-After of the 429, before the one retry
     assert [r.error for r in records] == ["rate_limited", None]
     assert records[1].retries == 1
 
