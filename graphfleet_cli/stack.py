@@ -38,7 +38,7 @@ from shared.config import get_settings
 from shared.infra.broker import reclaim_unrenewed
 from shared.infra.metrics import MULTIPROC_ENV, fold_dead, join_multiproc_dir, prepare_multiproc_dir
 from shared.infra.queueing import WORKER_GROUPS, is_amqp, lease_renew_interval, make_celery, settings_for
-from shared.infra.redis_conn import EmbeddedRedis, connect, read_stack_info, stack_file, write_stack_info
+from shared.infra.redis_conn import EmbeddedRedis, read_stack_info, stack_file, write_stack_info
 
 MAX_RESTARTS = 5  # exits within RESTART_WINDOW_S after which a process is given up
 RESTART_WINDOW_S = 300.0
@@ -73,6 +73,18 @@ def parse_processes(value: str | int | None) -> int | str:
     if not text.isdigit() or int(text) < 1:
         raise ValueError(f"processes must be 'auto' or a positive integer, got {value!r}")
     return int(text)
+
+
+def consumed_queues(app) -> set[str]:
+    """The queues some worker consumes, as the workers answer ``inspect().active_queues()``; none on a broker
+    connection error. kombu pools broker connections per broker URL for the whole process, so after a Redis
+    restarted on the same address (a test's next server on a reused port) the first ask reads a closed socket;
+    kombu drops that connection and the next ask connects again."""
+    try:
+        replies = app.control.inspect(timeout=1.0).active_queues() or {}
+    except app.connection_for_write().connection_errors:
+        return set()
+    return {q["name"] for queues in replies.values() for q in queues}
 
 
 def plan_workers(groups: Sequence[tuple[str, list[str], str]], processes: int | str, cores: int,
@@ -302,20 +314,15 @@ class Stack:
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Wait until a consumer is registered on every queue (workers are consuming)."""
-        client = connect(self.redis_url)
         from shared.infra.queueing import QUEUES
 
-        app = self.celery()
+        wanted = {q for _n, queues, _p in self.groups for q in queues} if self.groups else set(QUEUES)
         deadline = time.time() + timeout
         while time.time() < deadline:
             for name, proc in self.procs:
                 if proc.poll() is not None:
                     raise RuntimeError(f"{name} exited with {proc.returncode}; see {self.log_dir}")
-            replies = app.control.inspect(timeout=1.0).active_queues() or {}
-            consumed = {q["name"] for queues in replies.values() for q in queues}
-            wanted = {q for _n, queues, _p in self.groups for q in queues} if self.groups else set(QUEUES)
-            if wanted <= consumed:
-                client.close()
+            if wanted <= consumed_queues(self.celery()):
                 self._wait_gateway(deadline)
                 return
             time.sleep(0.3)

@@ -136,3 +136,29 @@ def test_supervisor_backs_off_and_gives_up_after_repeated_crashes(private_redis,
         assert dict(stack.procs)["query"] is query and query.poll() is None
     finally:
         stack.stop()
+
+
+def test_a_stack_starts_on_a_redis_restarted_at_the_same_address(tmp_path):
+    """kombu pools broker connections per broker URL for the whole process. A stack started after its Redis came
+    back on the same address (here, as in a test run, a new server on a reused port) finds a pooled connection to
+    the old server: its readiness check rides out that one closed socket instead of failing the start."""
+    from graphfleet_cli.stack import consumed_queues
+    from shared.config import get_settings
+    from shared.infra.queueing import make_celery, settings_for
+    from shared.infra.redis_conn import EmbeddedRedis
+
+    first = EmbeddedRedis(tmp_path / "first", persist=False).start()
+    try:
+        assert consumed_queues(make_celery(settings_for(get_settings(), first.url, None))) == set()  # no worker
+    finally:
+        first.stop()
+    second = EmbeddedRedis(tmp_path / "second", port=first.port, persist=False).start()
+    try:
+        stack = Stack(data_dir=tmp_path / "stack", redis_url=second.url, worker_concurrency=2,
+                      groups=[("query", ["query", "reducer"], "threads")], extra_env=worker_env(None)).start()
+        try:
+            assert {"query", "reducer"} <= consumed_queues(stack.celery())
+        finally:
+            stack.stop()
+    finally:
+        second.stop()
