@@ -20,8 +20,11 @@ import httpx
 import pytest
 
 from graphfleet_cli.local_client import LocalClient
-from graphfleet_cli.stack import Stack
+from graphfleet_cli.stack import Stack, consumed_queues
+from shared.config import get_settings
 from shared.infra.keys import BROKER_UNACKED, BROKER_UNACKED_INDEX
+from shared.infra.queueing import make_celery, settings_for
+from shared.infra.redis_conn import EmbeddedRedis
 from shared.infra.store.redis_graph import GraphStore
 from tests.conftest import SAMPLE, worker_env
 from tests.integration.helpers import graph_snapshot
@@ -142,11 +145,6 @@ def test_a_stack_starts_on_a_redis_restarted_at_the_same_address(tmp_path):
     """kombu pools broker connections per broker URL for the whole process. A stack started after its Redis came
     back on the same address (here, as in a test run, a new server on a reused port) finds a pooled connection to
     the old server: its readiness check rides out that one closed socket instead of failing the start."""
-    from graphfleet_cli.stack import consumed_queues
-    from shared.config import get_settings
-    from shared.infra.queueing import make_celery, settings_for
-    from shared.infra.redis_conn import EmbeddedRedis
-
     first = EmbeddedRedis(tmp_path / "first", persist=False).start()
     try:
         assert consumed_queues(make_celery(settings_for(get_settings(), first.url, None))) == set()  # no worker

@@ -117,15 +117,13 @@ def test_concurrent_requests_do_not_block():
     """32 requests wait out their latency at the same time: each simulated wait is held until all 32 are waiting,
     so a simulator that served one request at a time would never gather them (its waits give up after 30 s and
     the requests fail). No clock is read."""
-    n, waiting, gathered = 32, [], []
+    n, waiting, gathered = 32, [], asyncio.Event()  # the event binds to the server's loop at its first wait
 
     async def gate(_seconds: float) -> None:
-        if not gathered:
-            gathered.append(asyncio.Event())
         waiting.append(1)
         if len(waiting) >= n:
-            gathered[0].set()
-        await asyncio.wait_for(gathered[0].wait(), 30)
+            gathered.set()
+        await asyncio.wait_for(gathered.wait(), 30)
 
     url, stop = start_in_thread(SimConfig(port=0, latency_ms=200), sleep=gate)
     try:
