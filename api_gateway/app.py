@@ -115,6 +115,7 @@ def create_app(settings=None, max_body_bytes: int | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
+        gateway.draining.install()  # SIGTERM/SIGINT answer held ?wait requests at once (api_gateway/draining.py)
         await gateway.warm()  # the first query must not pay for the Celery producer and Redis connections
         warm_routes(_app)
         _prime_series()

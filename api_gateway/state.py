@@ -18,6 +18,7 @@ import redis
 import redis.asyncio as aredis
 from starlette.concurrency import run_in_threadpool
 
+from api_gateway.draining import Draining
 from shared.infra.channel_listener import ChannelListener
 from shared.infra.key_layout import ensure_layout
 from shared.infra.messages import warm_sender
@@ -90,6 +91,7 @@ class Gateway:
     _aredis: dict = field(default_factory=dict)
     _ready: tuple[float, dict] | None = None
     _ready_lock: threading.Lock = field(default_factory=threading.Lock)
+    draining: Draining = field(default_factory=Draining)  # the stop signal ends held waits
 
     @classmethod
     def build(cls, settings, max_body_bytes: int | None = None) -> Gateway:

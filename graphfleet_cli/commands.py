@@ -13,6 +13,7 @@ from graphfleet_cli.local_client import LocalClient, collect_files, ingest_summa
 from graphfleet_cli.output import emit
 from graphfleet_cli.query_client import demo_queries
 from graphfleet_cli.stack import Stack, parse_processes, resolve_redis_url
+from graphfleet_cli.stack_guard import StackStartRefused
 from shared.config import get_settings
 
 SAMPLE = Path(__file__).parent / "sample" / "christmas_carol.txt"
@@ -60,8 +61,11 @@ def cmd_up(args) -> int:
                   processes=processes)
     try:
         stack.start()
+    except StackStartRefused as exc:  # another stack on this data directory, or the port taken: nothing started
+        print(f"graphfleet: {exc.code}: {exc}", file=sys.stderr)
+        return 1
     except RuntimeError as exc:
-        print(f"graphfleet up failed: {exc}", file=sys.stderr)
+        print(f"graphfleet: start_failed: {exc}", file=sys.stderr)
         return 1
     print_stack_urls(stack, extra.get("GRAPHFLEET_ADMIN_KEY"))
     print("Ctrl-C to stop", flush=True)
@@ -90,10 +94,20 @@ def print_stack_urls(stack: Stack, admin_key: str | None = None) -> None:
                   f"  health:     {stack.gateway_url}/healthz, {stack.gateway_url}/readyz"]
         if admin_key:
             lines.append(f"  admin key:  {admin_key} (development, generated; set GRAPHFLEET_ADMIN_KEY to choose it)")
+    lines.append(f"  LLM:        {llm_line(stack.settings)}")
     workers = ", ".join(f"{name} {p.processes}x{p.concurrency}" for name, p in stack.plan.items())
     lines += [f"  workers:    {workers} (processes x slots; --processes auto|N)",
               f"  data dir:   {stack.data_dir}", f"  logs:       {stack.log_dir}"]
     print("\n".join(lines), flush=True)
+
+
+def llm_line(settings) -> str:
+    """Which LLM the stack's workers call, and which embedder they use, or that they run without an LLM."""
+    if not settings.llm_enabled:
+        return ("none: LLM-free (rule-based extraction, extractive answers, hashing embeddings); "
+                "set GRAPHFLEET_LLM_BASE_URL to use one")
+    return (f"{redact_url(settings.llm_base_url)} (model {settings.llm_model}, "
+            f"embeddings {settings.embedding_model})")
 
 
 def redact_url(url: str | None) -> str:
@@ -160,7 +174,11 @@ def cmd_demo(args) -> int:
     _say(f"LLM: {settings.llm_base_url or 'none configured (LLM-free extraction, extractive answers)'}")
     _say(f"data directory: {data_dir} (Redis data and logs; kept after the demo, delete it to start afresh)")
     _say("starting the stack (Redis and one worker process per queue group)...")
-    stack = Stack(data_dir=data_dir).start()
+    try:
+        stack = Stack(data_dir=data_dir).start()
+    except StackStartRefused as exc:  # a demo already running on this data directory
+        print(f"graphfleet: {exc.code}: {exc}", file=sys.stderr)
+        return 1
     try:
         _say(f"stack up: redis {redact_url(stack.redis_url)}, logs in {stack.log_dir}")
         client = LocalClient(stack.redis_url)

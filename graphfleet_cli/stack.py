@@ -24,30 +24,28 @@ Compose or Kubernetes; RabbitMQ redelivers at once by itself). A process that ex
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from graphfleet_cli.stack_guard import DataDirLock, check_port_free
+from graphfleet_cli.supervisor import Supervisor
 from shared.config import get_settings
 from shared.infra.broker import reclaim_unrenewed
+from shared.infra.child_procs import own_session_kwargs
 from shared.infra.metrics import MULTIPROC_ENV, fold_dead, join_multiproc_dir, prepare_multiproc_dir
-from shared.infra.queueing import WORKER_GROUPS, is_amqp, lease_renew_interval, make_celery, settings_for
+from shared.infra.queueing import WORKER_GROUPS, is_amqp, make_celery, settings_for
 from shared.infra.redis_conn import EmbeddedRedis, read_stack_info, stack_file, write_stack_info
-
-MAX_RESTARTS = 5  # exits within RESTART_WINDOW_S after which a process is given up
-RESTART_WINDOW_S = 300.0
-BACKOFF_S = (1.0, 30.0)  # first delay before a restart, and the longest
-RECLAIM_MARGIN_S = 2.0  # a dead worker's messages are put back 2 lease intervals + this after its exit
-
 
 GIL_BOUND_GROUPS = {"ingest"}  # threads groups whose tasks also spend real CPU in Python (extraction parsing)
 MAX_AUTO_CHILDREN = 16  # prefork children per CPU-bound group under "auto" (each is a full process)
+GATEWAY_DRAIN_S = 20.0  # a stopping gateway's held requests are answered at once; past this it is killed
 GATEWAY_KEEPALIVE_S = "75"  # idle client connections kept, seconds: above a proxy's idle timeout (docs/deployment.md)
 
 
@@ -115,85 +113,6 @@ def plan_workers(groups: Sequence[tuple[str, list[str], str]], processes: int | 
     return plan
 
 
-class Supervisor:
-    """Restarts the processes of a stack when they exit; gives a process up after repeated crashes."""
-
-    def __init__(self, stack: Stack, say: Callable[[str], None] | None = None):
-        self.stack = stack
-        self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
-        self.exits: dict[str, list[float]] = {}
-        self.due: dict[str, float] = {}
-        self.restarts = 0
-        self.reclaims: list[tuple[float, float, str]] = []  # (when, exit time, worker): see reclaim_due
-        self.reclaimed = 0  # messages put back so far
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> Supervisor:
-        self._thread = threading.Thread(target=self._loop, name="graphfleet-supervisor", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(0.2) and self.stack.failure is None:
-            try:
-                self.check(time.time())
-            except Exception as exc:  # noqa: BLE001 - a failed restart is retried at the next check
-                self.say(f"graphfleet: supervisor error: {exc!r}")
-
-    def check(self, now: float) -> None:
-        self.reclaim_due(now)
-        for name, proc in list(self.stack.procs):
-            if proc.poll() is None or self._stop.is_set():
-                continue
-            if name not in self.due:
-                self._exited(name, proc.returncode, now)
-                if self.stack.failure is not None:
-                    return
-            elif now >= self.due[name]:
-                del self.due[name]
-                self._replace(name, proc)
-
-    def _replace(self, name: str, dead) -> None:
-        if not any(p is dead for _n, p in self.stack.procs):
-            return  # taken out of the stack meanwhile (stopped, or replaced by hand)
-        new = self.stack.respawn(name)
-        self.stack.procs = [(n, new if p is dead else p) for n, p in self.stack.procs]
-        self.restarts += 1
-        self.say(f"graphfleet: restarted {name} (pid {new.pid})")
-
-    def reclaim_due(self, now: float) -> None:
-        """Put back the messages of the workers that died at least two lease intervals ago."""
-        due = [r for r in self.reclaims if r[0] <= now]
-        self.reclaims = [r for r in self.reclaims if r[0] > now]
-        for _when, died_at, name in due:
-            count = self.stack.reclaim(died_at)
-            if count:
-                self.reclaimed += count
-                self.say(f"graphfleet: put back {count} message(s) that {name} held when it exited")
-
-    def _exited(self, name: str, code: int | None, now: float) -> None:
-        if name != "gateway":  # a worker's unacked messages come back without waiting for the visibility timeout
-            wait = 2 * lease_renew_interval(self.stack.settings) + RECLAIM_MARGIN_S
-            self.reclaims.append((now + wait, now, name))
-        recent = [t for t in self.exits.get(name, []) if now - t < RESTART_WINDOW_S] + [now]
-        self.exits[name] = recent
-        if len(recent) >= MAX_RESTARTS:
-            self.stack.failure = (f"{name} exited {len(recent)} times within {RESTART_WINDOW_S:.0f} s (last exit "
-                                  f"code {code}); giving up, see {self.stack.log_dir}")
-            self.say(f"graphfleet: {self.stack.failure}")
-            return
-        delay = min(BACKOFF_S[1], BACKOFF_S[0] * 2 ** (len(recent) - 1))
-        self.due[name] = now + delay
-        self.say(f"graphfleet: {name} exited with {code}; restarting in {delay:.0f} s "
-                 f"(exit {len(recent)} of {MAX_RESTARTS} allowed within {RESTART_WINDOW_S:.0f} s)")
-
-
 class Stack:
     def __init__(self, data_dir: Path | None = None, worker_concurrency: int | None = None,
                  gateway_port: int | None = None, log_dir: Path | None = None,
@@ -222,6 +141,7 @@ class Stack:
         self.supervisor: Supervisor | None = None
         self.gateway_url: str | None = None
         self.metrics_dir = self.data_dir / "metrics"
+        self.lock = DataDirLock(self.data_dir)
         self._celery = None
 
     def celery(self):
@@ -252,7 +172,16 @@ class Stack:
         return env
 
     def start(self) -> Stack:
-        """Start everything and wait until it is ready; on failure, stop whatever was started."""
+        """Start everything and wait until it is ready; on failure, stop whatever was started. Before anything
+        starts: the data directory's lock (``StackStartRefused`` when another stack holds it) and a free gateway
+        port (``StackStartRefused`` too), so a refused stack touches nothing of the running one."""
+        self.lock.acquire()
+        try:
+            if self.gateway_port is not None:
+                check_port_free(self.gateway_port)
+        except BaseException:
+            self.lock.release()
+            raise
         try:
             return self._start()
         except BaseException:
@@ -278,6 +207,7 @@ class Stack:
         write_stack_info(self.data_dir, {"redis_url": self.redis_url, "broker_url": self.broker_url,
                                          "pid": os.getpid(),
                                          "gateway_url": self.gateway_url, "metrics_dir": str(self.metrics_dir)})
+        self.lock.record(self.gateway_url)
         self.wait_ready()
         self.supervisor = Supervisor(self).start()
         return self
@@ -300,7 +230,7 @@ class Stack:
                "-l", os.environ.get("GRAPHFLEET_WORKER_LOG_LEVEL", "WARNING"),
                "--without-gossip", "--without-mingle", "--without-heartbeat"]
         log = open(self.log_dir / f"worker-{name}.log", "ab")  # noqa: SIM115 - owned by the child
-        return subprocess.Popen(cmd, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(cmd, env=self.env(), stdout=log, stderr=subprocess.STDOUT, **own_session_kwargs())
 
     def _start_gateway(self) -> None:
         self.procs.append(("gateway", self._gateway_proc()))
@@ -310,7 +240,7 @@ class Stack:
         cmd = [sys.executable, "-m", "uvicorn", "api_gateway.app:create_app", "--factory", "--host", "127.0.0.1",
                "--port", str(self.gateway_port), "--log-level", "warning", "--timeout-keep-alive", GATEWAY_KEEPALIVE_S]
         log = open(self.log_dir / "gateway.log", "ab")  # noqa: SIM115
-        return subprocess.Popen(cmd, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(cmd, env=self.env(), stdout=log, stderr=subprocess.STDOUT, **own_session_kwargs())
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Wait until a consumer is registered on every queue (workers are consuming)."""
@@ -347,23 +277,18 @@ class Stack:
         raise RuntimeError(f"gateway not answering at {self.gateway_url}; see {self.log_dir / 'gateway.log'}")
 
     def stop(self) -> None:
+        """Stop in order: the gateway first (held requests answered while Redis still serves), then the workers
+        (running tasks get their soft shutdown and are requeued), Redis last; then drop the data directory's lock."""
         if self.supervisor is not None:
-            self.supervisor.stop()
-            self.supervisor = None
-        for _name, proc in self.procs:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        deadline = time.time() + self.settings.workers.soft_shutdown_timeout_s + 20  # running tasks: requeued
-        for _name, proc in self.procs:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            self.supervisor.halt()  # restarts nothing more; its thread lives until the processes are gone
+        gateway = [p for n, p in self.procs if n == "gateway"]
+        self._terminate(gateway, GATEWAY_DRAIN_S)
+        workers = [p for n, p in self.procs if n != "gateway"]
+        self._terminate(workers, self.settings.workers.soft_shutdown_timeout_s + 20)  # running tasks: requeued
         self.procs.clear()
+        if self.supervisor is not None:
+            self.supervisor.release()
+            self.supervisor = None
         fold_dead(str(self.metrics_dir))  # processes killed without running their exit handlers
         if self._celery is not None:
             self._celery.close()  # its broker connections
@@ -374,6 +299,25 @@ class Stack:
         info = read_stack_info(self.data_dir)
         if info and info.get("pid") == os.getpid():
             stack_file(self.data_dir).unlink(missing_ok=True)
+        self.lock.release()
+
+    @staticmethod
+    def _terminate(procs: list[subprocess.Popen], grace_s: float) -> None:
+        """SIGTERM to the process groups of ``procs``, and SIGKILL to those still running after ``grace_s``."""
+        for proc in procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.time() + grace_s
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
     def __enter__(self) -> Stack:
         return self.start()

@@ -29,5 +29,7 @@ RETRY_AFTER_S = {"ingest": 2, "delete": 1, "query": 1}
 
 async def wait_until_finished(gw: Gateway, tenant: str, job_id: str, seconds: float) -> bool:
     """Wait (at most ``MAX_WAIT_S``) for the job or query to end, woken by its end-of-job message, with the asyncio
-    Redis client (never blocks the event loop); whether it ended."""
-    return await AsyncJobStatus(gw.aredis(), tenant).wait_finished(job_id, min(seconds, MAX_WAIT_S))
+    Redis client (never blocks the event loop); whether it ended. It ends early, False, when the gateway is
+    stopping."""
+    wait = AsyncJobStatus(gw.aredis(), tenant).wait_finished(job_id, min(seconds, MAX_WAIT_S))
+    return await gw.draining.until(wait)  # a stopping gateway answers at once (api_gateway/draining.py)

@@ -18,6 +18,8 @@ from urllib.parse import urlparse
 
 import redis
 
+from shared.infra.child_procs import own_session_kwargs
+
 
 def to_str(value) -> str:
     """A Redis reply (bytes without ``decode_responses``) as str."""
@@ -216,7 +218,8 @@ class EmbeddedRedis:
             args += ["--appendonly", "yes", "--appendfsync", "everysec"]
         else:
             args += ["--appendonly", "no"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # its own session: the terminal's Ctrl-C reaches only the stack, which stops Redis last
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **own_session_kwargs())
         deadline = time.time() + timeout
         client = redis.Redis(port=self.port)
         while time.time() < deadline:
