@@ -67,9 +67,9 @@ def cmd_up(args) -> int:
     except RuntimeError as exc:
         print(f"graphfleet: start_failed: {exc}", file=sys.stderr)
         return 1
-    print_stack_urls(stack, extra.get("GRAPHFLEET_ADMIN_KEY"))
-    print("Ctrl-C to stop", flush=True)
-    try:
+    try:  # a signal right after the banner still stops the stack
+        print_stack_urls(stack, extra.get("GRAPHFLEET_ADMIN_KEY"))
+        print("Ctrl-C to stop", flush=True)
         while stack.failure is None:  # the stack's supervisor restarts exited processes (graphfleet_cli/stack.py)
             time.sleep(1)
         print(f"{stack.failure}; stopping", file=sys.stderr)

@@ -29,48 +29,34 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 from graphfleet_cli.stack_guard import DataDirLock, check_port_free
-from graphfleet_cli.supervisor import Supervisor
+from graphfleet_cli.worker_plan import (  # noqa: F401 - the plan's names, also imported from here
+    GIL_BOUND_GROUPS,
+    MAX_AUTO_CHILDREN,
+    GroupPlan,
+    available_cores,
+    parse_processes,
+    plan_workers,
+)
 from shared.config import get_settings
 from shared.infra.broker import reclaim_unrenewed
 from shared.infra.child_procs import own_session_kwargs
 from shared.infra.metrics import MULTIPROC_ENV, fold_dead, join_multiproc_dir, prepare_multiproc_dir
-from shared.infra.queueing import WORKER_GROUPS, is_amqp, make_celery, settings_for
+from shared.infra.queueing import WORKER_GROUPS, is_amqp, lease_renew_interval, make_celery, settings_for
 from shared.infra.redis_conn import EmbeddedRedis, read_stack_info, stack_file, write_stack_info
 
-GIL_BOUND_GROUPS = {"ingest"}  # threads groups whose tasks also spend real CPU in Python (extraction parsing)
-MAX_AUTO_CHILDREN = 16  # prefork children per CPU-bound group under "auto" (each is a full process)
+MAX_RESTARTS = 5  # exits within RESTART_WINDOW_S after which a process is given up
+RESTART_WINDOW_S = 300.0
+BACKOFF_S = (1.0, 30.0)  # first delay before a restart, and the longest
+RECLAIM_MARGIN_S = 2.0  # a dead worker's messages are put back 2 lease intervals + this after its exit
+
 GATEWAY_DRAIN_S = 20.0  # a stopping gateway's held requests are answered at once; past this it is killed
 GATEWAY_KEEPALIVE_S = "75"  # idle client connections kept, seconds: above a proxy's idle timeout (docs/deployment.md)
-
-
-@dataclass(frozen=True)
-class GroupPlan:
-    processes: int  # Celery worker processes of the group
-    concurrency: int  # threads per process (threads pool) or pool children (prefork)
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity, else the machine's count)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
-def parse_processes(value: str | int | None) -> int | str:
-    """``"auto"`` or a positive process count (the ``--processes`` flag and ``workers.processes``)."""
-    text = str(value if value is not None else "auto").strip().lower()
-    if text == "auto":
-        return "auto"
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"processes must be 'auto' or a positive integer, got {value!r}")
-    return int(text)
 
 
 def consumed_queues(app) -> set[str]:
@@ -85,32 +71,103 @@ def consumed_queues(app) -> set[str]:
     return {q["name"] for queues in replies.values() for q in queues}
 
 
-def plan_workers(groups: Sequence[tuple[str, list[str], str]], processes: int | str, cores: int,
-                 concurrency: int | None, llm_concurrency: int, cpu_concurrency: int) -> dict[str, GroupPlan]:
-    """Pure: group name -> processes and slots per process.
+class Supervisor:
+    """Restarts the processes of a stack when they exit; gives a process up after repeated crashes.
 
-    ``processes=N``: N processes of every group; threads pools get ``concurrency`` (else ``llm_concurrency``)
-    threads, prefork pools ``min(concurrency or cpu_concurrency, cpu_concurrency)`` children (a merge batch waits
-    on its LLM summaries: with one child, an ingestion's entity and relation batches ran one after the other),
-    solo 1.
-    ``"auto"``: prefork (CPU-bound) groups one process with a child per core (at most ``MAX_AUTO_CHILDREN``);
-    threads (LLM-bound) groups ``concurrency`` (else ``llm_concurrency``) threads per process, and one process
-    per core for the GIL-bound ``ingest`` group, one per four cores for the others."""
-    cores = max(1, cores)
-    threads = concurrency or llm_concurrency
-    plan = {}
-    for name, _queues, pool in groups:
-        if pool == "solo":
-            plan[name] = GroupPlan(1 if processes == "auto" else int(processes), 1)
-        elif processes != "auto":
-            slots = threads if pool == "threads" else max(1, min(concurrency or cpu_concurrency, cpu_concurrency))
-            plan[name] = GroupPlan(int(processes), slots)
-        elif pool == "threads":
-            per = 1 if name in GIL_BOUND_GROUPS else 4
-            plan[name] = GroupPlan(max(1, cores // per), threads)
-        else:
-            plan[name] = GroupPlan(1, min(cores, MAX_AUTO_CHILDREN))
-    return plan
+    The processes it restarts are started from its thread, and the kernel ties their die-with-the-parent signal
+    (``shared.infra.child_procs``) to that thread: so the thread, once halted, lives on until the stack has
+    stopped every process (:meth:`release`), or the restarted ones would get the signal before the gateway stops."""
+
+    def __init__(self, stack: Stack, say: Callable[[str], None] | None = None):
+        self.stack = stack
+        self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.exits: dict[str, list[float]] = {}
+        self.due: dict[str, float] = {}
+        self.restarts = 0
+        self.reclaims: list[tuple[float, float, str]] = []  # (when, exit time, worker): see reclaim_due
+        self.reclaimed = 0  # messages put back so far
+        self._stop = threading.Event()
+        self._released = threading.Event()
+        self._checking = threading.Lock()  # held while a check (and a restart) runs
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Supervisor:
+        self._thread = threading.Thread(target=self._loop, name="graphfleet-supervisor", daemon=True)
+        self._thread.start()
+        return self
+
+    def halt(self) -> None:
+        """Restart nothing from now on (returns once a restart under way is done); the thread lives on."""
+        self._stop.set()
+        with self._checking:
+            pass
+
+    def release(self) -> None:
+        """End the thread, once the stack has stopped every process (the ones it restarted too)."""
+        self.halt()
+        self._released.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    stop = release
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.2) and self.stack.failure is None:
+            with self._checking:
+                if self._stop.is_set():
+                    break
+                try:
+                    self.check(time.time())
+                except Exception as exc:  # noqa: BLE001 - a failed restart is retried at the next check
+                    self.say(f"graphfleet: supervisor error: {exc!r}")
+        self._released.wait()  # the processes started from this thread get their parent-death signal when it ends
+
+    def check(self, now: float) -> None:
+        self.reclaim_due(now)
+        for name, proc in list(self.stack.procs):
+            if proc.poll() is None or self._stop.is_set():
+                continue
+            if name not in self.due:
+                self._exited(name, proc.returncode, now)
+                if self.stack.failure is not None:
+                    return
+            elif now >= self.due[name]:
+                del self.due[name]
+                self._replace(name, proc)
+
+    def _replace(self, name: str, dead) -> None:
+        if not any(p is dead for _n, p in self.stack.procs):
+            return  # taken out of the stack meanwhile (stopped, or replaced by hand)
+        new = self.stack.respawn(name)
+        self.stack.procs = [(n, new if p is dead else p) for n, p in self.stack.procs]
+        self.restarts += 1
+        self.say(f"graphfleet: restarted {name} (pid {new.pid})")
+
+    def reclaim_due(self, now: float) -> None:
+        """Put back the messages of the workers that died at least two lease intervals ago."""
+        due = [r for r in self.reclaims if r[0] <= now]
+        self.reclaims = [r for r in self.reclaims if r[0] > now]
+        for _when, died_at, name in due:
+            count = self.stack.reclaim(died_at)
+            if count:
+                self.reclaimed += count
+                self.say(f"graphfleet: put back {count} message(s) that {name} held when it exited")
+
+    def _exited(self, name: str, code: int | None, now: float) -> None:
+        if name != "gateway":  # a worker's unacked messages come back without waiting for the visibility timeout
+            wait = 2 * lease_renew_interval(self.stack.settings) + RECLAIM_MARGIN_S
+            self.reclaims.append((now + wait, now, name))
+        recent = [t for t in self.exits.get(name, []) if now - t < RESTART_WINDOW_S] + [now]
+        self.exits[name] = recent
+        if len(recent) >= MAX_RESTARTS:
+            self.stack.failure = (f"{name} exited {len(recent)} times within {RESTART_WINDOW_S:.0f} s (last exit "
+                                  f"code {code}); giving up, see {self.stack.log_dir}")
+            self.say(f"graphfleet: {self.stack.failure}")
+            return
+        delay = min(BACKOFF_S[1], BACKOFF_S[0] * 2 ** (len(recent) - 1))
+        self.due[name] = now + delay
+        self.say(f"graphfleet: {name} exited with {code}; restarting in {delay:.0f} s "
+                 f"(exit {len(recent)} of {MAX_RESTARTS} allowed within {RESTART_WINDOW_S:.0f} s)")
 
 
 class Stack:
