@@ -1,7 +1,7 @@
 """A small graph written through the store's own calls (document, chunks, extraction fragments, merge), for the
 explorer's text checks: descriptions merged from several passages (``<SEP>``-joined, one part repeated, one
-part several paragraphs long), a PDF-like document with pages, FEZZIWIG with a single neighbour (a 2-node
-graph) and BELLE with none (a 1-node graph)."""
+part several paragraphs long; BELLE's single part long too), a PDF-like document with pages, FEZZIWIG with a
+single neighbour (a 2-node graph) and BELLE with none (a 1-node graph)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ DOC_ID, FILE_NAME = "ledger-1", "fezziwig-ledger.pdf"
 LONG_PART = ("Fezziwig kept a warehouse where young Scrooge was apprenticed. " * 4 + "\n\n" +
              "Every Christmas Eve he closed the shop early and threw a ball for his clerks. " * 4 + "\n\n" +
              "He spent little on it, yet made everyone happy, which Scrooge remembers with regret. " * 3)
+BELLE = "The woman Scrooge once meant to marry.\n\n" + "She released him, seeing he loved gold more than her. " * 8
 FRAGMENTS = {  # chunk id -> (pages, entity descriptions, relation descriptions)
     "chunk-ledger-1": ([2], {"FEZZIWIG": "A jovial merchant.", "DICK WILKINS": "Scrooge's fellow apprentice.",
-                             "BELLE": "The woman Scrooge once meant to marry."},
+                             "BELLE": BELLE},
                        {("FEZZIWIG", "DICK WILKINS"): "Dick is Fezziwig's apprentice."}),
     "chunk-ledger-2": ([3, 4], {"FEZZIWIG": f"Scrooge's old master.<SEP>A jovial merchant.<SEP>{LONG_PART}"},
                        {("FEZZIWIG", "DICK WILKINS"): "Fezziwig is kind to Dick.<SEP>Dick is Fezziwig's apprentice."}),
