@@ -233,17 +233,33 @@ class StatsOut(BaseModel):
     reports: int
 
 
+class SourceDocumentOut(BaseModel):
+    """A document an entity was extracted from."""
+
+    id: str
+    name: str = Field(description="the uploaded file's name, else the document's title, else its id")
+    pages: list[int] = Field(default_factory=list, description="pages the passages quote; [] for unpaged text")
+    chunks: int = Field(description="how many of the entity's passages come from this document")
+
+
 class EntityOut(BaseModel):
-    model_config = _examples({"name": "SCROOGE", "type": "person", "description": "A miser ...",
+    model_config = _examples({"name": "SCROOGE", "type": "person", "description": "A miser<SEP>Marley's partner",
+                              "descriptions": ["A miser", "Marley's partner"],
                               "degree": 42, "sources": {"chunks": ["chunk-ab12"], "documents": ["carol-1"]},
-                              "neighbors": [{"name": "MARLEY", "description": "former partner", "weight": 3.0}],
+                              "source_documents": [{"id": "carol-1", "name": "carol.pdf", "pages": [3, 4],
+                                                    "chunks": 1}],
+                              "neighbors": [{"name": "MARLEY", "description": "former partner",
+                                             "descriptions": ["former partner"], "keywords": "business",
+                                             "weight": 3.0}],
                               "communities": ["L0-1", "L1-4"]})
 
     name: str
     type: str
     description: str
+    descriptions: list[str] = []
     degree: int
     sources: dict[str, list[str]]
+    source_documents: list[SourceDocumentOut] = []
     neighbors: list[dict[str, Any]]
     communities: list[str]
 

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
 from api_gateway.deps import GatewayDep, TenantDep
+from api_gateway.entity_view import description_parts, source_documents
 from api_gateway.errors import not_found
 from api_gateway.routes.common import errors
 from api_gateway.schemas import (
@@ -87,7 +88,9 @@ def graph_community(gw: GatewayDep, who: TenantDep, community_id: CommunityId) -
 def graph_entity(gw: GatewayDep, who: TenantDep,
                  name: Annotated[str, Path(min_length=1, max_length=500, examples=["SCROOGE"])]) -> EntityOut:
     """Description, sources (chunks and documents), neighbours (strongest first) and communities.
-    Names are matched as stored, then upper-cased (extraction normalises names to upper case)."""
+    Names are matched as stored, then upper-cased (extraction normalises names to upper case).
+    ``descriptions`` (and each neighbour's) is the description split into its distinct parts;
+    ``source_documents`` names the documents with the pages their passages quote."""
     store = GraphStore(gw.redis, who.tenant)
     found = store.entities([name]) or store.entities([name.strip().upper()])
     if not found:
@@ -95,9 +98,12 @@ def graph_entity(gw: GatewayDep, who: TenantDep,
     entity = next(iter(found.values()))
     relations = sorted(store.relations_of([entity.name]), key=lambda r: (-r.weight, r.src, r.tgt))
     neighbors = [{"name": r.tgt if r.src == entity.name else r.src, "description": r.description,
-                  "keywords": r.keywords, "weight": r.weight} for r in relations[:MAX_NEIGHBORS]]
-    return EntityOut(name=entity.name, type=entity.type, description=entity.description, degree=entity.degree,
-                     sources={"chunks": entity.source_ids, "documents": entity.doc_ids}, neighbors=neighbors,
+                  "descriptions": description_parts(r.description), "keywords": r.keywords, "weight": r.weight}
+                 for r in relations[:MAX_NEIGHBORS]]
+    return EntityOut(name=entity.name, type=entity.type, description=entity.description,
+                     descriptions=description_parts(entity.description), degree=entity.degree,
+                     sources={"chunks": entity.source_ids, "documents": entity.doc_ids},
+                     source_documents=source_documents(store, entity), neighbors=neighbors,
                      communities=store.entity_communities(entity.name))
 
 

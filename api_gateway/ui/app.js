@@ -25,6 +25,23 @@
   }
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+  // A description merged from several passages is stored joined with "<SEP>": the API also sends its distinct
+  // parts (`descriptions`); older gateways do not, so the page splits the joined text itself then.
+  const SEP = "<SEP>";
+  function parts(text, list) {
+    const raw = Array.isArray(list) ? list : String(text || "").split(SEP);
+    return [...new Set(raw.map((p) => p.trim()).filter(Boolean))];
+  }
+  function pagesText(pages) {  // [3, 4, 5, 9] -> "pp. 3-5, 9"
+    const runs = [];
+    pages.forEach((p) => {
+      const last = runs[runs.length - 1];
+      if (last && p === last[1] + 1) last[1] = p; else runs.push([p, p]);
+    });
+    const text = runs.map(([a, b]) => (a === b ? `${a}` : `${a}-${b}`)).join(", ");
+    return (pages.length > 1 ? "pp. " : "p. ") + text;
+  }
+
   async function api(path, options) {
     const opts = Object.assign({}, options || {});
     opts.headers = Object.assign({ "X-API-Key": sessionStorage.getItem(KEY) || "" }, opts.headers || {});
@@ -51,6 +68,7 @@
     try { me = (await api("/v1/tenant")).body; } catch (e) { sessionStorage.removeItem(KEY); throw e; }
     $("tenant-name").textContent = me.id || me.tenant || "";
     $("login-form").hidden = true;
+    $("login-help").hidden = true;
     $("session").hidden = false;
     $("tabs").hidden = false;
     $("app").hidden = false;
@@ -60,6 +78,7 @@
   function logout() {
     sessionStorage.removeItem(KEY);
     $("login-form").hidden = false;
+    $("login-help").hidden = false;
     $("session").hidden = true;
     $("tabs").hidden = true;
     $("app").hidden = true;
@@ -94,43 +113,107 @@
     $("entity").hidden = false;
     $("entity-name").textContent = e.name;
     $("entity-type").textContent = `${e.type || "?"}, degree ${e.degree}`;
-    $("entity-description").textContent = e.description;
+    showDescription(parts(e.description, e.descriptions));
     $("neighbors").replaceChildren(...e.neighbors.map((n) => {
       const li = linkItem(n.name, guarded(() => openEntity(n.name)), { "data-neighbor": n.name });
-      li.appendChild(el("span", ` ${n.weight} - ${n.description || ""}`, { class: "muted" }));
+      const said = parts(n.description, n.descriptions);
+      const more = said.length > 1 ? ` (+${said.length - 1})` : "";
+      li.appendChild(el("span", ` ${Math.round((n.weight || 0) * 10) / 10} - ${said[0] || ""}${more}`,
+        { class: "muted", title: said.join("\n") }));
       return li;
     }));
     $("entity-communities").replaceChildren(...e.communities.map((id) =>
       linkItem(id, guarded(() => openCommunity(id)), { "data-community": id })));
-    const chunks = e.sources.chunks || [], docs = e.sources.documents || [];
-    $("entity-sources").textContent = `documents: ${docs.join(", ") || "-"}; chunks (${chunks.length}): ` +
-      chunks.slice(0, 20).join(", ") + (chunks.length > 20 ? ", ..." : "");
+    showSources(e);
     drawGraph(e);
   }
 
+  // The first part of the description as a summary (clamped to a few lines), the other parts behind "more".
+  function showDescription(said) {
+    const summary = $("entity-summary"), rest = $("entity-more-parts"), toggle = $("entity-more");
+    summary.textContent = said[0] || "(no description)";
+    summary.classList.add("clamp");
+    rest.replaceChildren(...said.slice(1).map((p) => el("li", p)));
+    rest.hidden = true;
+    const clamped = summary.scrollHeight > summary.clientHeight + 1;
+    toggle.hidden = said.length < 2 && !clamped;
+    toggle.textContent = said.length > 1 ? `more (${said.length - 1})` : "more";
+    toggle.setAttribute("aria-expanded", "false");
+  }
+  function toggleDescription() {
+    const open = $("entity-more").getAttribute("aria-expanded") !== "true";
+    $("entity-summary").classList.toggle("clamp", !open);
+    $("entity-more-parts").hidden = !open;
+    $("entity-more").setAttribute("aria-expanded", String(open));
+    const n = $("entity-more-parts").children.length;
+    $("entity-more").textContent = open ? "less" : (n ? `more (${n})` : "more");
+  }
+
+  // Sources by document name (the uploaded file's, else the title or id) with the pages quoted, when known.
+  function showSources(e) {
+    const docs = e.source_documents ||
+      (e.sources.documents || []).map((id) => ({ id: id, name: id, pages: [], chunks: 0 }));
+    const items = docs.map((d) => {
+      const passages = d.chunks ? ` (${d.chunks} passage${d.chunks > 1 ? "s" : ""})` : "";
+      return el("li", d.name + (d.pages.length ? `, ${pagesText(d.pages)}` : "") + passages,
+        { "data-document": d.id, title: d.id });
+    });
+    $("entity-sources").replaceChildren(...(items.length ? items : [el("li", "-", { class: "muted" })]));
+  }
+
+  // The focus and its strongest neighbours carry a (shortened) label; the others are dots on an outer ring whose
+  // name shows while hovered, so labels never pile up. Labelled nodes are laid out by Cytoscape's concentric
+  // layout with their labels counted as part of their size (no overlap); the dots by its circle layout outside.
+  const LABELLED = 8, LABEL_CHARS = 18, FIT_PADDING = 30, MAX_FIT_ZOOM = 1.25;
+  const shortLabel = (name) => (name.length > LABEL_CHARS ? name.slice(0, LABEL_CHARS - 1) + "\u2026" : name);
+
   function drawGraph(e) {
-    const shown = e.neighbors.slice(0, 60);
+    const shown = e.neighbors.slice(0, 60).filter((n) => n.name !== e.name);
     const maxW = Math.max(1, ...shown.map((n) => n.weight || 1));
-    const elements = [{ data: { id: e.name, label: e.name }, classes: "center" }];
-    shown.forEach((n) => {
-      if (n.name === e.name) return;
-      elements.push({ data: { id: n.name, label: n.name } });
+    const elements = [{ data: { id: e.name, label: shortLabel(e.name), full: e.name }, classes: "center labelled" }];
+    shown.forEach((n, i) => {
+      elements.push({ data: { id: n.name, label: shortLabel(n.name), full: n.name },
+        classes: i < LABELLED ? "labelled" : "" });
       elements.push({ data: { id: `${e.name}->${n.name}`, source: e.name, target: n.name,
-        width: 1 + 5 * (n.weight || 1) / maxW, label: n.description || "" } });
+        width: 1 + 5 * (n.weight || 1) / maxW } });
     });
     if (gf.cy) gf.cy.destroy();
     gf.cy = window.cy = cytoscape({
-      container: $("graph"), elements: elements, wheelSensitivity: 0.3,
+      container: $("graph"), elements: elements, wheelSensitivity: 0.3, minZoom: 0.1, maxZoom: 4,
       style: [
-        { selector: "node", style: { label: "data(label)", "font-size": 10, "background-color": "#6b8fb5",
-          width: 18, height: 18 } },
+        { selector: "node", style: { label: "", "font-size": 11, "background-color": "#6b8fb5", width: 14,
+          height: 14, "text-valign": "bottom", "text-margin-y": 3 } },
+        { selector: "node.labelled", style: { label: "data(label)", width: 18, height: 18 } },
         { selector: "node.center", style: { "background-color": "#c0392b", width: 30, height: 30, "font-weight": "bold" } },
+        { selector: "node.hover", style: { label: "data(full)", "z-index": 10, "text-background-color": "#fff",
+          "text-background-opacity": 0.9, "text-background-padding": 2 } },
         { selector: "edge", style: { width: "data(width)", "line-color": "#b8c4d0", "curve-style": "bezier" } },
       ],
-      layout: { name: shown.length > 12 ? "concentric" : "cose", animate: false,
-        concentric: (node) => (node.hasClass("center") ? 2 : 1), levelWidth: () => 1 },
+      layout: { name: "preset" },
     });
+    layoutGraph(gf.cy, e.name);
     gf.cy.on("tap", "node", (evt) => { if (evt.target.id() !== e.name) guarded(openEntity)(evt.target.id()); });
+    gf.cy.on("mouseover", "node", (evt) => evt.target.addClass("hover"));
+    gf.cy.on("mouseout", "node", (evt) => evt.target.removeClass("hover"));
+  }
+
+  function layoutGraph(cy, focus) {
+    const labelled = cy.nodes(".labelled"), dots = cy.nodes().not(".labelled");
+    labelled.layout({ name: "concentric", animate: false, fit: false, avoidOverlap: true,
+      nodeDimensionsIncludeLabels: true, minNodeSpacing: 24, startAngle: 1.5 * Math.PI,
+      concentric: (node) => (node.hasClass("center") ? 2 : 1), levelWidth: () => 1 }).run();
+    if (dots.nonempty()) {
+      const c = cy.getElementById(focus).position(), bb = labelled.boundingBox({ includeLabels: true });
+      const r = Math.max(bb.x2 - c.x, c.x - bb.x1, bb.y2 - c.y, c.y - bb.y1) + 40;
+      dots.layout({ name: "circle", animate: false, fit: false, avoidOverlap: true, radius: r,
+        boundingBox: { x1: c.x - r, y1: c.y - r, w: 2 * r, h: 2 * r } }).run();
+    }
+    // fit the whole graph, but never blow a graph of one or two nodes up to giant discs
+    cy.fit(undefined, FIT_PADDING);
+    if (cy.zoom() > MAX_FIT_ZOOM) {
+      cy.zoom(MAX_FIT_ZOOM);
+      cy.center();
+    }
   }
 
   // ------------------------------------------------------------------ communities
@@ -256,6 +339,7 @@
       if (q) await search(q);
     }));
     $("jobs-refresh").addEventListener("click", guarded(refreshJobs));
+    $("entity-more").addEventListener("click", toggleDescription);
     $("community-level").addEventListener("change", guarded(() => loadCommunities($("community-level").value)));
     $("query-form").addEventListener("submit", guarded(async (ev) => {
       ev.preventDefault();

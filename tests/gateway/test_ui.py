@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from tests.gateway.explorer_graph import BELLE, DOC_ID, FILE_NAME, LONG_PART, seed_explorer_graph
 from tests.gateway.helpers import finish, ingest, new_tenant
 
 ASSETS = {"/ui/assets/app.js": "javascript", "/ui/assets/app.css": "text/css",
@@ -42,7 +43,7 @@ def test_ui_is_not_part_of_the_api_schema(api):
 def _seed_graph(redis, tenant: str) -> None:
     from shared.domain.models import Community, CommunityReport, Entity, Finding
     from shared.infra.keys import Keys
-    from shared.infra.store.redis_graph import GraphStore
+    from shared.infra.store.redis_graph import GraphStore  # a document deleted since: its id stands as its name
 
     k = Keys(tenant)
     for name, etype in (("SCROOGE", "person"), ("MRS. SCROOGE", "person"), ("MARLEY", "person"),
@@ -113,3 +114,24 @@ def test_jobs_list_newest_first_by_kind_status_and_tenant(api, gw_redis, alice):
     assert api.get("/v1/jobs?kind=bogus", headers=h).status_code == 422
     bob = new_tenant(api, "bob")
     assert api.get("/v1/jobs", headers=bob["headers"]).json() == {"items": [], "total": 0, "offset": 0, "limit": 50}
+
+
+def test_entity_has_its_description_parts_and_named_source_documents(api, gw_redis, alice):
+    """Beside the ``<SEP>``-joined description (kept as it is), the distinct parts; beside the chunk ids, the
+    documents by file name with the pages their passages quote; each neighbour's description split too."""
+    seed_explorer_graph(gw_redis, alice["id"])
+    body = api.get("/v1/graph/entities/fezziwig", headers=alice["headers"]).json()
+    assert body["description"].count("<SEP>") == 2  # the stored field is a contract: unchanged
+    parts = ["A jovial merchant.", "Scrooge's old master.", LONG_PART.strip()]  # "A jovial merchant." twice
+    assert sorted(body["descriptions"]) == sorted(parts)  # each part once, in the stored order
+    assert body["descriptions"] == [p.strip() for p in body["description"].split("<SEP>") if p.strip()]
+    assert body["sources"] == {"chunks": ["chunk-ledger-1", "chunk-ledger-2"], "documents": [DOC_ID]}
+    assert body["source_documents"] == [{"id": DOC_ID, "name": FILE_NAME, "pages": [2, 3, 4], "chunks": 2}]
+    [neighbour] = body["neighbors"]
+    assert neighbour["name"] == "DICK WILKINS" and "<SEP>" in neighbour["description"]
+    assert sorted(neighbour["descriptions"]) == ["Dick is Fezziwig's apprentice.", "Fezziwig is kind to Dick."]
+    from shared.infra.store.redis_graph import GraphStore  # a document deleted since: its id stands as its name
+    GraphStore(gw_redis, alice["id"]).delete_document(DOC_ID)
+    gone = api.get("/v1/graph/entities/BELLE", headers=alice["headers"]).json()
+    assert gone["descriptions"] == [BELLE.strip()] and gone["neighbors"] == []
+    assert gone["source_documents"] == [{"id": DOC_ID, "name": DOC_ID, "pages": [2], "chunks": 1}]
