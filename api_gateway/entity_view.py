@@ -21,7 +21,8 @@ def document_name(doc_id: str, metadata: dict[str, str], title: str) -> str:
 
 
 def source_documents(store: GraphStore, entity: Entity) -> list[SourceDocumentOut]:
-    """One row per source document, in the entity's order; a document deleted since keeps its id as name."""
+    """One row per source document, in the entity's order; a document deleted since keeps its id as name. A passage
+    counts for the document that first stored it (a passage shared by identical documents is stored once)."""
     chunks = store.chunks(entity.source_ids).values()
     doc_ids = list(dict.fromkeys([*entity.doc_ids, *(c.doc_id for c in chunks if c.doc_id)]))
     docs = store.documents(doc_ids)
