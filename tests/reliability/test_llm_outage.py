@@ -100,7 +100,7 @@ def test_an_llm_outage_shorter_than_the_bound_waits_and_ends_with_the_undisturbe
     ``graphfleet jobs show``), the watchdog leaves it alone (the outage outlasts its stall timeout), and once the
     simulator is back on the same port the job succeeds with no failure and the same graph and reports as an
     undisturbed run. Checked: without the wait (``workers.llm_wait``) the chunks fail with
-    ``llm:connection: ...`` and the job ends with failures."""
+    ``llm:connection: ...`` and the job never shows it waits."""
     client, llm, doc, redis_url = outage_stack
     steady = client.wait("steady", client.ingest_files("steady", [doc])["job_id"], timeout=300)
     assert steady["status"] == "succeeded" and steady["failures"] == [], steady
@@ -131,8 +131,9 @@ def test_an_llm_outage_shorter_than_the_bound_waits_and_ends_with_the_undisturbe
 def test_an_llm_outage_longer_than_the_bound_fails_the_job_and_every_document_with_the_cause(outage_stack):
     """Guarantee: an endpoint away for longer than ``llm.outage_wait_s`` fails the job with "LLM unreachable for
     N s: <last error>", and no document of the job stays ``processing``: each ends ``failed`` with that cause.
-    Checked: without the fix the job's document stayed ``processing`` (a merge step raising failed the job) or
-    ended with the chunks' own ``llm:connection`` failures and no cause on the job."""
+    Checked: without the wait the job failed at its first LLM step after the chunks (``index: RuntimeError:
+    connection: Connection error.``); without ``Job.fail`` ending the documents, the document stayed
+    ``processing`` after its job failed."""
     client, llm, doc, _ = outage_stack
     job_id = _mid_extraction(client, "gone", doc)
     llm.stop()
