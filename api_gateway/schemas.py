@@ -155,6 +155,9 @@ class JobOut(BaseModel):
     stage_times: dict[str, float] = {}
     error: str | None = None
     result: Any = None
+    waiting: dict[str, Any] | None = Field(
+        default=None, description="while the job waits for an unreachable LLM endpoint: message 'waiting for the LLM',"
+        " since, gives_up_at (epoch seconds), last_error; null otherwise")
 
 
 class JobListOut(BaseModel):

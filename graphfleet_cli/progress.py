@@ -16,6 +16,10 @@ def progress_text(view: dict, width: int = BAR_WIDTH) -> str:
     docs = p.get("documents", 0)
     docs_done = p.get("documents_chunked", docs if total else 0)
     tokens = u.get("prompt_tokens", 0) + u.get("completion_tokens", 0)
+    waiting = view.get("waiting")
+    if waiting:  # the LLM endpoint is unreachable: the job waits for it (``Settings.llm.outage_wait_s``)
+        return (f"[{'#' * filled}{'.' * (width - filled)}] {share:4.0%} {waiting['message']}: "
+                f"{waiting.get('last_error') or ''}"[:200])
     return (f"[{'#' * filled}{'.' * (width - filled)}] {share:4.0%} {view.get('status', '?')}:{p.get('stage') or '-'}"
             f" | docs {docs_done}/{docs} chunks {done}/{total} failed {failed}"
             f" | llm calls {u.get('calls', 0)} tokens {tokens:,}")

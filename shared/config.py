@@ -112,6 +112,11 @@ class LLMSettings(BaseModel):
     cache_enabled: bool = True
     cache_ttl_s: int = Field(default=7 * 24 * 3600, gt=0)  # LLM answer cache entries expire (bounds Redis memory)
     max_concurrency: int = 32
+    # an LLM endpoint that stays unreachable (connection errors, timeouts, 5xx, 429) once a call's retries are spent:
+    # the job's step is enqueued again every ``outage_recheck_s`` and the job waits, at most ``outage_wait_s`` in a
+    # row, before it fails with the cause; 0 turns the waiting off (the step fails as soon as its retries are spent)
+    outage_wait_s: float = Field(default=900.0, ge=0)
+    outage_recheck_s: float = Field(default=10.0, gt=0)
     # an idle connection to the API is kept this long (httpx's default 5 s would drop the one the query warm-up
     # opened, and make a query after a quiet spell pay TCP and TLS again); a server closing it first is noticed
     keepalive_s: float = Field(default=60.0, ge=0)

@@ -6,12 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from shared.infra.jobs import JobStore
+from shared.infra.jobs import TERMINAL, JobStore
 from shared.infra.llm.usage import CallContext
 from shared.infra.messages import Message, send_all
 from shared.infra.queries import QueryStore
 from shared.infra.queueing import ROUTES
 from shared.infra.store.redis_graph import GraphStore
+from shared.pipeline.finalize_stage import fail_documents
 from shared.pipeline.flow import Flow
 from workers.celery_app import app
 from workers.runtime import Runtime
@@ -68,6 +69,11 @@ class Job:
         send_all(app, messages, **options)
 
     def fail(self, cause: str) -> None:
+        """End the job ``failed`` with ``cause``; first its documents still in progress end ``failed`` with the
+        same cause, so none stays ``processing`` after its job. A job that already ended keeps its end."""
+        if self.jobs.status(self.msg.job_id) in TERMINAL:
+            return
+        fail_documents(self.store, self.jobs, self.msg.job_id, cause)
         self.jobs.finish(self.msg.job_id, "failed", error=cause[:500])
 
 

@@ -29,7 +29,7 @@ def job_out(view: dict) -> JobOut:
         progress=view["progress"], failures=view["failures"], usage=view["usage"],
         timestamps={f: view.get(f) for f in ("created_at", "started_at", "updated_at", "finished_at")},
         stage_times=view.get("stage_times", {}), error=view.get("error"),
-        result=view.get("result") if view.get("kind") != "query" else None,
+        result=view.get("result") if view.get("kind") != "query" else None, waiting=view.get("waiting"),
     )
 
 

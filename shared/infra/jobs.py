@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from shared.domain.models import ChunkFailure
 from shared.infra.job_documents import DocumentProgress
+from shared.infra.job_llm_wait import LLMWait, waiting_view
 from shared.infra.job_scripts import ADMIT, FINISH, MARK_RUNNING, MISSING, Admission
 from shared.infra.keys import SEP, Keys, active_jobs_key
 from shared.infra.llm.usage import job_usage, parse_job_usage
@@ -81,7 +82,7 @@ def parse_active_member(member) -> tuple[str, str]:
     return tenant, job_id
 
 
-class JobStore(DocumentProgress):
+class JobStore(DocumentProgress, LLMWait):
     def __init__(self, redis, tenant: str):
         self.redis, self.tenant, self.k = redis, tenant, Keys(tenant)
 
@@ -371,5 +372,6 @@ class JobStore(DocumentProgress):
         job["failures"] = [f.model_dump() for f in self.failures(job_id)] + [
             {"doc_id": d, "stage": "parse", "cause": c} for d, c in sorted(self.document_failures(job_id).items())]
         job["usage"] = job_usage(self.redis, self.tenant, job_id)
+        job["waiting"] = waiting_view(job)
         job["stage_times"] = self.stage_times(job_id)
         return job

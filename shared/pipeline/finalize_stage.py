@@ -20,3 +20,16 @@ def run_finalize(store: GraphStore, jobs: JobStore, job_id: str) -> str:
     total = jobs.chunk_count(job_id)
     every_doc_unparsed = bool(unparsed) and len(unparsed) >= len(doc_ids)
     return "failed" if (total and len(failures) >= total) or every_doc_unparsed else "succeeded"
+
+
+def fail_documents(store: GraphStore, jobs: JobStore, job_id: str, cause: str) -> list[str]:
+    """The job failed before its last stage: each of its documents still ``pending`` or ``processing`` ends
+    ``failed`` with ``cause`` (one already processed, by an earlier job, keeps its status). Returns their ids."""
+    doc_ids = jobs.doc_ids(job_id)
+    if not doc_ids:  # a query, or a job without documents
+        return []
+    docs = [d for d in store.documents(doc_ids).values() if d.status in ("pending", "processing")]
+    for doc in docs:
+        doc.status, doc.error = "failed", cause[:500]
+        store.save_document(doc)
+    return sorted(d.id for d in docs)

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from shared.domain.models import CommunityReport
 from shared.domain.reports import build_report_context, build_report_messages, extractive_report, parse_report
-from shared.infra.llm.client import CanceledError
+from shared.infra.llm.client import CanceledError, LLMUnavailable
 from shared.infra.store.redis_graph import GraphStore
 
 ChatFn = Callable[[list[dict], str], str]
@@ -63,7 +63,7 @@ def run_report_batch(store: GraphStore, community_ids: list[str], settings, chat
         }
         try:
             return _generate(community, ents, rels, sub_reports, communities, settings, chat), None
-        except CanceledError:
+        except (CanceledError, LLMUnavailable):  # canceled, or the endpoint is down: the task waits for it
             raise
         except Exception as exc:  # noqa: BLE001 - recorded; an extractive report keeps the graph usable
             report = extractive_report(community, ents, rels, sub_reports)

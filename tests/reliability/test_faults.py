@@ -151,7 +151,8 @@ def test_faulty_llm_with_retries_the_job_succeeds_and_counts_every_chunk(private
 def test_faulty_llm_without_retries_failures_are_explicit(private_redis, tmp_path):
     """Guarantee: a chunk whose extraction fails is recorded with its cause and still counts as finished,
     and a failure in a later stage fails the job with the stage and cause; the job always ends. With
-    ``max_retries=0`` 10% of calls fail for good (the fault plan is seeded: the same calls every run).
+    ``max_retries=0`` 10% of calls fail for good (the fault plan is seeded: the same calls every run); with
+    ``outage_wait_s=0`` a job does not wait for the LLM (``tests/reliability/test_llm_outage.py``) either.
     A failed extraction goes through the ``except LLMError`` in ``workers.ingest_tasks.extract_chunk``
     (cause ``llm:<cause>``); if it escaped, ``workers.delivery.JobTask.on_failure`` would record it with
     cause ``LLMError: ...`` (the prefix assertion fails); without either the chunk never finishes and
@@ -159,7 +160,7 @@ def test_faulty_llm_without_retries_failures_are_explicit(private_redis, tmp_pat
     doc = _excerpt(tmp_path, 0, 60_000)
     with sim(error_rate=0.10, malformed_rate=0.02, seed=11) as llm:
         stack = start_stack(private_redis.url, tmp_path / "stack", llm, concurrency=8,
-                            GRAPHFLEET_LLM__MAX_RETRIES=0)
+                            GRAPHFLEET_LLM__MAX_RETRIES=0, GRAPHFLEET_LLM__OUTAGE_WAIT_S=0)
         try:
             client = LocalClient(private_redis.url)
             view = _ingest(client, "faulty", doc)

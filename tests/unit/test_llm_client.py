@@ -9,7 +9,7 @@ import pytest
 from llm_simulator.config import SimConfig
 from llm_simulator.server import start_in_thread
 from shared.config import Settings
-from shared.infra.llm.client import LLMClient, LLMError
+from shared.infra.llm.client import LLMClient, LLMError, LLMUnavailable
 from shared.infra.llm.usage import CallContext, UsageRecorder, job_usage, read_usage
 
 
@@ -74,6 +74,28 @@ def test_server_errors_are_retried_by_us_only_and_then_reported(sim_factory, red
     assert sum(_stats(url)["errors"].values()) == 3
     assert len(records) == 3 and all(r.error for r in records)
     assert not list(redis_client.scan_iter(f"gf:t:{{{tenant}}}:llmcache:*"))  # no answer, no cache entry
+
+
+def test_an_endpoint_down_through_every_retry_is_unavailable_unless_jobs_do_not_wait(sim_factory, redis_client,
+                                                                                     tenant):
+    """Connection refused or 5xx through every retry: ``LLMUnavailable`` (a job waits for the endpoint,
+    ``workers.llm_wait``); with ``outage_wait_s=0`` the plain ``LLMError`` of before (the step fails)."""
+    import socket
+
+    with socket.socket() as sock:  # a port with no server behind it
+        sock.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    ctx = CallContext(tenant=tenant, stage="extract")
+    msgs = [{"role": "user", "content": "hi"}]
+    with pytest.raises(LLMUnavailable) as err:
+        _client(down, redis_client, max_retries=1)[0].chat(msgs, ctx)
+    assert err.value.cause == "connection"
+    with pytest.raises(LLMUnavailable) as err:
+        _client(sim_factory(error_rate=1.0), redis_client, max_retries=1)[0].chat(msgs, ctx)
+    assert err.value.cause.startswith("http_5")
+    with pytest.raises(LLMError) as err:
+        _client(down, redis_client, max_retries=1, outage_wait_s=0)[0].chat(msgs, ctx)
+    assert not isinstance(err.value, LLMUnavailable) and err.value.cause == "connection"
 
 
 def test_429_retry_after_is_honoured(redis_client, tenant, monkeypatch):

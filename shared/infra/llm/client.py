@@ -62,6 +62,11 @@ class LLMError(RuntimeError):
         self.cause = cause
 
 
+class LLMUnavailable(LLMError):
+    """The endpoint stayed unreachable (connection error, timeout, 5xx, 429) through every retry of a call, while
+    ``llm.outage_wait_s`` lets a job wait for it: the provider is down, the request is not at fault."""
+
+
 class CanceledError(RuntimeError):
     """Raised between LLM calls when the job was canceled."""
 
@@ -103,6 +108,13 @@ def _retry_after(exc: Exception) -> float | None:
         return float(value) if value else None
     except ValueError:
         return None
+
+
+def _gave_up(settings, cause: str, retryable: bool, exc: Exception) -> LLMError:
+    """The error of a call that failed for good: ``LLMUnavailable`` when the endpoint is what failed (a retryable
+    cause: the retries ran out) and jobs may wait for it, else ``LLMError``."""
+    kind = LLMUnavailable if retryable and settings.llm.outage_wait_s > 0 else LLMError
+    return kind(cause, str(exc)[:300])
 
 
 def _classify(exc: Exception) -> tuple[str, bool]:
@@ -245,7 +257,7 @@ class LLMClient:
                 )
                 attempt += 1
                 if not retryable or attempt > cfg.max_retries:
-                    raise LLMError(cause, str(exc)[:300]) from exc
+                    raise _gave_up(self.settings, cause, retryable, exc) from exc
                 time.sleep(min(wait, cfg.backoff_max_s))
                 continue
             latency = time.perf_counter() - started
@@ -305,7 +317,7 @@ class LLMClient:
                     )
                 )
                 if not retryable or attempt > cfg.max_retries:
-                    raise LLMError(cause, str(exc)[:300]) from exc
+                    raise _gave_up(self.settings, cause, retryable, exc) from exc
                 time.sleep(min(wait, cfg.backoff_max_s))
                 continue
             tokens = used if used is not None else reserve
