@@ -59,6 +59,7 @@ def test_second_up_on_the_same_data_dir_refuses_and_the_first_keeps_serving(tmp_
         assert first.stop() == 0
 
 
+@pytest.mark.slow  # three stacks start one after the other: over a minute
 def test_up_starts_again_after_a_stopped_and_after_a_killed_stack(tmp_path):
     """The data directory's lock goes with its stack: after a stopped ``up``, and after one killed with SIGKILL
     (the kernel drops the lock; its children, out of the terminal's process group, die with it), the next
