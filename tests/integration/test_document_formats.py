@@ -106,3 +106,4 @@ def test_entity_and_relation_evidence_of_a_pdf_names_its_pages(batch):
     assert graph_rows, result["sources"]["evidence"]
     assert all(ev["pages"] for ev in graph_rows), graph_rows
     assert any(2 in ev["pages"] for ev in graph_rows if "Velmora" in ev["text"]), graph_rows
+    assert result["sources"]["document_names"][pdf_id] == "harbour.pdf"  # the file name beside its id

@@ -350,6 +350,9 @@ def _evidence_pages(sources, reader) -> None:
 def _fill(result: QueryResult, rp: ResolvedParam, reader, state: dict) -> None:
     result.budget, result.sources = state["report"], state["sources"]
     _evidence_pages(result.sources, reader)
+    docs = reader.documents(result.sources.documents) if result.sources.documents else {}
+    result.sources.document_names = {d: (docs[d].title if d in docs and docs[d].title else d)
+                                     for d in result.sources.documents}
     result.citations = result.sources.citations()
     result.quality = _quality(result.sources, reader)
     if rp.only_need_context or rp.include_context:
