@@ -33,7 +33,7 @@ from shared.infra.queueing import ROUTES
 router = APIRouter(prefix="/v1/queries", tags=["queries"])
 POLL_S = 0.25  # the stored status is re-read at least this often
 KEEPALIVE_S = 15.0  # an SSE comment after this much silence keeps proxies from closing the connection
-END_GRACE_S = 2.0  # after the status turned final, wait this long at most for the end message (last tokens)
+EVENT_STAGE = {"token": "answer", "map": "map"}  # the stage a published event shows the query was in
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 SSE_EXAMPLE = ('event: status\ndata: {"status": "running", "stage": "retrieve"}\n\n'
                'event: token\ndata: {"text": "Bob Cratchit is "}\n\n'
@@ -46,15 +46,19 @@ def sse(event: str, data: dict) -> str:
 
 
 class _Follow:
-    """One stream's loop: the stored state first, then the published events, until the result."""
+    """One stream's loop: the stored state first, then the published events, until the result.
+
+    The order is kept by construction: every ``token``/``map`` event of a query is in its event log before the
+    worker stores a final status (the answer's tokens are flushed before the result is saved), so on reading a
+    final status the stream first passes on what is left of the log, then that status, then the ``result``.
+    A ``token`` or ``map`` event is preceded by a ``status running`` (re-read from the job, or the event's own
+    stage when the job has moved on), never by ``queued``."""
 
     def __init__(self, gw: Gateway, tenant: str, query_id: str, replay: bool = False):
         self.gw, self.tenant, self.query_id, self.replay = gw, tenant, query_id, replay
         self.feed = QueryEvents(gw.aredis(), tenant, query_id)
         self.last: tuple | None = None
         self.finished = False  # the result was sent (or nothing more will come)
-        self.ended = False  # the end message arrived: every event published before it was read
-        self.grace: float | None = None
 
     async def events(self) -> AsyncIterator[str]:
         await self.feed.subscribe()
@@ -76,33 +80,61 @@ class _Follow:
         finally:
             await self.feed.close()
 
+    def _status(self, status: str | None, stage: str | None) -> str | None:
+        if (status, stage) == self.last:
+            return None
+        self.last = (status, stage)
+        return sse("status", {"status": status, "stage": stage})
+
     async def _state(self, first: bool) -> AsyncIterator[str]:
         status, stage = await self.feed.state()
-        if (status, stage) != self.last:
-            self.last = (status, stage)
-            yield sse("status", {"status": status, "stage": stage})
-        if first and (self.replay or status not in TERMINAL):  # what was published before this stream subscribed
-            for event, data in await self.feed.logged():
-                yield sse(event, data)
         if status in TERMINAL:
-            self.grace = self.grace or time.monotonic() + END_GRACE_S
-            if first or self.ended or time.monotonic() >= self.grace:
-                view = await run_in_threadpool(query_view, self.gw, self.tenant, self.query_id)
-                yield sse("result", query_out(view))
-                self.finished = True
-        elif status is None:  # the query expired meanwhile
+            async for chunk in self._final(first, status, stage):
+                yield chunk
+            return
+        if (chunk := self._status(status, stage)) is not None:
+            yield chunk
+        if first:  # what was published before this stream subscribed
+            for event, data in await self.feed.logged():
+                async for chunk in self._event(event, data):
+                    yield chunk
+        if status is None:  # the query expired meanwhile
             self.finished = True
         elif status == "queued" and not await self.feed.consumed(ROUTES.get(RunQuery.TASK, "query")):
             self.finished = True  # nobody will run it: do not hold the connection open
+
+    async def _final(self, first: bool, status: str, stage: str | None) -> AsyncIterator[str]:
+        """The rest of the log (complete once the status is final), the final status, the result."""
+        if self.replay or not first:
+            rest = await (self.feed.logged() if first else self.feed.unread())
+            for event, data in rest:
+                async for chunk in self._event(event, data):
+                    yield chunk
+        if (chunk := self._status(status, stage)) is not None:
+            yield chunk
+        view = await run_in_threadpool(query_view, self.gw, self.tenant, self.query_id)
+        yield sse("result", query_out(view))
+        self.finished = True
+
+    async def _event(self, event: str, data: dict) -> AsyncIterator[str]:
+        """A published event, after a ``status running`` when the last status sent was not running."""
+        if self.last is None or self.last[0] != "running":
+            status, stage = await self.feed.state()
+            if status != "running":  # the job has moved on (or not yet been seen running): the event's own stage
+                status, stage = "running", EVENT_STAGE.get(event, stage)
+            if (chunk := self._status(status, stage)) is not None:
+                yield chunk
+        yield sse(event, data)
 
     async def _published(self) -> AsyncIterator[str]:
         message = await self.feed.next(POLL_S)
         while message is not None:
             event, data = message
             if event == "end":
-                self.ended = True
-            elif event != "seen":
-                yield sse(event, data)
+                return  # the query ended: its final state is read next
+            if event != "seen":
+                async for chunk in self._event(event, data):
+                    yield chunk
             message = await self.feed.next(0)
 
 

@@ -186,6 +186,13 @@ class QueryEvents:
         self.seen = int(seq)
         return _event(payload)
 
+    async def unread(self) -> list[tuple[str, dict]]:
+        """The events of the log not passed on yet, in order; the channel's copies of them are skipped after."""
+        await self._replay()
+        rest = list(self._replayed)
+        self._replayed.clear()
+        return rest
+
     async def _replay(self) -> None:
         raw = await self.aredis.lrange(self.k.query_event_log(self.query_id), self.seen, -1)
         self.seen += len(raw)

@@ -94,3 +94,16 @@ def test_graphfleet_ingest_of_a_directory_takes_its_pdf_html_and_docx_files(live
     store = GraphStore(client.redis, "formats-cli")
     texts = [store.document_text(d) for d in store.list_document_ids()]
     assert len(texts) == 3 and all("Tamsin Oakhurst" in t for t in texts)
+
+
+def test_entity_and_relation_evidence_of_a_pdf_names_its_pages(batch):
+    api, docs = batch["api"], batch["docs"]
+    result = api.query(mode="local", query="Who repaired the Kestrel Point lighthouse lens?")
+    assert result["status"] == "succeeded", result
+    pdf_id = docs["harbour.pdf"]["id"]
+    graph_rows = [ev for ev in result["sources"]["evidence"]
+                  if ev["kind"] in ("entity", "relation") and pdf_id in ev["doc_ids"]]
+    assert graph_rows, result["sources"]["evidence"]
+    assert all(ev["pages"] for ev in graph_rows), graph_rows
+    assert any(2 in ev["pages"] for ev in graph_rows if "Velmora" in ev["text"]), graph_rows
+    assert result["sources"]["document_names"][pdf_id] == "harbour.pdf"  # the file name beside its id

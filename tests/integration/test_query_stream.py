@@ -155,3 +155,53 @@ def test_a_streamed_llm_call_books_the_same_usage_and_cost(live, redis_server, m
     for field in ("prompt_tokens", "completion_tokens", "cost_usd"):
         assert booked[0][field] == booked[1][field] > 0, field
     reset_settings_cache()
+
+
+def check_order(events: list[tuple[str, dict]]) -> None:
+    """The documented order: ``accepted``? -> ``status``... -> every ``map``/``token`` -> final ``status`` ->
+    ``result``; the status just before the first ``map``/``token`` is ``running``."""
+    names = [name for name, _ in events]
+    final = max(i for i, n in enumerate(names) if n == "status")
+    assert events[final][1]["status"] in ("succeeded", "failed", "canceled") and names[final + 1:] == ["result"], names
+    published = [i for i, n in enumerate(names) if n in ("map", "token")]
+    assert all(i < final for i in published), names  # no token after the final status
+    if published:
+        before = [data for name, data in events[:published[0]] if name == "status"]
+        assert before and before[-1]["status"] == "running", (before, names)
+
+
+@pytest.fixture
+def slow_tokens(live):
+    """Answers written token by token over time (20 ms a token), so a second stream opens mid-answer."""
+    before = live.sim_config.ms_per_completion_token
+    live.sim_config.ms_per_completion_token = 20.0
+    try:
+        yield
+    finally:
+        live.sim_config.ms_per_completion_token = before
+
+
+@pytest.mark.parametrize("body", [
+    {"mode": "local", "query": "Who is Velmora Thistlewick and whom does she trust?"},
+    {"mode": "global", "query": "What happens around Port Azurine?", "global_group_tokens": 300,
+     "global_direct_answer": False},
+], ids=["local", "global"])
+def test_every_token_comes_before_the_final_status(tenant, body):
+    for attempt in range(8):  # fresh answers each time (the LLM cache is keyed by the question); tokens at full speed
+        fields = {**body, "query": f"{body['query']} ({attempt})", "stream": True}
+        with tenant.http.stream("POST", "/v1/queries", timeout=SAFETY_TIMEOUT_S, json=fields) as r:
+            events = read_events(r)
+        assert events[0][0] == "accepted"
+        check_order(events[1:])
+        check_stream(tenant, events[0][1]["query_id"], events[1:])
+
+
+def test_a_stream_opened_mid_answer_replays_in_order(tenant, live, slow_tokens):
+    with tenant.http.stream("POST", "/v1/queries", timeout=SAFETY_TIMEOUT_S, json={
+            "mode": "local", "query": "Whom does Velmora Thistlewick trust most?", "stream": True}) as r:
+        lines = r.iter_lines()
+        query_id = json.loads(next(line for line in lines if line.startswith("data: "))[6:])["query_id"]
+        next(line for line in lines if line == "event: token")  # the first token, then a second stream
+        _, late = follow(tenant, query_id)
+    check_order(late)
+    check_stream(tenant, query_id, late)

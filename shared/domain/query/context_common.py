@@ -41,6 +41,8 @@ class Sources(BaseModel):
     omitted_chunks: list[str] = Field(default_factory=list)  # candidate chunks the budget left out (map-reduce input)
     # chunk id -> the pages it quotes, for chunks of paged documents (PDF)
     pages: dict[str, list[int]] = Field(default_factory=dict)
+    # document id -> its name as cited: the uploaded file name, or the JSON document's title (its id when none)
+    document_names: dict[str, str] = Field(default_factory=dict)
 
     def add(self, ev: Evidence) -> None:
         self.evidence.append(ev)

@@ -335,8 +335,24 @@ def answer_query(
     return _llm_answer(result, rp, reader, state, meter, select)
 
 
+def _evidence_pages(sources, reader) -> None:
+    """An entity's or relation's evidence gets the pages of the chunks it was extracted from (paged documents):
+    a citation of a PDF fact names its pages whatever kind of row carried it."""
+    graph_rows = [ev for ev in sources.evidence if ev.kind in ("entity", "relation") and not ev.pages]
+    wanted = {c for ev in graph_rows for c in ev.chunk_ids}
+    if not wanted:
+        return
+    chunks = reader.chunks(sorted(wanted))
+    for ev in graph_rows:
+        ev.pages = sorted({p for c in ev.chunk_ids if c in chunks for p in chunks[c].pages})
+
+
 def _fill(result: QueryResult, rp: ResolvedParam, reader, state: dict) -> None:
     result.budget, result.sources = state["report"], state["sources"]
+    _evidence_pages(result.sources, reader)
+    docs = reader.documents(result.sources.documents) if result.sources.documents else {}
+    result.sources.document_names = {d: (docs[d].title if d in docs and docs[d].title else d)
+                                     for d in result.sources.documents}
     result.citations = result.sources.citations()
     result.quality = _quality(result.sources, reader)
     if rp.only_need_context or rp.include_context:
