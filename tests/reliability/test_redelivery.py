@@ -177,6 +177,9 @@ def test_failed_merge_barrier_ends_the_job_instead_of_hanging(stack, gate, tenan
     assert view["status"] == "failed", view
     assert view["error"].startswith("merge_batch: ") and "http_400" in view["error"], view["error"]
     assert view["usage"]["by_stage"]["summarize"].get("prompt_tokens", 0) == 0  # every summary was refused
+    # the failed job leaves no document ``processing``: it ends ``failed`` with the job's cause (``Job.fail``)
+    docs = GraphStore(client.redis, tenant).documents(JobStore(client.redis, tenant).doc_ids(view["id"]))
+    assert [(d.status, d.error) for d in docs.values()] == [("failed", view["error"])]
 
 
 def test_time_limits_and_leases_fit_the_visibility_timeout(monkeypatch):
