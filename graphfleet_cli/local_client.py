@@ -84,7 +84,7 @@ class LocalClient:
         if view and view["status"] in TERMINAL:
             return view
         if ended is None and not jobs.exists(job_id):
-            raise CliError("not_found", f"no job {job_id} for tenant {tenant}", EXIT_NOT_FOUND)
+            raise LookupError(f"no job {job_id} for tenant {tenant}")
         raise TimeoutError(f"job {job_id} not finished after {timeout}s")
 
     def query(self, tenant: str, param, timeout: float = 300.0) -> dict:

@@ -162,7 +162,7 @@ def describe(exc: Exception) -> tuple[str, str, int]:
         return exc.code, str(exc), EXIT_FAILURE
     if isinstance(exc, TransportError | httpx.HTTPError):
         return "unreachable", f"cannot reach the gateway: {exc}", EXIT_FAILURE
-    if isinstance(exc, FileNotFoundError):
+    if isinstance(exc, FileNotFoundError | LookupError):
         return "not_found", str(exc), EXIT_NOT_FOUND
     if isinstance(exc, TimeoutError):
         return "timeout", str(exc), EXIT_FAILURE
