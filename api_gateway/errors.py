@@ -37,6 +37,8 @@ class ErrorDetail(BaseModel):
     details: list[FieldError] | None = Field(None, description="400 `malformed_json` / 422 `validation_error` "
                                                                  "only: the offending fields")
     index: int | None = Field(None, description="ingestion only: the position of the offending document")
+    refused: list[dict] | None = Field(None, description="ingestion only: every refused document, each "
+                                                         "`{doc_id, name, index, stage, code, cause}`")
 
 
 class ErrorBody(BaseModel):

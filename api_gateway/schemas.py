@@ -90,6 +90,8 @@ class IngestBody(BaseModel):
                         "metadata": {"source": "gutenberg"}}]}]})
 
     documents: list[DocumentIn] = Field(max_length=MAX_DOCUMENTS)
+    atomic: bool = Field(False, description="refuse the whole batch when one document is invalid (by default the "
+                                            "valid documents are ingested and the job lists each refused one)")
 
 
 class JobAccepted(BaseModel):
@@ -102,6 +104,8 @@ class JobAccepted(BaseModel):
     kind: str
     documents: int | None = None
     new_documents: int | None = None
+    refused: list[dict[str, Any]] | None = Field(None, description="ingestion: the documents not ingested, each "
+                                                                   "`{doc_id, name, index, stage, code, cause}`")
     location: str
 
 

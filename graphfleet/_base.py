@@ -32,6 +32,7 @@ class Call:
     params: dict[str, Any] | None = None
     json: Any = None
     files: list | None = None
+    data: dict[str, str] | None = None  # form fields sent with ``files``
     headers: dict[str, str] = field(default_factory=dict)
     parse: Callable[[httpx.Response], Any] = lambda r: r.json()
     timeout: float | None = None
@@ -42,6 +43,8 @@ class Call:
             out["json"] = self.json
         if self.files is not None:
             out["files"] = self.files
+        if self.data is not None:
+            out["data"] = self.data
         if self.headers:
             out["headers"] = self.headers
         if self.timeout is not None:
@@ -187,9 +190,11 @@ class Operations:
         return self._call(Call("DELETE", f"/v1/tenants/{tenant_id}/keys/{key_id}", parse=model(m.KeyRevoked)))
 
     # ------------------------------------------------------------ documents
-    def ingest(self, documents: list[dict], *, idempotency_key: str | None = None):
-        """A JSON batch: each document ``{"text", "id"?, "title"?, "metadata"?}``."""
-        return self._call(Call("POST", "/v1/documents", json={"documents": documents},
+    def ingest(self, documents: list[dict], *, idempotency_key: str | None = None, atomic: bool = False):
+        """A JSON batch: each document ``{"text", "id"?, "title"?, "metadata"?}``. An invalid document is refused
+        (listed in ``refused``) and the others ingested; ``atomic`` refuses the whole batch instead."""
+        body: dict[str, Any] = {"documents": documents, **({"atomic": True} if atomic else {})}
+        return self._call(Call("POST", "/v1/documents", json=body,
                                headers=_idem(idempotency_key), parse=model(m.JobAccepted)))
 
     def ingest_text(self, text: str, *, id: str | None = None, title: str = "",  # noqa: A002
@@ -211,10 +216,12 @@ class Operations:
             raise FileNotFoundError("no files to upload found")
         return self.ingest_files([(f.name, f.read_bytes()) for f in files], idempotency_key=idempotency_key)
 
-    def ingest_files(self, files: list[tuple[str, bytes]], *, idempotency_key: str | None = None):
+    def ingest_files(self, files: list[tuple[str, bytes]], *, idempotency_key: str | None = None,
+                     atomic: bool = False):
         upload = [("files", (name, data, mimetypes.guess_type(name)[0] or "application/octet-stream"))
                   for name, data in files]
         return self._call(Call("POST", "/v1/documents", files=upload, headers=_idem(idempotency_key),
+                               data={"atomic": "true"} if atomic else None,
                                parse=model(m.JobAccepted)))
 
     def list_documents(self, *, offset: int = 0, limit: int = 50, status: str | None = None):

@@ -46,6 +46,7 @@ class JobAccepted(_Model):
     kind: str = ""
     documents: int | None = None
     new_documents: int | None = None
+    refused: list[dict[str, Any]] | None = None  # ingestion: documents not ingested, each with its ``cause``
     location: str = ""
 
 

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from graphfleet_cli.errors import tenant_mismatch
 from graphfleet_cli.local_client import LocalClient, collect_files, ingest_summary
 from graphfleet_cli.output import emit
 from graphfleet_cli.query_client import demo_queries
@@ -42,8 +43,7 @@ def _client(args):
     tenant = client.tenant()
     if args.tenant and args.tenant != tenant:
         client.close()
-        raise SystemExit(f"--tenant {args.tenant} does not match the API key's tenant {tenant!r} "
-                         f"(with GRAPHFLEET_URL the tenant comes from {API_KEY_ENV})")
+        raise tenant_mismatch(args.tenant, tenant, API_KEY_ENV)
     return client, tenant
 
 
@@ -130,13 +130,19 @@ def _gateway_port(port: int | None) -> int | None:
 
 
 def cmd_ingest(args) -> int:
+    files = collect_files(args.paths)
     client, tenant = _client(args)
     started = time.perf_counter()
-    submitted = client.ingest_files(tenant, collect_files(args.paths))
+    submitted = client.ingest_files(tenant, files, atomic=args.atomic)
+    for refused in submitted.get("refused") or []:
+        print(f"graphfleet: refused: {refused['cause']}", file=sys.stderr)
     if not args.wait:
         emit({**submitted, "status": "queued"}, args.json)
         return 0
-    view = client.wait(tenant, submitted["job_id"], progress=sys.stderr.isatty())
+    job_id = submitted["job_id"]  # said before the wait, so an interrupted wait can be picked up again
+    print(f"job {job_id} queued; waiting (graphfleet jobs show {job_id} to look at it later)", file=sys.stderr,
+          flush=True)
+    view = client.wait(tenant, job_id, progress=sys.stderr.isatty())
     summary = ingest_summary(view, client.stats(tenant), time.perf_counter() - started)
     emit(summary, args.json)
     return 0 if summary["status"] == "succeeded" else 1

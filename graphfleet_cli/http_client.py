@@ -14,9 +14,10 @@ from pathlib import Path
 from graphfleet import Client
 from graphfleet.errors import ApiError as GatewayError  # noqa: F401  (the CLI's name for an API error)
 from graphfleet.models import TERMINAL, QueryResult
+from graphfleet_cli.errors import missing_key
 from graphfleet_cli.progress import ProgressLine
 from shared.domain.parsing import TEXT_TYPES, sniff
-from shared.infra.ingest_submit import decode_bytes
+from shared.infra.ingest_submit import InvalidDocument, decode_bytes
 
 API_KEY_ENV = "GRAPHFLEET_API_KEY"
 ADMIN_KEY_ENV = "GRAPHFLEET_ADMIN_KEY"
@@ -34,7 +35,7 @@ def job_view(body: dict) -> dict:
 class HttpClient:
     def __init__(self, base_url: str, api_key: str, timeout: float = 120.0, max_rate_limit_retries: int = 5):
         if not api_key:
-            raise SystemExit(f"GRAPHFLEET_URL is set: also set {API_KEY_ENV} to a tenant API key")
+            raise missing_key(API_KEY_ENV, "a tenant API key")
         self.api = Client(base_url, api_key, timeout=timeout, max_retries=max_rate_limit_retries,
                           user_agent="graphfleet-cli")
         self.base_url = self.api.base_url
@@ -52,16 +53,30 @@ class HttpClient:
         return self.api.current_tenant().id
 
     # ------------------------------------------------------------------ ingestion
-    def ingest_files(self, tenant: str | None, files: list[Path]) -> dict:
+    def ingest_files(self, tenant: str | None, files: list[Path], atomic: bool = False) -> dict:
         """Same documents as the local client (title = file name, metadata ``path``), sent as one JSON batch; a
-        batch with a PDF, HTML or DOCX file is uploaded as files (multipart: the gateway's parser workers read them)."""
-        if any(sniff(f.read_bytes()) not in TEXT_TYPES for f in files):
-            body = self.api.ingest_files([(f.name, f.read_bytes()) for f in files])
-            return {"job_id": body.job_id, "documents": body.documents, "new_documents": body.new_documents}
-        docs = [{"text": decode_bytes(f.read_bytes(), str(f)), "title": f.name, "metadata": {"path": str(f)}}
-                for f in files]
-        body = self.api.ingest(docs)
-        return {"job_id": body.job_id, "documents": body.documents, "new_documents": body.new_documents}
+        batch with a PDF, HTML or DOCX file, or a file that is not UTF-8 text, is uploaded as files (multipart:
+        the gateway's parser workers read them, and the gateway names each file it refuses)."""
+        docs = self._text_documents(files)
+        if docs is None:
+            body = self.api.ingest_files([(f.name, f.read_bytes()) for f in files], atomic=atomic)
+        else:
+            body = self.api.ingest(docs, atomic=atomic)
+        return {"job_id": body.job_id, "documents": body.documents, "new_documents": body.new_documents,
+                "refused": getattr(body, "refused", None) or []}
+
+    @staticmethod
+    def _text_documents(files: list[Path]) -> list[dict] | None:
+        docs = []
+        for f in files:
+            data = f.read_bytes()
+            if sniff(data) not in TEXT_TYPES:
+                return None
+            try:
+                docs.append({"text": decode_bytes(data, f.name), "title": f.name, "metadata": {"path": str(f)}})
+            except InvalidDocument:
+                return None
+        return docs
 
     def job(self, tenant: str | None, job_id: str) -> dict | None:
         from graphfleet.errors import NotFoundError

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from graphfleet._base import collect_files as _collect
+from graphfleet_cli.errors import EXIT_NOT_FOUND, CliError
 from graphfleet_cli.progress import ProgressLine
 from shared.config import get_settings
 from shared.domain.parsing import TEXT_TYPES, sniff
-from shared.infra.ingest_submit import DocumentInput, decode_bytes, submit_ingestion
+from shared.infra.ingest_submit import DocumentInput, InvalidDocument, decode_bytes, refused_file, submit_ingestion
 from shared.infra.job_status import wait_finished
 from shared.infra.jobs import TERMINAL, JobStore
 from shared.infra.query_submit import submit_query
@@ -24,22 +25,28 @@ def collect_files(paths: list[str]) -> list[Path]:
     try:
         files = _collect(paths)
     except FileNotFoundError as exc:
-        raise SystemExit(str(exc)) from None
+        raise CliError("not_found", str(exc), EXIT_NOT_FOUND) from None
     if not files:
-        raise SystemExit("no .txt, .md, .pdf, .html or .docx files found")
+        raise CliError("not_found", "no .txt, .md, .pdf, .html or .docx files found", EXIT_NOT_FOUND)
     return files
 
 
 def file_document(path: Path) -> DocumentInput:
     """A file as a document: text as it is; a PDF, HTML or DOCX file (told by its bytes, not its name) is sent
-    as it is and its text extracted by the ``parser`` workers."""
-    data = path.read_bytes()
+    as it is and its text extracted by the ``parser`` workers. A file that is none of them, or not UTF-8 text, is
+    kept with its reason: validation refuses it and the job names it (named by its file name, as over HTTP)."""
+    data, meta = path.read_bytes(), {"path": str(path)}
     media_type = sniff(data)
     if media_type is None:
-        raise SystemExit(f"{path}: not a text, PDF, HTML or DOCX file")
+        return refused_file(path.name, "unsupported_file_type", f"{path.name}: not a text, PDF, HTML or DOCX file",
+                            metadata=meta)
     if media_type in TEXT_TYPES:
-        return DocumentInput(text=decode_bytes(data, str(path)), title=path.name, metadata={"path": str(path)})
-    return DocumentInput(text="", title=path.name, metadata={"path": str(path)}, data=data, media_type=media_type)
+        try:
+            text = decode_bytes(data, path.name)
+        except InvalidDocument as exc:
+            return refused_file(path.name, exc.code, str(exc), metadata=meta)
+        return DocumentInput(text=text, title=path.name, metadata=meta, name=path.name)
+    return DocumentInput(text="", title=path.name, metadata=meta, data=data, media_type=media_type, name=path.name)
 
 
 class LocalClient:
@@ -48,8 +55,9 @@ class LocalClient:
         self.redis = connect(redis_url)
         self.celery = make_celery(self.settings)
 
-    def ingest_files(self, tenant: str, files: list[Path]) -> dict:
-        return submit_ingestion(self.redis, self.celery, tenant, [file_document(f) for f in files], self.settings)
+    def ingest_files(self, tenant: str, files: list[Path], atomic: bool = False) -> dict:
+        return submit_ingestion(self.redis, self.celery, tenant, [file_document(f) for f in files], self.settings,
+                                atomic=atomic)
 
     def job(self, tenant: str, job_id: str) -> dict | None:
         return JobStore(self.redis, tenant).view(job_id)
@@ -113,6 +121,7 @@ def ingest_summary(view: dict, stats: dict, seconds: float) -> dict:
         "job_documents": view["progress"]["documents"],
         "job_chunks": view["progress"]["chunks_total"],
         "failed_chunks": view["failures"],
+        "refused": [f for f in view["failures"] if f.get("stage") == "validate"],
         "llm_calls": usage["calls"],
         "prompt_tokens": usage["prompt_tokens"],
         "completion_tokens": usage["completion_tokens"],

@@ -4,7 +4,8 @@ management verbs tenants, keys, jobs, documents, usage (graphfleet_cli/manage_cl
 
 Exit codes (docs/client.md#exit-codes): 0 success; 1 failure (an API or Redis error, the gateway unreachable, a job
 or query that failed); 2 invalid command line; 3 not found (no such tenant, key, job, document, or a tenant with no
-documents for ``query``); 130 interrupted."""
+documents for ``query``); 130 interrupted. Every error is one ``graphfleet: CODE: message`` line on stderr; an
+unexpected one is ``graphfleet: internal: ...`` (``--debug`` shows its traceback)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,28 @@ import logging
 import os
 import signal
 import sys
+import traceback
+from importlib.metadata import PackageNotFoundError, version
 
 from graphfleet_cli import commands, manage_cli
+from graphfleet_cli.errors import EXIT_FAILURE, EXIT_NOT_FOUND, EXIT_USAGE, CliError
 
-EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_INTERRUPTED = 1, 2, 3, 130
+EXIT_INTERRUPTED = 130
+INGEST_HELP = "ingest text (.txt, .md), PDF, HTML and DOCX files, or directories of them"
+
+
+class Parser(argparse.ArgumentParser):
+    """An invalid command line is one ``graphfleet: usage: ...`` line (and exit 2), as every other error."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"graphfleet: usage: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _version() -> str:
+    try:
+        return version("graphfleet")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _add_tenant(p: argparse.ArgumentParser) -> None:
@@ -24,7 +43,9 @@ def _add_tenant(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="graphfleet", description="GraphRAG on a fleet of Celery workers.")
+    parser = Parser(prog="graphfleet", description="GraphRAG on a fleet of Celery workers.")
+    parser.add_argument("--version", action="version", version=f"graphfleet {_version()}")
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an unexpected error")
     sub = parser.add_subparsers(dest="command", required=True)
 
     up = sub.add_parser("up", help="start the embedded stack in the foreground")
@@ -34,10 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="worker processes per queue group: auto (from the machine's cores, the default; "
                          "GRAPHFLEET_WORKERS__PROCESSES) or N of every group")
 
-    ingest = sub.add_parser("ingest", help="ingest .txt/.md files or directories")
+    ingest = sub.add_parser("ingest", help=INGEST_HELP, description=INGEST_HELP + ". An invalid file (empty, not "
+                            "UTF-8, of another type) is refused and named; the others are ingested.")
     ingest.add_argument("paths", nargs="+")
     _add_tenant(ingest)
-    ingest.add_argument("--wait", action="store_true", help="wait for the job to finish")
+    ingest.add_argument("--atomic", action="store_true",
+                        help="ingest nothing when one file is invalid (by default the valid files are ingested)")
+    ingest.add_argument("--wait", action="store_true", help="wait for the job to finish (its id is printed first)")
     ingest.add_argument("--json", action="store_true", help="print one JSON object")
 
     query = sub.add_parser("query", help="ask a question")
@@ -107,26 +131,46 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(handler, args) -> int:
-    """Run a verb; errors become one ``graphfleet: ...`` line on stderr and an exit code."""
+    """Run a verb; errors become one ``graphfleet: CODE: message`` line on stderr and an exit code."""
+    try:
+        return handler(args) or 0
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001  (every error is one line; --debug adds the traceback)
+        code, message, exit_code = describe(exc)
+        if getattr(args, "debug", False):
+            traceback.print_exc()
+        print(f"graphfleet: {code}: {message}", file=sys.stderr)
+        return exit_code
+
+
+def describe(exc: Exception) -> tuple[str, str, int]:
+    """(code, message, exit code) of an error a verb raised."""
     import httpx
     from redis.exceptions import RedisError
 
     from graphfleet.errors import ApiError, NotFoundError, TransportError
     from graphfleet_cli.backup import BackupError
+    from shared.infra.ingest_submit import InvalidDocument
 
-    try:
-        return handler(args) or 0
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    except ApiError as exc:
-        print(f"graphfleet: {exc.code}: {exc.message} (HTTP {exc.status})", file=sys.stderr)
-        return EXIT_NOT_FOUND if isinstance(exc, NotFoundError) else EXIT_FAILURE
-    except (TransportError, httpx.HTTPError) as exc:
-        print(f"graphfleet: cannot reach the gateway: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
-    except (BackupError, RedisError, OSError) as exc:
-        print(f"graphfleet {args.command}: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
+    if isinstance(exc, CliError):
+        return exc.code, exc.message, exc.exit_code
+    if isinstance(exc, ApiError):
+        return exc.code, f"{exc.message} (HTTP {exc.status})", EXIT_NOT_FOUND if isinstance(exc, NotFoundError) \
+            else EXIT_FAILURE
+    if isinstance(exc, InvalidDocument):
+        return exc.code, str(exc), EXIT_FAILURE
+    if isinstance(exc, TransportError | httpx.HTTPError):
+        return "unreachable", f"cannot reach the gateway: {exc}", EXIT_FAILURE
+    if isinstance(exc, FileNotFoundError | LookupError):
+        return "not_found", str(exc), EXIT_NOT_FOUND
+    if isinstance(exc, TimeoutError):
+        return "timeout", str(exc), EXIT_FAILURE
+    if isinstance(exc, RedisError):
+        return "redis_error", str(exc), EXIT_FAILURE
+    if isinstance(exc, BackupError | OSError):
+        return "failed", str(exc), EXIT_FAILURE
+    return "internal", f"{type(exc).__name__}: {exc} (run with --debug for the traceback)", EXIT_FAILURE
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import os
 
 from graphfleet import Client
 from graphfleet.errors import ApiError, NotFoundError
+from graphfleet_cli.errors import missing_key, tenant_mismatch
 from graphfleet_cli.http_client import ADMIN_KEY_ENV, API_KEY_ENV
 
 
@@ -31,8 +32,7 @@ class HttpBackend:
     def __init__(self, url: str, admin: bool):
         env = ADMIN_KEY_ENV if admin else API_KEY_ENV
         if not os.environ.get(env):
-            raise SystemExit(f"GRAPHFLEET_URL is set: also set {env} to "
-                             + ("the admin key" if admin else "a tenant API key"))
+            raise missing_key(env, "the admin key" if admin else "a tenant API key")
         self.api = Client(url, os.environ[env], user_agent="graphfleet-cli")
 
     def close(self) -> None:
@@ -41,8 +41,7 @@ class HttpBackend:
     def tenant(self, requested: str | None) -> str:
         tenant = self.api.current_tenant().id
         if requested and requested != tenant:
-            raise SystemExit(f"--tenant {requested} does not match the API key's tenant {tenant!r} "
-                             f"(with GRAPHFLEET_URL the tenant comes from {API_KEY_ENV})")
+            raise tenant_mismatch(requested, tenant, API_KEY_ENV)
         return tenant
 
     def create_tenant(self, **fields) -> dict:
@@ -161,9 +160,21 @@ class LocalBackend:
             raise NotFoundError(404, "not_found", "job not found")
         return view
 
+    def _require_tenant(self, tenant: str) -> None:
+        """A tenant is known when it is registered, has a document or a job, or is the default one; an unknown
+        one is not found (exit 3), as it is over HTTP, rather than an empty list."""
+        from shared.infra.keys import Keys, tenants_key
+
+        k = Keys(tenant)
+        if tenant == self.settings.default_tenant or self.redis.sismember(tenants_key(), tenant):
+            return
+        if not (self.redis.zcard(k.docs()) or self.redis.zcard(k.jobs())):
+            raise NotFoundError(404, "not_found", f"no tenant {tenant!r} (no documents or jobs, not registered)")
+
     def list_jobs(self, tenant: str, offset: int, limit: int, status: str | None, kind: str | None) -> dict:
         from shared.infra.keys import Keys
 
+        self._require_tenant(tenant)
         ids = [x.decode() if isinstance(x, bytes) else x for x in self.redis.zrevrange(Keys(tenant).jobs(), 0, -1)]
         views = [v for v in (self._view_or_none(tenant, i) for i in ids) if v is not None
                  and (status is None or v["status"] == status) and (kind is None or v.get("kind") == kind)]
@@ -192,6 +203,7 @@ class LocalBackend:
     def list_documents(self, tenant: str, offset: int, limit: int, status: str | None) -> dict:
         from shared.infra.store.redis_graph import GraphStore
 
+        self._require_tenant(tenant)
         store = GraphStore(self.redis, tenant)
         ids = store.list_document_ids(0, store.document_count() + 1)
         docs = store.documents(ids)

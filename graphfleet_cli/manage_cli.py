@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from graphfleet_cli.errors import EXIT_USAGE, CliError
 from graphfleet_cli.manage import backend
 from graphfleet_cli.output import emit, print_json
 
@@ -23,8 +24,23 @@ def _json_flag(p: argparse.ArgumentParser) -> None:
 
 def _page_flags(p: argparse.ArgumentParser, statuses: list[str]) -> None:
     p.add_argument("--status", choices=statuses, help="only items in this status")
-    p.add_argument("--offset", type=int, default=0)
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--offset", type=_count(0, 2**31 - 1), default=0)
+    p.add_argument("--limit", type=_count(1, 500), default=50, help="items a page (1 to 500)")
+
+
+def _count(low: int, high: int):
+    """An argparse type: a whole number in [low, high] (else exit 2, an invalid command line)."""
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {raw!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {value}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
 
 
 def _verb(sub, name: str, handler, help_text: str, tenant: bool = False) -> argparse.ArgumentParser:
@@ -123,7 +139,7 @@ def cmd_tenants_create(args) -> int:
         try:
             limits[key.strip()] = json.loads(raw)
         except ValueError:
-            raise SystemExit(f"--limit {item}: expected KEY=NUMBER") from None
+            raise CliError("invalid_argument", f"--limit {item}: expected KEY=NUMBER", EXIT_USAGE) from None
     fields = {"id": args.id, "name": args.name, "tier": args.tier, "preset": args.preset, "limits": limits or None}
     return _run(args, True, lambda be: emit(be.create_tenant(**fields), args.json))
 

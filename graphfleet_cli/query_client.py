@@ -54,11 +54,12 @@ def run_query_command(args, client, tenant: str) -> int:
     try:
         param = param_from_args(args)
     except ValidationError as exc:
-        print(f"invalid query parameters: {exc}", file=sys.stderr)
+        detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'query'}: {e['msg']}" for e in exc.errors())
+        print(f"graphfleet: invalid_argument: invalid query parameters: {detail}", file=sys.stderr)
         return 2
     if not client.stats(tenant).get("documents"):
-        print(f"graphfleet query: no documents ingested for tenant {tenant!r} (graphfleet ingest PATH... first)",
-              file=sys.stderr)
+        print(f"graphfleet: no_documents: no documents ingested for tenant {tenant!r} (graphfleet ingest PATH... "
+              "first)", file=sys.stderr)
         return NOT_FOUND
     streamed: list[str] = []
     stream = not args.json and sys.stdout.isatty() and getattr(client, "streams", False)

@@ -392,4 +392,6 @@ def resolve_redis_url(data_dir: Path | None = None) -> str:
         if info.get("metrics_dir"):  # jobs this CLI submits show up in the local stack's /metrics
             join_multiproc_dir(info["metrics_dir"])
         return info["redis_url"]
-    raise SystemExit("no running stack: start one with `graphfleet up` or set GRAPHFLEET_REDIS_URL")
+    from graphfleet_cli.errors import CliError
+
+    raise CliError("no_stack", "no running stack: start one with `graphfleet up` or set GRAPHFLEET_REDIS_URL")

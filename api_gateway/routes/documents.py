@@ -32,12 +32,14 @@ def accepted(status: int, body: dict) -> JSONResponse:
              responses=errors(400, 401, 413, 415, 422, 429), summary="Ingest a batch of documents")
 async def ingest_documents(gw: GatewayDep, who: TenantDep, batch: BatchDep,
                            idempotency_key: IdempotencyKey = None) -> JSONResponse:
-    """Validate synchronously, store (deduplicated by content hash), enqueue; poll the returned job."""
+    """Validate synchronously, store (deduplicated by content hash), enqueue; poll the returned job. Invalid
+    documents are refused and listed (``refused``, and the job's ``failures``); ``atomic`` refuses the batch."""
 
     def submit() -> dict:  # ``batch`` was validated when it was read (BatchDep): submitting does not validate again
-        out = submit_ingestion(gw.redis, gw.celery, who.tenant, batch.items, gw.settings)
+        out = submit_ingestion(gw.redis, gw.celery, who.tenant, batch.items, gw.settings, atomic=batch.atomic)
         return {"job_id": out["job_id"], "status": "queued", "kind": "ingest", "documents": out["documents"],
-                "new_documents": out["new_documents"], "location": f"/v1/jobs/{out['job_id']}"}
+                "new_documents": out["new_documents"], "refused": out["refused"],
+                "location": f"/v1/jobs/{out['job_id']}"}
 
     status, body = await run_in_threadpool(run_submission, gw, who, scope="documents",
                                            idempotency_key=idempotency_key, fingerprint=batch.fingerprint,

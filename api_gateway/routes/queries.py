@@ -19,7 +19,7 @@ from api_gateway.schemas import QueryAccepted, QueryOut
 from api_gateway.submission import run_submission
 from shared.domain.query.params import QueryParam
 from shared.infra.jobs import TERMINAL
-from shared.infra.query_submit import submit_query
+from shared.infra.query_submit import NO_DOCUMENTS, has_documents, submit_query
 
 router = APIRouter(prefix="/v1/queries", tags=["queries"])
 QUERY_EXAMPLES = {
@@ -44,7 +44,7 @@ class QueryRequest(QueryParam):
              responses={200: {"model": QueryOut, "description": "finished within `?wait`; with `\"stream\": true`, the "
                           "events: `accepted` `{query_id, location}`, then those of `GET .../events`",
                      "content": {"text/event-stream": {"schema": {"type": "string"}}}},
-                        **errors(400, 401, 413, 422, 429)})
+                        **errors(400, 401, 404, 413, 422, 429)})
 async def create_query(
     gw: GatewayDep, who: TenantDep,
     request: Annotated[QueryRequest, Body(openapi_examples=QUERY_EXAMPLES)],
@@ -60,8 +60,13 @@ async def create_query(
         query_id = submit_query(gw.redis, gw.celery, who.tenant, param)
         return {"job_id": query_id, "query_id": query_id, "status": "queued", "location": f"/v1/queries/{query_id}"}
 
-    status, body = await run_in_threadpool(run_submission, gw, who, scope="queries", idempotency_key=idempotency_key,
-                                           fingerprint=fingerprint(fields), submit=submit)
+    def checked() -> tuple[int, dict]:  # a tenant with no documents is refused as the CLI refuses it: no job
+        if not has_documents(gw.redis, who.tenant):
+            raise ApiError(404, "no_documents", NO_DOCUMENTS)
+        return run_submission(gw, who, scope="queries", idempotency_key=idempotency_key,
+                              fingerprint=fingerprint(fields), submit=submit)
+
+    status, body = await run_in_threadpool(checked)
     body = {k: v for k, v in body.items() if k != "job_id"}
     if request.stream:
 

@@ -87,7 +87,9 @@ class JobStore(DocumentProgress, LLMWait):
         self.redis, self.tenant, self.k = redis, tenant, Keys(tenant)
 
     def create(self, job_id: str, kind: str, doc_ids: list[str] | None = None, params: dict | None = None,
-               files: list[str] | None = None) -> None:  # files: documents whose file is to be parsed first
+               files: list[str] | None = None, refused: list[dict] | None = None) -> None:
+        """``files``: documents whose file is to be parsed first; ``refused``: the batch's documents refused by
+        validation (``ingest_submit.Refusal.body()``), listed among the job's failures."""
         now = time.time()
         # the global index of jobs in flight first (another slot): a job listed without a record is dropped
         self.redis.zadd(active_jobs_key(), {active_member(self.tenant, job_id): now})
@@ -95,7 +97,7 @@ class JobStore(DocumentProgress, LLMWait):
         pipe.hset(self.k.job(job_id), mapping={
             "id": job_id, "tenant": self.tenant, "kind": kind, "status": "queued", "stage": "queued",
             "created_at": now, "updated_at": now, "params": json.dumps(params or {}),
-            "documents": len(doc_ids or []),
+            "documents": len(doc_ids or []), **({"refused": json.dumps(refused)} if refused else {}),
         })
         if doc_ids:
             pipe.sadd(self.k.job_docs(job_id), *doc_ids)
@@ -369,8 +371,8 @@ class JobStore(DocumentProgress, LLMWait):
             "chunks_total": total, "chunks_done": finished - failed, "chunks_failed": failed,
             "stage": job.get("stage"),
         }
-        job["failures"] = [f.model_dump() for f in self.failures(job_id)] + [
-            {"doc_id": d, "stage": "parse", "cause": c} for d, c in sorted(self.document_failures(job_id).items())]
+        job["failures"] = [*json.loads(job.pop("refused", "[]")), *(f.model_dump() for f in self.failures(job_id)), *(
+            {"doc_id": d, "stage": "parse", "cause": c} for d, c in sorted(self.document_failures(job_id).items()))]
         job["usage"] = job_usage(self.redis, self.tenant, job_id)
         job["waiting"] = waiting_view(job)
         job["stage_times"] = self.stage_times(job_id)

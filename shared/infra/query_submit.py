@@ -6,12 +6,20 @@ from shared.domain.ids import validate_tenant
 from shared.domain.query.params import QueryParam
 from shared.infra.jobs import JobStore
 from shared.infra.messages import RunQuery, send
+from shared.infra.store.redis_graph import GraphStore
+
+NO_DOCUMENTS = "no documents ingested for this tenant: ingest some first (POST /v1/documents, graphfleet ingest)"
 
 
 def new_query_id() -> str:
     import uuid
 
     return "qry-" + uuid.uuid4().hex
+
+
+def has_documents(redis, tenant: str) -> bool:
+    """Whether a query has anything to answer from: without documents it is refused before any LLM call."""
+    return GraphStore(redis, tenant).document_count() > 0
 
 
 def submit_query(redis, celery, tenant: str, param: QueryParam) -> str:

@@ -114,3 +114,12 @@ def assert_error(response, status: int, code: str) -> dict:
     assert set(body) >= {"error"} and body["error"]["code"] == code, body
     assert isinstance(body["error"]["message"], str) and body["error"]["message"]
     return body
+
+
+def with_a_document(redis, tenant: str) -> None:
+    """Store one document record for ``tenant``, so its queries are accepted (a tenant with no documents is
+    answered 404 ``no_documents``) without ingesting anything."""
+    from shared.domain.models import Document
+    from shared.infra.store.redis_graph import GraphStore
+
+    GraphStore(redis, tenant).put_document(Document(id="seed", tenant=tenant, title="seed", text_hash="seed"), "seed")

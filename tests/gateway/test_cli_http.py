@@ -99,7 +99,8 @@ def test_ingest_without_wait_prints_the_job(modes):
     run = _cli(env, "ingest", str(modes["doc"]), "--json")
     assert run.returncode == 0, run.stderr
     body = json.loads(run.stdout)
-    assert set(body) == {"job_id", "documents", "new_documents", "status"} and body["new_documents"] == 0
+    assert set(body) == {"job_id", "documents", "new_documents", "refused", "status"} and body["new_documents"] == 0
+    assert body["refused"] == []
     assert modes["api"].wait_job(body["job_id"])["status"] == "succeeded"
 
 

@@ -13,9 +13,9 @@ from tests import document_files as files
 from tests.gateway.helpers import assert_error, enqueued, job_count, make_client, new_tenant, queue_lengths
 
 
-def _upload(api, who, *named: tuple[str, bytes]):
+def _upload(api, who, *named: tuple[str, bytes], atomic: bool = False):
     return api.post("/v1/documents", files=[("files", (n, d, "application/octet-stream")) for n, d in named],
-                    headers=who["headers"])
+                    data={"atomic": "true"} if atomic else None, headers=who["headers"])
 
 
 def test_files_are_stored_as_sent_and_queued_for_the_parser_texts_for_the_chunker(api, alice, gw_redis):
@@ -50,10 +50,28 @@ def test_the_content_decides_the_type_not_the_extension(api, alice, gw_redis):
     ("photo.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00", 422, "invalid_encoding"),  # named text
 ], ids=["exe-as-pdf", "text-as-pdf", "pdf-as-docx", "png-as-html", "png-as-txt"])
 def test_a_file_whose_name_lies_is_refused_and_nothing_is_stored(api, alice, gw_redis, name, data, status, code):
-    body = assert_error(_upload(api, alice, ("ok.md", b"fine"), (name, data)), status, code)
+    body = assert_error(_upload(api, alice, ("ok.md", b"fine"), (name, data), atomic=True), status, code)
     assert name in body["error"]["message"]
+    assert [(r["name"], r["code"]) for r in body["error"]["refused"]] == [(name, code)]
     assert enqueued(gw_redis) == 0 and job_count(gw_redis, alice["id"]) == 0
     assert GraphStore(gw_redis, alice["id"]).document_count() == 0
+
+
+@pytest.mark.parametrize("name,data,code", [
+    ("report.pdf", b"MZ\x90\x00\x03\x00\x00\x00\x04\x00\x00\x00\xff\xff", "unsupported_file_type"),
+    ("photo.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00", "invalid_encoding"),
+    ("empty.txt", b"", "empty_document"),
+], ids=["exe-as-pdf", "png-as-txt", "empty"])
+def test_without_atomic_the_lying_file_is_refused_by_name_and_the_rest_ingested(api, alice, gw_redis, name, data,
+                                                                                code):
+    r = _upload(api, alice, ("ok.md", b"fine"), (name, data))
+    assert r.status_code == 202, r.text
+    assert [(x["name"], x["code"]) for x in r.json()["refused"]] == [(name, code)]
+    failures = api.get(r.json()["location"], headers=alice["headers"]).json()["failures"]
+    assert [(f["name"], f["stage"], f["code"]) for f in failures] == [(name, "validate", code)]
+    assert failures[0]["cause"].startswith(f"{name}: ")
+    store = GraphStore(gw_redis, alice["id"])
+    assert [d.title for d in store.documents(store.list_document_ids()).values()] == ["ok.md"]
 
 
 def test_a_file_over_the_original_size_limit_is_413(gw_env, gw_redis):

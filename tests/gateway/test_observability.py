@@ -27,7 +27,7 @@ from shared.infra.jobs import TERMINAL, JobStore
 from shared.infra.log_setup import JsonFormatter
 from shared.infra.messages import RunQuery
 from tests.conftest import ROOT, worker_env
-from tests.gateway.helpers import make_client, new_tenant
+from tests.gateway.helpers import make_client, new_tenant, with_a_document
 
 SAFETY_TIMEOUT_S = 120.0  # a stuck worker fails the test instead of hanging it; never a pass criterion
 
@@ -55,6 +55,7 @@ def stop_worker(proc: subprocess.Popen, stderr) -> None:
 
 
 def run_query(api, who: dict, redis) -> str:
+    with_a_document(redis, who["id"])
     r = api.post("/v1/queries", json={"query": "Who is Marley?"}, headers=who["headers"])
     assert r.status_code == 202, r.text
     query_id = r.json()["query_id"]

@@ -17,7 +17,7 @@ from shared.infra.jobs import JobStore
 from shared.infra.keys import Keys
 from shared.infra.redis_conn import aconnect, to_str
 from tests.clusters import subscribers
-from tests.gateway.helpers import db_url
+from tests.gateway.helpers import db_url, with_a_document
 
 
 def _nodes(client) -> list:
@@ -120,6 +120,7 @@ def test_held_requests_through_the_gateway_share_one_subscription(api, alice, gw
     gw_env.setenv(RECHECK_ENV, "3600")
     reset_settings_cache()
     count, k = 10, Keys("alice")
+    with_a_document(gw_redis, "alice")
     before = _pubsub_connections(gw_redis)
     answers: list = []
 

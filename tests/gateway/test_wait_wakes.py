@@ -16,7 +16,7 @@ from shared.infra.jobs import JobStore
 from shared.infra.keys import Keys
 from shared.infra.redis_conn import aconnect, to_str
 from tests.clusters import subscribers
-from tests.gateway.helpers import db_url
+from tests.gateway.helpers import db_url, with_a_document
 
 
 def _when_waiting(redis, tenant: str, end) -> threading.Thread:
@@ -48,6 +48,7 @@ def test_wait_returns_the_final_query_when_its_end_message_arrives(api, alice, g
         else:
             jobs.finish(query_id, status, result='{"answer": "Bob is a clerk.", "answer_kind": "llm"}')
 
+    with_a_document(gw_redis, "alice")
     ender = _when_waiting(gw_redis, "alice", end)
     r = api.post("/v1/queries", params={"wait": 30}, headers=alice["headers"],
                  json={"mode": "local", "query": "Who is Bob Cratchit?"})
@@ -59,7 +60,8 @@ def test_wait_returns_the_final_query_when_its_end_message_arrives(api, alice, g
         assert body["answer"] == "Bob is a clerk."
 
 
-def test_wait_without_an_end_answers_202_when_the_time_is_up(api, alice):
+def test_wait_without_an_end_answers_202_when_the_time_is_up(api, alice, gw_redis):
+    with_a_document(gw_redis, "alice")
     r = api.post("/v1/queries", params={"wait": 0.3}, headers=alice["headers"],
                  json={"mode": "local", "query": "Who is Bob Cratchit?"})
     assert r.status_code == 202, r.text
