@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from graphfleet_cli.stack_guard import DataDirLock, check_port_free
+from graphfleet_cli.stack_guard import DataDirLock, check_port_free, stack_alive
 from graphfleet_cli.worker_plan import (  # noqa: F401 - the plan's names, also imported from here
     GIL_BOUND_GROUPS,
     MAX_AUTO_CHILDREN,
@@ -387,8 +387,9 @@ def resolve_redis_url(data_dir: Path | None = None) -> str:
     settings = get_settings()
     if settings.redis_url:
         return settings.redis_url
-    info = read_stack_info(Path(data_dir or settings.data_dir))
-    if info and info.get("redis_url"):
+    data_dir = Path(data_dir or settings.data_dir)
+    info = read_stack_info(data_dir)
+    if info and info.get("redis_url") and stack_alive(data_dir):
         if info.get("metrics_dir"):  # jobs this CLI submits show up in the local stack's /metrics
             join_multiproc_dir(info["metrics_dir"])
         return info["redis_url"]

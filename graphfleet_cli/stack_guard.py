@@ -86,6 +86,24 @@ class DataDirLock:
                 "or set GRAPHFLEET_DATA_DIR to another directory")
 
 
+def stack_alive(data_dir: Path) -> bool:
+    """Whether a stack holds the lock of ``data_dir``: a ``stack.json`` left by a stack killed with SIGKILL (no
+    exit handler removed it) names a Redis that is gone, and local commands should say there is no stack rather
+    than fail to connect. No lock file at all: a stack from before the lock, trusted."""
+    path = Path(data_dir) / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EAGAIN, errno.EACCES)
+    finally:
+        os.close(fd)  # also drops the shared lock taken just now
+    return False
+
+
 def check_port_free(port: int, host: str = "127.0.0.1") -> None:
     """Raise :class:`StackStartRefused` when ``port`` cannot be listened on, as the gateway would (address reuse
     on, so a port left in TIME_WAIT by a stopped stack counts as free)."""

@@ -51,3 +51,26 @@ def test_a_port_in_use_is_named():
             check_port_free(port)
         assert refused.value.code == "port_in_use"
     check_port_free(port)  # closed: free again
+
+
+def test_a_stack_file_left_by_a_killed_stack_is_no_running_stack(tmp_path, monkeypatch):
+    """A SIGKILLed stack leaves its ``stack.json``: local commands say there is no stack instead of trying to
+    connect to its Redis, which is gone; while the holder lives, the file is used."""
+    from graphfleet_cli.errors import CliError
+    from graphfleet_cli.stack import resolve_redis_url
+    from shared.config import get_settings
+    from shared.infra.redis_conn import write_stack_info
+
+    monkeypatch.delenv("GRAPHFLEET_REDIS_URL", raising=False)
+    get_settings.cache_clear()
+    write_stack_info(tmp_path, {"redis_url": "redis://127.0.0.1:1/0"})
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert resolve_redis_url(tmp_path) == "redis://127.0.0.1:1/0"
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    with pytest.raises(CliError, match="no running stack") as refused:
+        resolve_redis_url(tmp_path)
+    assert refused.value.code == "no_stack"
