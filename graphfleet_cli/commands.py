@@ -55,7 +55,7 @@ def cmd_up(args) -> int:
     try:
         processes = parse_processes(getattr(args, "processes", None) or settings.workers.processes)
     except ValueError as exc:
-        print(f"graphfleet up: {exc}", file=sys.stderr)
+        print(f"graphfleet: usage: {exc}", file=sys.stderr)
         return 2
     stack = Stack(worker_concurrency=args.concurrency, gateway_port=gateway_port, extra_env=extra,
                   processes=processes)
