@@ -15,10 +15,10 @@ shows the counters of all of them; files of exited processes are folded (``share
 
 Supervision: a daemon thread restarts any worker group or gateway process that exits while the stack is
 up (after 1, 2, 4 ... up to 30 s), so a killed worker costs the others nothing; its unacked messages come
-back once every live worker has renewed its leases twice since the death (~32 s: the supervisor puts back
-what no live worker renewed, ``shared.infra.broker.reclaim_unrenewed``), not after the whole visibility
-timeout (``workers/lease.py``, 120 s; still what brings them back when no supervisor saw the death, as under
-Compose or Kubernetes; RabbitMQ redelivers at once by itself). A process that exits
+back once their leases have aged out (``workers/lease.py``, ~32 s: every live worker puts back the messages
+whose lease nobody renewed, so this holds as well under Compose or Kubernetes, where no supervisor saw the
+death; the supervisor also does it once for each exit it saw, ``shared.infra.broker.reclaim_unrenewed``), not
+after the visibility timeout (120 s, the last resort; RabbitMQ redelivers at once by itself). A process that exits
 ``MAX_RESTARTS`` times within ``RESTART_WINDOW_S`` is given up: ``Stack.failure`` says why and
 ``graphfleet up`` stops with that message."""
 
@@ -47,13 +47,12 @@ from shared.config import get_settings
 from shared.infra.broker import reclaim_unrenewed
 from shared.infra.child_procs import own_session_kwargs
 from shared.infra.metrics import MULTIPROC_ENV, fold_dead, join_multiproc_dir, prepare_multiproc_dir
-from shared.infra.queueing import WORKER_GROUPS, is_amqp, lease_renew_interval, make_celery, settings_for
+from shared.infra.queueing import WORKER_GROUPS, is_amqp, lease_expiry, make_celery, settings_for
 from shared.infra.redis_conn import EmbeddedRedis, read_stack_info, stack_file, write_stack_info
 
 MAX_RESTARTS = 5  # exits within RESTART_WINDOW_S after which a process is given up
 RESTART_WINDOW_S = 300.0
 BACKOFF_S = (1.0, 30.0)  # first delay before a restart, and the longest
-RECLAIM_MARGIN_S = 2.0  # a dead worker's messages are put back 2 lease intervals + this after its exit
 
 GATEWAY_DRAIN_S = 20.0  # a stopping gateway's held requests are answered at once; past this it is killed
 GATEWAY_KEEPALIVE_S = "75"  # idle client connections kept, seconds: above a proxy's idle timeout (docs/deployment.md)
@@ -147,16 +146,19 @@ class Supervisor:
         """Put back the messages of the workers that died at least two lease intervals ago."""
         due = [r for r in self.reclaims if r[0] <= now]
         self.reclaims = [r for r in self.reclaims if r[0] > now]
-        for _when, died_at, name in due:
-            count = self.stack.reclaim(died_at)
+        for index, (_when, died_at, name) in enumerate(due):
+            try:
+                count = self.stack.reclaim(died_at)
+            except Exception:
+                self.reclaims.extend(due[index:])  # the broker unreachable: tried again at the next check
+                raise
             if count:
                 self.reclaimed += count
                 self.say(f"graphfleet: put back {count} message(s) that {name} held when it exited")
 
     def _exited(self, name: str, code: int | None, now: float) -> None:
         if name != "gateway":  # a worker's unacked messages come back without waiting for the visibility timeout
-            wait = 2 * lease_renew_interval(self.stack.settings) + RECLAIM_MARGIN_S
-            self.reclaims.append((now + wait, now, name))
+            self.reclaims.append((now + lease_expiry(self.stack.settings), now, name))
         recent = [t for t in self.exits.get(name, []) if now - t < RESTART_WINDOW_S] + [now]
         self.exits[name] = recent
         if len(recent) >= MAX_RESTARTS:

@@ -73,8 +73,9 @@ class WorkerSettings(BaseModel):
     # worker processes per queue group that ``graphfleet up`` starts: "auto" (from the cores; see
     # graphfleet_cli.stack.plan_workers) or a count per group; ``graphfleet up --processes`` overrides it
     processes: str = "auto"
-    # a killed worker's messages come back this long after its last lease renewal (workers/lease.py renews
-    # the messages a live worker holds every lease_renew_interval_s, so a long task is not redelivered)
+    # workers/lease.py: a live worker renews the lease of each message it holds several times per
+    # lease_renew_interval_s (a long task is not redelivered) and puts back the messages whose lease is two
+    # intervals + 2 s old (a dead worker's, ~32 s); the visibility timeout is the last resort, no worker alive
     visibility_timeout_s: int = 120
     lease_renew_interval_s: float = 15.0
     # SIGTERM (REMAP_SIGTERM=SIGQUIT): running tasks get this long to finish, then are requeued at once

@@ -1,6 +1,6 @@
 """What the workers keep beside Celery's own messages: the leases of the messages they hold, in the broker's
 Redis (``workers/lease.py``; a Redis or Sentinel broker only, RabbitMQ redelivers by itself; a dead worker's
-messages put back at once by :func:`reclaim_unrenewed` once every live worker has renewed its leases), and their
+messages put back by :func:`restore_older` once their lease, renewed by every live worker, has aged out), and their
 consumer heartbeats, in the *state* Redis whatever the broker (``workers/heartbeat.py``, read by the gateway's
 ``graphfleet_queue_consumers`` gauge, ``shared/infra/metrics_collectors.py``). Reading the broker (depths,
 in-flight messages, consumers) is ``shared/infra/broker_probe.py``."""
@@ -35,17 +35,29 @@ def reclaim_unrenewed(connection, before: float) -> int:
     since the death, a lease still older than it belongs to no live worker (or to one whose renewals failed
     twice in a row: its task then runs twice, as after any redelivery; every task is idempotent). The
     visibility timeout would bring them back too, later (~``visibility_timeout_s`` after the death).
+    ``connection`` is a kombu connection to the broker (``Celery.connection_for_write()``)."""
+    return restore_older(connection.default_channel, before)
+
+
+def restore_older(channel, before: float, keep: frozenset[str] = frozenset()) -> int:
+    """Put back on their queues the unacked messages of ``channel``'s broker whose lease is older than
+    ``before``, except the delivery tags in ``keep`` (the caller's own); returns how many went back.
 
     Each message goes back through kombu's own ``QoS.restore_by_tag``: one transaction that watches the
-    ``unacked`` hash, so a message acked or restored meanwhile (by ``restore_visible`` in a worker) is not put
-    back twice. ``connection`` is a kombu connection to the broker (``Celery.connection_for_write()``)."""
-    channel = connection.default_channel
+    ``unacked`` hash, so a message acked or restored meanwhile (by another worker doing the same, or by
+    ``restore_visible``) is not put back twice."""
     qos = channel.qos
+    restored = 0
     with channel.conn_or_acquire() as client:
         tags = client.zrangebyscore(qos.unacked_index_key, "-inf", f"({before}")
-        for tag in tags:
+        for raw in tags:
+            tag = raw.decode() if isinstance(raw, bytes) else str(raw)
+            if tag in keep:
+                continue
+            if client.hexists(qos.unacked_key, tag):
+                restored += 1
             qos.restore_by_tag(tag, client)
-    return len(tags)
+    return restored
 
 
 def record_consumer(redis, node: str, queues: list[str]) -> None:

@@ -96,6 +96,17 @@ def lease_renew_interval(settings) -> float:
     return max(0.1, min(float(w.lease_renew_interval_s), w.visibility_timeout_s / 4))
 
 
+LEASE_CHECKS_PER_INTERVAL = 3  # a worker renews its leases and looks for expired ones 3 times per interval
+LEASE_EXPIRY_MARGIN_S = 2.0
+
+
+def lease_expiry(settings) -> float:
+    """How old a lease may get before its message is put back (``workers/lease.py``): two renewal intervals
+    and a margin. A live worker renews its leases several times per interval, so only a lease whose worker is
+    gone (or has failed every renewal for that long) gets this old; far below the visibility timeout."""
+    return 2 * lease_renew_interval(settings) + LEASE_EXPIRY_MARGIN_S
+
+
 def celery_config(settings) -> dict:
     """Delivery guarantees (docs/reliability.md): acks late, requeue on a lost worker, one message
     prefetched per worker slot, per-task soft/hard limits, a short visibility timeout with lease renewal,

@@ -4,8 +4,9 @@
 waited in kombu's ``unacked`` hash for a one-hour visibility timeout (the job watchdog rightly leaves a job
 alone while any of its messages is there). Now the stack's supervisor restarts the worker group and, two
 lease intervals after the exit, puts back the messages no live worker renewed since
-(``shared.infra.broker.reclaim_unrenewed``; the short visibility timeout, with live workers renewing their
-leases, ``workers/lease.py``, would bring them back ~90 s later), so the job completes by itself.
+(``shared.infra.broker.reclaim_unrenewed``), unless the restarted workers' lease threads got there first
+(``workers/lease.py``: a lease two intervals + 2 s old is put back by any live worker; which one wins varies),
+so the job completes by itself.
 Real Redis, real worker processes and gateway, the LLM simulator over HTTP.
 """
 
@@ -112,7 +113,6 @@ def test_sigkilled_worker_is_restarted_and_its_job_completes_with_default_settin
                     assert now[name] is proc and proc.poll() is None, name
             assert httpx.get(stack.gateway_url + "/healthz", timeout=5).status_code == 200
             assert stack.failure is None and stack.supervisor.restarts == 1
-            assert stack.supervisor.reclaimed >= 1  # put back by the supervisor, not left to the visibility timeout
             assert not orphaned & set(client.redis.hkeys(BROKER_UNACKED)), "orphaned messages never restored"
             print(f"recovered {recovered_in:.0f} s after the kill")
         finally:

@@ -13,7 +13,7 @@ import time
 
 from shared.config import Settings
 from shared.infra import queueing as q
-from shared.infra.broker import reclaim_unrenewed, renew_leases
+from shared.infra.broker import reclaim_unrenewed, renew_leases, restore_older
 from shared.infra.keys import BROKER_UNACKED, BROKER_UNACKED_INDEX
 from shared.infra.messages import ExtractChunk, send_all
 from shared.infra.redis_conn import connect
@@ -76,5 +76,30 @@ def test_a_killed_consumers_messages_go_back_and_a_live_ones_stay(broker_redis, 
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()
+        client.close()
+        celery.close()
+
+
+def test_expired_leases_go_back_once_and_the_callers_own_stay(broker_redis, tenant):
+    """``restore_older`` as every live worker's lease thread runs it: a message whose lease is older than the
+    cut-off goes back once however many workers look (kombu's transaction per tag); the tags the caller holds
+    itself (``keep``) stay with it even when their lease looks old."""
+    url = broker_redis.url
+    celery = q.make_celery(Settings(redis_url=url, broker_url=url))
+    client = connect(url)
+    try:
+        send_all(celery, [ExtractChunk(tenant, "job-r2", f"c{i}") for i in range(2)])
+        with celery.connection_for_read() as conn:
+            channel = conn.default_channel
+            own, orphan = (channel.basic_get(QUEUE, no_ack=False) for _ in range(2))
+            cutoff = time.time() + 1  # both leases are older than this
+            with celery.connection_for_write() as other:
+                assert restore_older(channel, cutoff, keep=frozenset({own.delivery_tag})) == 1
+                assert restore_older(other.default_channel, cutoff, keep=frozenset({own.delivery_tag})) == 0
+            assert _held(client) == {own.delivery_tag}
+            back = channel.basic_get(QUEUE, no_ack=True)
+            assert _chunk_id(back) == _chunk_id(orphan) and channel.basic_get(QUEUE, no_ack=True) is None
+            own.ack()
+    finally:
         client.close()
         celery.close()
