@@ -50,3 +50,29 @@ def test_a_multi_byte_character_cut_by_a_token_window_still_gets_a_span():
     text = "Ålesund harbour 🚢 logs. " * 60
     for chunk in chunk_by_tokens(text, "doc-1", size=37, overlap=5):
         assert chunk.start is not None and 0 <= chunk.start < chunk.end <= len(text)
+
+
+def test_the_chunk_stage_gives_a_repeated_passage_the_pages_of_its_own_place(redis_client, tenant):
+    """Page 3 ends with the passage page 1 holds: the chunk cut from page 3 is cited as page 3 (a text search
+    finds page 1's copy first), and the document keeps its page boundaries for the query's sentence pages."""
+    from shared.config import get_settings
+    from shared.domain.models import Document
+    from shared.infra.jobs import JobStore
+    from shared.infra.store.redis_graph import GraphStore
+    from shared.pipeline.chunk_stage import run_chunk
+
+    passage = ("Rope and tar came ashore.\n\nTide table kept by the harbour master, with the hours of every high and "
+               "low water of the spring tides at Kestrel Point.")
+    text = page_markers([passage, "Other notes.", " ".join(["Rope and tar came ashore."] * 11) + " " + passage])
+    base = get_settings()
+    cfg = base.model_copy(update={"chunking": base.chunking.model_copy(
+        update={"size_tokens": 40, "overlap_tokens": 0, "by_separators": True})})
+    store, jobs = GraphStore(redis_client, tenant), JobStore(redis_client, tenant)
+    store.put_document(Document(id="d1", tenant=tenant), text)
+    jobs.create("j1", "ingest", ["d1"])
+    run_chunk(store, jobs, cfg, "j1", "d1")
+    chunks = store.chunks(store.document("d1").chunk_ids).values()
+    repeated = [c for c in chunks if c.text == passage]  # page 3's copy, cut as a chunk of its own
+    assert repeated and repeated[0].start > text.index("[page 3]")
+    assert repeated[0].pages == [3] and pages_of(text, repeated[0].text) == [1]
+    assert store.document("d1").page_spans == page_spans(text)
