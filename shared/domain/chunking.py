@@ -5,6 +5,9 @@ document's page boundaries rather than by searching for its text."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
 
 from shared.domain.ids import chunk_id_for
 from shared.domain.models import Chunk
@@ -27,13 +30,38 @@ def chunk_by_tokens(
 
 
 def _window_spans(text: str, tokens: list[int], starts: list[int], size: int, enc) -> list[tuple[int, int] | None]:
-    """The character span in ``text`` of each token window (a window cut inside a multi-byte character starts
-    at that character); no spans when the tokens do not decode back to ``text``."""
-    decoded, offsets = enc.decode_with_offsets(tokens)
-    if decoded != text:
+    """The character span in ``text`` of each token window: the byte lengths of the tokens (a table per
+    encoding) place each window edge, and a byte offset becomes a character offset by decoding the text between
+    edges (an edge inside a multi-byte character moves to that character's start). No spans when the tokens do
+    not add up to ``text``."""
+    ends = np.cumsum(_byte_lengths(enc)[np.asarray(tokens, dtype=np.int64)]) if tokens else np.zeros(0, np.int64)
+    raw = text.encode("utf-8")
+    if (int(ends[-1]) if len(ends) else 0) != len(raw):
         return [None] * len(starts)
-    offsets.append(len(text))
-    return [(offsets[s], offsets[min(s + size, len(tokens))]) for s in starts]
+    edges = sorted({0, len(tokens), *starts, *(min(s + size, len(tokens)) for s in starts)})
+    chars: dict[int, int] = {}
+    counted = at_char = 0  # bytes already counted as characters, and their characters
+    for edge in edges:
+        end = int(ends[edge - 1]) if edge else 0
+        while end < len(raw) and raw[end] & 0xC0 == 0x80:  # a continuation byte: back to its character's start
+            end -= 1
+        if end > counted:
+            at_char += end - counted if len(raw) == len(text) else len(raw[counted:end].decode("utf-8"))
+            counted = end
+        chars[edge] = at_char
+    return [(chars[s], chars[min(s + size, len(tokens))]) for s in starts]
+
+
+@lru_cache(maxsize=4)
+def _byte_lengths(enc) -> np.ndarray:
+    """Bytes of each token of ``enc``, indexed by token id (0 for ids the encoding does not use)."""
+    table = np.zeros(enc.n_vocab, dtype=np.int64)
+    for token in range(enc.n_vocab):
+        try:
+            table[token] = len(enc.decode_single_token_bytes(token))
+        except KeyError:
+            continue
+    return table
 
 
 def chunk_by_separators(
