@@ -15,6 +15,9 @@ class Document(BaseModel):
     status: str = "pending"  # pending | processing | processed | failed | deleted
     created_at: float = 0.0
     error: str | None = None
+    # a paged document (PDF): (page, start, end) of each page's text in the document's text (``parsing.page_spans``),
+    # so the pages of any span of it (a chunk, a sentence of a chunk) are known without reading the text
+    page_spans: list[tuple[int, int, int]] = Field(default_factory=list)
 
 
 class Chunk(BaseModel):
@@ -24,6 +27,10 @@ class Chunk(BaseModel):
     text: str
     tokens: int
     pages: list[int] = Field(default_factory=list)  # the pages of a paged document (PDF) the chunk quotes; [] otherwise
+    # the chunk's character span in its document's text, recorded when it was cut (None in older data: its pages
+    # were then found by searching the document for its text)
+    start: int | None = None
+    end: int | None = None
     # tokens of the chunk's source row without its citation (``query.row_counts.source_body``) by encoding name, and
     # a CRC-32 of that text and count (``row_counts.row_digest``): counted at ingestion, so a query's context is
     # packed without encoding the chunk again (absent in older data)

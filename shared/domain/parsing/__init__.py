@@ -23,6 +23,7 @@ from __future__ import annotations
 from shared.domain.parsing.detect import MEDIA_TYPES, TEXT_TYPES, sniff
 from shared.domain.parsing.errors import ParseError
 from shared.domain.parsing.extract import extract_text
-from shared.domain.parsing.markers import page_markers, pages_of
+from shared.domain.parsing.markers import page_markers, page_spans, pages_in_span, pages_of
 
-__all__ = ["MEDIA_TYPES", "TEXT_TYPES", "ParseError", "extract_text", "page_markers", "pages_of", "sniff"]
+__all__ = ["MEDIA_TYPES", "TEXT_TYPES", "ParseError", "extract_text", "page_markers", "page_spans", "pages_in_span",
+           "pages_of", "sniff"]

@@ -31,6 +31,24 @@ class Evidence(BaseModel):
     score: float = 0.0
 
 
+class SentenceCitation(BaseModel):
+    """One sentence of an extractive answer and where it came from: the context item it was quoted from
+    (``cite``/``kind``/``key`` as in ``Evidence``), its document (id and name), its chunk, and the pages of the
+    sentence's own character span in the document (``start``/``end``; None when unknown, then ``pages`` are the
+    pages of the whole item it came from)."""
+
+    text: str
+    cite: str
+    kind: str
+    key: str
+    doc_id: str = ""
+    document_name: str = ""
+    chunk_id: str | None = None
+    pages: list[int] = Field(default_factory=list)
+    start: int | None = None
+    end: int | None = None
+
+
 class Sources(BaseModel):
     entities: list[str] = Field(default_factory=list)
     relations: list[str] = Field(default_factory=list)
@@ -43,6 +61,8 @@ class Sources(BaseModel):
     pages: dict[str, list[int]] = Field(default_factory=dict)
     # document id -> its name as cited: the uploaded file name, or the JSON document's title (its id when none)
     document_names: dict[str, str] = Field(default_factory=dict)
+    # an extractive answer (no LLM): each quoted sentence with the pages of its own span, in answer order
+    sentences: list[SentenceCitation] = Field(default_factory=list)
 
     def add(self, ev: Evidence) -> None:
         self.evidence.append(ev)

@@ -34,7 +34,8 @@ from shared.domain.query.params import (
     resolve,
 )
 from shared.domain.query.passages import Ranking, WalkProvider, candidate_count, walk_ranking
-from shared.domain.query.result import FormatCheck, QueryResult, UsageMeter, extractive_answer
+from shared.domain.query.result import FormatCheck, QueryResult, UsageMeter, extractive_facts, render_extractive
+from shared.domain.query.sentence_pages import sentence_citations
 from shared.domain.query.truncation import iterative_refinement, map_reduce, relevance_truncate
 from shared.domain.retrieval.bm25 import BM25Index, tokenize
 from shared.domain.retrieval.graph_walk import WalkIndex, passage_titles
@@ -329,8 +330,10 @@ def answer_query(
     if rp.only_need_context:
         return result
     if meter is None:
-        result.answer = extractive_answer(rp.query, state["sources"])
+        facts = extractive_facts(rp.query, state["sources"])
+        result.answer = render_extractive(facts)
         result.answer_kind = "extractive" if result.answer else "none"
+        result.sources.sentences = sentence_citations(facts, reader, state["docs"], result.sources.document_names)
         return result
     return _llm_answer(result, rp, reader, state, meter, select)
 
@@ -351,6 +354,7 @@ def _fill(result: QueryResult, rp: ResolvedParam, reader, state: dict) -> None:
     result.budget, result.sources = state["report"], state["sources"]
     _evidence_pages(result.sources, reader)
     docs = reader.documents(result.sources.documents) if result.sources.documents else {}
+    state["docs"] = docs
     result.sources.document_names = {d: (docs[d].title if d in docs and docs[d].title else d)
                                      for d in result.sources.documents}
     result.citations = result.sources.citations()

@@ -97,26 +97,53 @@ def _cite(ev: Evidence) -> str:
     return f"[Data: {ref}; Documents ({docs})]" if docs else f"[Data: {ref}]"
 
 
-def extractive_answer(query: str, sources: Sources, max_facts: int = 8) -> str:
-    """Top-ranked sentences/facts of the kept context with their source ids (no LLM involved)."""
-    facts: list[tuple[str, Evidence]] = []
-    for ev in sources.evidence:
-        for sent in _SENT.split(ev.text):
-            if len(sent.split()) >= 3:
-                facts.append((sent.strip(), ev))
+class Fact(BaseModel):
+    """One sentence of the kept context an extractive answer quotes: its text, the evidence it came from, and
+    where it starts in that evidence's text."""
+
+    text: str
+    evidence: Evidence
+    offset: int
+
+
+def _sentences(text: str) -> list[tuple[int, str]]:
+    """(offset, sentence) of each sentence/fact of ``text``, without the whitespace around it."""
+    out, pos = [], 0
+    for stop, after in [*((m.start(), m.end()) for m in _SENT.finditer(text)), (len(text), len(text))]:
+        piece = text[pos:stop]
+        if piece.strip():
+            out.append((pos + len(piece) - len(piece.lstrip()), piece.strip()))
+        pos = after
+    return out
+
+
+def extractive_facts(query: str, sources: Sources, max_facts: int = 8) -> list[Fact]:
+    """The top-ranked sentences/facts of the kept context (no LLM involved), best first, each once."""
+    facts = [Fact(text=sent, evidence=ev, offset=at) for ev in sources.evidence
+             for at, sent in _sentences(ev.text) if len(sent.split()) >= 3]
     if not facts:
-        return ""
-    scores = lexical_scores(query, [f for f, _ in facts])
+        return []
+    scores = lexical_scores(query, [f.text for f in facts])
     order = sorted(range(len(facts)), key=lambda i: (-scores[i], i))
     seen: set[str] = set()
-    lines = []
+    chosen = []
     for i in order:
-        text, ev = facts[i]
-        if text in seen:
+        if facts[i].text in seen:
             continue
-        seen.add(text)
-        lines.append(f"- {text} {_cite(ev)}")
-        if len(lines) >= max_facts:
+        seen.add(facts[i].text)
+        chosen.append(facts[i])
+        if len(chosen) >= max_facts:
             break
+    return chosen
+
+
+def render_extractive(facts: list[Fact]) -> str:
+    if not facts:
+        return ""
     return "Extractive answer (no LLM configured): the most relevant facts from the retrieved context.\n" + \
-        "\n".join(lines)
+        "\n".join(f"- {f.text} {_cite(f.evidence)}" for f in facts)
+
+
+def extractive_answer(query: str, sources: Sources, max_facts: int = 8) -> str:
+    """Top-ranked sentences/facts of the kept context with their source ids (no LLM involved)."""
+    return render_extractive(extractive_facts(query, sources, max_facts))
