@@ -20,7 +20,7 @@ from shared.pipeline.merge_stage import plan_batches, run_merge_batch, summarize
 from shared.pipeline.parse_stage import run_parse
 from shared.pipeline.report_stage import plan_report_batches, run_report_batch
 from workers.job import Job
-from workers.llm_wait import READ, llm_answered, wait_for_llm
+from workers.llm_wait import READ, waits_for_llm
 from workers.shell import INFRA_ERRORS, job_task
 
 log = logging.getLogger(__name__)
@@ -67,18 +67,15 @@ def _chunk_gave_up(job: Job, cause: str) -> None:
 
 
 @job_task(m.ExtractChunk, guard="active", mark="extract", give_up=_chunk_gave_up, read=READ)
+@waits_for_llm
 def extract_chunk(job: Job, msg: m.ExtractChunk) -> None:
     failure = None
     try:
         result = run_extract(job.store, job.settings, msg.chunk_id, job.chat("extract", cancellable=True))
         if result.warnings:
             job.jobs.record_warnings(msg.job_id, msg.chunk_id, result.warnings)
-        llm_answered(job)
-    except CanceledError:
-        return
-    except LLMUnavailable as exc:  # the endpoint is down, not the chunk at fault: the step waits for it
-        wait_for_llm(job, exc)
-        return
+    except (CanceledError, LLMUnavailable):  # the step ends, or waits for the endpoint (``waits_for_llm``)
+        raise
     except LLMError as exc:
         failure = ChunkFailure(chunk_id=msg.chunk_id, stage="extract", cause=f"llm:{exc.cause}: {exc}"[:500])
     except INFRA_ERRORS:
@@ -97,17 +94,11 @@ def plan_merge(job: Job, msg: m.PlanMerge) -> None:
 
 
 @job_task(m.MergeBatch, read=READ)
+@waits_for_llm
 def merge_batch(job: Job, msg: m.MergeBatch) -> None:
     batch = job.jobs.batch(msg.job_id, MERGE, msg.batch, default={})
     summarize = summarizer(job.chat("summarize", model=job.settings.effective_summary_model), job.settings)
-    try:
-        run_merge_batch(job.store, batch.get("entities", []), batch.get("relations", []), job.settings, summarize)
-    except CanceledError:
-        return
-    except LLMUnavailable as exc:
-        wait_for_llm(job, exc)
-        return
-    llm_answered(job)
+    run_merge_batch(job.store, batch.get("entities", []), batch.get("relations", []), job.settings, summarize)
     job.send(*job.flow.merge_batch_done(msg.batch, job.store.clustered_current))
 
 
@@ -132,29 +123,19 @@ def plan_reports(job: Job, msg: m.PlanReports) -> None:
 
 
 @job_task(m.ReportBatch, read=READ)
+@waits_for_llm  # not an extractive report for want of an endpoint: the step waits for it
 def report_batch(job: Job, msg: m.ReportBatch) -> None:
     ids = job.jobs.batch(msg.job_id, report_stage(msg.wave), msg.batch, default=[])
-    try:
-        outcome = run_report_batch(job.store, ids, job.settings, job.chat("report", cancellable=True))
-    except CanceledError:
-        return
-    except LLMUnavailable as exc:  # not an extractive report for want of an endpoint: the step waits for it
-        wait_for_llm(job, exc)
-        return
-    llm_answered(job)
+    outcome = run_report_batch(job.store, ids, job.settings, job.chat("report", cancellable=True))
     job.jobs.record_report_errors(msg.job_id, outcome["errors"])
     job.send(*job.flow.report_batch_done(msg.wave, msg.batch))
 
 
 @job_task(m.BuildIndex, read=READ)
+@waits_for_llm  # the embeddings endpoint too
 def index(job: Job, msg: m.BuildIndex) -> None:
     job.jobs.mark_stage_time(msg.job_id, "index")
-    try:
-        run_index(job.store, job.rt.vectors, job.rt.embedder, job.context("embed"))
-    except LLMUnavailable as exc:  # the embeddings endpoint is down
-        wait_for_llm(job, exc)
-        return
-    llm_answered(job)
+    run_index(job.store, job.rt.vectors, job.rt.embedder, job.context("embed"))
     job.rt.announce_index_update(msg.tenant)  # query workers warm BM25 + neighbours while reports finish
     job.jobs.mark_stage_time(msg.job_id, "index_done")
     job.send(*job.flow.indexed())

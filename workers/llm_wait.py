@@ -8,12 +8,14 @@ its documents end ``failed`` with it (``Job.fail``)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
+from collections.abc import Callable
 
 from shared.infra.job_llm_wait import WAIT_SINCE
 from shared.infra.jobs import TERMINAL
-from shared.infra.llm.client import LLMUnavailable
+from shared.infra.llm.client import CanceledError, LLMUnavailable
 from workers.job import Job
 
 log = logging.getLogger(__name__)
@@ -41,3 +43,22 @@ def llm_answered(job: Job) -> None:
     """The step got its answers: if the job was waiting for the LLM (read at admission), it no longer is."""
     if job.fields.get(WAIT_SINCE):
         job.jobs.llm_answered(job.msg.job_id)
+
+
+def waits_for_llm(body: Callable[[Job, object], None]) -> Callable[[Job, object], None]:
+    """A job step that calls the LLM: ``LLMUnavailable`` raised by ``body`` enqueues the step again (or fails the
+    job past the bound) instead of failing it; ``CanceledError`` (the job was canceled between two calls) ends the
+    step quietly; a step that got through clears the job's wait."""
+
+    @functools.wraps(body)
+    def step(job: Job, msg) -> None:
+        try:
+            body(job, msg)
+        except CanceledError:
+            return
+        except LLMUnavailable as exc:  # the endpoint is down, not the step at fault
+            wait_for_llm(job, exc)
+            return
+        llm_answered(job)
+
+    return step
