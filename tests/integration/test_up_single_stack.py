@@ -17,7 +17,7 @@ from shared.infra.redis_conn import free_port
 from tests.integration.cli_proc import BIN, ROOT, UpProcess, cli_env
 from tests.integration.up_procs import children, redis_servers, wait_gone
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.own_servers]  # its own Redis: the layout changes nothing
 
 UP = ["--processes", "1"]  # one process per worker group: the machine is shared
 

@@ -26,7 +26,7 @@ from shared.infra.store.redis_graph import GraphStore
 from tests.integration.helpers import graph_snapshot, start_stack
 from tests.reliability.conftest import FAST_WATCHDOG, excerpt, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.own_servers]  # its own Redis: the layout changes nothing
 ROOT = Path(__file__).resolve().parents[2]
 BOUND_S = 20  # the job's total wait for the LLM in these tests
 FAST_GIVE_UP = {"GRAPHFLEET_LLM__MAX_RETRIES": 1, "GRAPHFLEET_LLM__BACKOFF_BASE_S": 0.05,

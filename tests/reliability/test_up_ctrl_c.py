@@ -20,7 +20,7 @@ from shared.infra.redis_conn import free_port
 from tests.integration.cli_proc import UpProcess, cli_env
 from tests.integration.up_procs import children, gone, named, redis_servers, wait_gone
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.own_servers]  # its own Redis: the layout changes nothing
 
 HELD_S = 60  # the held request's ?wait
 SAFETY_TIMEOUT_S = 90.0  # a hung request or stop fails the test instead of blocking it; never a pass criterion
