@@ -5,6 +5,12 @@ Every ingest worker process is SIGKILLed mid-extraction with a visibility timeou
 is switched off (as under Compose or Kubernetes, where no supervisor saw the exit). The restarted workers'
 lease threads put back the messages whose lease nobody renewed (``workers/lease.py``), the job succeeds and
 its graph equals an undisturbed run's. Real Redis, real worker processes, the LLM simulator over HTTP.
+
+A message a killed worker had popped from its queue (kombu's ``BRPOP``) but not yet written to ``unacked`` is
+in neither: the job watchdog brings that one back (``workers.lost_timeout_s`` on a Redis broker). It cannot
+stand in for the lease put-back: it leaves alone a job with messages in ``unacked``, as the orphans are here
+until a lease thread puts them back. On a timeout the failure says what the job, the broker and the workers
+showed (``_post_mortem``).
 """
 
 from __future__ import annotations
