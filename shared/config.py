@@ -86,9 +86,11 @@ class WorkerSettings(BaseModel):
     max_redeliveries: int = 5
     # job watchdog (shared/pipeline/watchdog.py): how often one worker sweeps the active jobs, and how
     # long a job must make no progress, with none of its messages queued or in flight, before its
-    # pending steps are enqueued again
-    watchdog_interval_s: float = 30.0
+    # pending steps are enqueued again; on a Redis broker, where the sweep sees every queued and unacked
+    # message, lost_timeout_s instead when shorter (a message lost in the broker's hands: see the watchdog)
+    watchdog_interval_s: float = 10.0
     stall_timeout_s: float = 120.0
+    lost_timeout_s: float = 20.0
     # consumer heartbeats (workers/heartbeat.py -> graphfleet_queue_consumers): how often each worker
     # publishes the queues it consumes
     heartbeat_interval_s: float = 10.0

@@ -9,12 +9,18 @@ Every ``workers.watchdog_interval_s`` one worker in the fleet (a Redis lock) swe
 (``gf:active_jobs``). A job is *stalled* when its progress fingerprint (``JobStore.progress``, O(1)
 counters: items delivered, finished chunks, claims, batches, status, stage) has not changed for
 ``workers.stall_timeout_s`` **and** none of its messages is in the broker in two consecutive sweeps (a
-message moving between a queue and the ``unacked`` hash is briefly in neither). The broker is asked through
-``shared.infra.broker_probe``: on Redis (and Sentinel) its queues and ``unacked`` hash are scanned for the
-job id; on RabbitMQ, where a queue cannot be read without taking its messages, a job counts as having
-messages while any watched queue has a ready message, a worker holds one of its messages (``inspect``), or
-a consumer did not answer (see ``AmqpProbe.jobs_with_messages``). Only then the job's
-full state is read (``JobStore.snapshot``) and the steps
+message moving between a queue and the ``unacked`` hash is briefly in neither). On a Redis broker, whose
+queues and ``unacked`` hash the sweep reads whole, ``workers.lost_timeout_s`` (20 s) replaces the stall
+timeout when shorter: there a job with no progress and no message anywhere has lost one, and the likeliest
+loss is a worker killed between kombu's ``BRPOP`` (the message leaves the queue) and its ``QoS.append``
+(the message enters ``unacked``), which no lease and no visibility timeout can bring back. A job whose
+messages sit in ``unacked`` (a dead worker's, until their leases age out) is still left alone.
+
+The broker is asked through ``shared.infra.broker_probe``: on Redis (and Sentinel) its queues and
+``unacked`` hash are scanned for the job id; on RabbitMQ, where a queue cannot be read without taking its
+messages, a job counts as having messages while any watched queue has a ready message, a worker holds one
+of its messages (``inspect``), or a consumer did not answer (see ``AmqpProbe.jobs_with_messages``). Only
+then the job's full state is read (``JobStore.snapshot``) and the steps
 of :func:`shared.pipeline.resume.plan_resume` are enqueued again; they are idempotent. Each resume is
 counted on the job (``resumes``), logged, and exported as ``graphfleet_job_resumes_total``.
 """
@@ -82,8 +88,15 @@ class Watchdog:
             return None
         return tenant, job_id, fp
 
+    def stall_timeout(self) -> float:
+        """How long a job with no progress waits before the broker is asked whether it lost a message."""
+        w = self.settings.workers
+        if getattr(self.probe, "kind", None) == "redis":  # every message seen: a job without any lost one
+            return min(w.stall_timeout_s, w.lost_timeout_s)
+        return w.stall_timeout_s
+
     def _sweep(self, now: float) -> list[tuple[str, str, list[Step]]]:
-        stall = self.settings.workers.stall_timeout_s
+        stall = self.stall_timeout()
         members = [(to_str(m), float(t)) for m, t in self.redis.zscan_iter(active_jobs_key(), count=1000)]
         seen = {to_str(k): json.loads(v) for k, v in self.redis.hgetall(watchdog_key()).items()}
         state: dict[str, dict] = {}

@@ -5,19 +5,28 @@ Every ingest worker process is SIGKILLed mid-extraction with a visibility timeou
 is switched off (as under Compose or Kubernetes, where no supervisor saw the exit). The restarted workers'
 lease threads put back the messages whose lease nobody renewed (``workers/lease.py``), the job succeeds and
 its graph equals an undisturbed run's. Real Redis, real worker processes, the LLM simulator over HTTP.
+
+A message a killed worker had popped from its queue (kombu's ``BRPOP``) but not yet written to ``unacked`` is
+in neither: the job watchdog brings that one back (``workers.lost_timeout_s`` on a Redis broker). It cannot
+stand in for the lease put-back: it leaves alone a job with messages in ``unacked``, as the orphans are here
+until a lease thread puts them back. On a timeout the failure says what the job, the broker and the workers
+showed (``_post_mortem``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import time
 
 import pytest
 
 from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.stack import Stack
 from shared.infra import queueing as q
-from shared.infra.keys import BROKER_UNACKED, Keys
+from shared.infra.keys import BROKER_UNACKED, BROKER_UNACKED_INDEX, Keys, broker_queue_keys, watchdog_key
+from shared.infra.redis_conn import to_str
 from shared.infra.store.redis_graph import GraphStore
 from tests.conftest import SAMPLE, worker_env
 from tests.integration.helpers import graph_snapshot
@@ -48,6 +57,45 @@ def _graph(client: LocalClient, tenant: str) -> dict:
     return {**graph_snapshot(store), **store.stats()}
 
 
+def _message_summary(raw: bytes) -> str:
+    """The task name and the job-scoped kwargs of a raw kombu message (as kept in a queue or ``unacked``)."""
+    try:
+        body = json.loads(raw)
+        if isinstance(body, list):  # the unacked hash keeps [message, exchange, routing_key]
+            body = body[0]
+        headers = body.get("headers", {})
+        return f"{headers.get('task')} {headers.get('kwargsrepr') or headers.get('argsrepr')}"[:240]
+    except (ValueError, AttributeError, TypeError):
+        return repr(raw[:160])
+
+
+def _post_mortem(client: LocalClient, stack: Stack, job_id: str, killed_at: float) -> str:
+    """What the job, the broker and the workers show when the job did not finish in time: enough to say which
+    message went missing, where it was last seen, and who (the lease threads, the watchdog) did what."""
+    r, now = client.redis, time.time()
+    view = client.job("killed", job_id) or {}
+    lines = [f"{now - killed_at:.0f} s after the kill: status={view.get('status')} stage={view.get('stage')} "
+             f"resumes={view.get('resumes')} progress={view.get('progress')} failures={view.get('failures')}",
+             f"deliveries counted: {r.hgetall(Keys('killed').deliveries(job_id))}",
+             f"watchdog entries: {r.hgetall(watchdog_key())}"]
+    for name in [*q.QUEUES, "default"]:
+        for key in broker_queue_keys(name):
+            for raw in r.lrange(key, 0, -1):
+                lines.append(f"queued in {key!r}: {_message_summary(raw)}")
+    index = {to_str(k): v for k, v in r.zrange(BROKER_UNACKED_INDEX, 0, -1, withscores=True)}
+    unacked = {to_str(tag): raw for tag, raw in r.hgetall(BROKER_UNACKED).items()}
+    for tag, raw in unacked.items():
+        lease = index.get(tag)
+        age = f"{now - lease:.0f} s" if lease is not None else "none"
+        lines.append(f"unacked {tag} (lease age {age}): {_message_summary(raw)}")
+    lines.append(f"unacked_index tags not in unacked: {sorted(set(index) - set(unacked))}")
+    for path in sorted(stack.log_dir.glob("worker-*.log")):
+        for line in path.read_text(errors="replace").splitlines():
+            if any(w in line for w in ("put back", "resum", "stalled", "ERROR", "Traceback", "redeliver")):
+                lines.append(f"{path.name}: {line[:300]}")
+    return "\n".join(lines)
+
+
 def test_every_ingest_worker_killed_and_no_supervisor_reclaim_the_job_completes(private_redis, tmp_path):
     """Without the lease threads' reclaim (``reclaim_expired`` in ``workers/lease.tend`` taken out) the killed
     workers' messages stay in ``unacked`` for ``VISIBILITY_S``, the watchdog rightly leaves the job alone while
@@ -76,12 +124,17 @@ def test_every_ingest_worker_killed_and_no_supervisor_reclaim_the_job_completes(
             assert len(ingest) == 2
             for proc in ingest:  # every ingest worker process, as `kill -9 <pid>` does
                 os.kill(proc.pid, signal.SIGKILL)
+            killed_at = time.time()
             for proc in ingest:
                 proc.wait()
             orphaned = set(client.redis.hkeys(BROKER_UNACKED))
             assert orphaned, "the killed workers held no message: nothing to recover"
 
-            view = client.wait("killed", job_id, timeout=BOUND_S)
+            try:
+                view = client.wait("killed", job_id, timeout=BOUND_S)
+            except TimeoutError as exc:
+                raise AssertionError(_post_mortem(client, stack, job_id, killed_at)) from exc
+            print(f"job ended {time.time() - killed_at:.0f} s after the kill")  # shown with -s
 
             assert view["status"] == "succeeded", view["failures"]
             assert view["failures"] == []

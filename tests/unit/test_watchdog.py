@@ -151,6 +151,47 @@ def test_a_job_with_a_message_queued_or_in_flight_is_left_alone(redis_client, te
     assert sent == []
 
 
+def _dog(redis_client, probe, sent: list) -> Watchdog:
+    settings = Settings(redis_url="redis://unused",
+                        workers={"watchdog_interval_s": 1, "stall_timeout_s": 100, "lost_timeout_s": 10})
+    return Watchdog(redis_client, settings, lambda msg: sent.append((msg.TASK, msg.args())), probe=probe)
+
+
+def test_on_a_redis_broker_a_job_that_lost_its_message_is_resumed_after_the_lost_timeout(redis_client, tenant,
+                                                                                          watchdog):
+    """A worker killed between kombu's BRPOP and its ``QoS.append`` leaves the message in neither its queue nor
+    ``unacked``: on a Redis broker, where the sweep sees every message, ``lost_timeout_s`` (shorter than the
+    stall timeout) is enough to resume the job; a job whose message sits in ``unacked`` is still left alone."""
+    sent: list = []
+    dog = _dog(redis_client, RedisProbe(redis_client), sent)
+    job = _running_job(redis_client, tenant)
+    assert dog.stall_timeout() == 10
+    assert dog.sweep(now=1000) == [] and dog.sweep(now=1009) == []  # no progress for less than 10 s
+    assert dog.sweep(now=1011) == []  # no progress for 10 s, absent from the broker once
+    resumed = dog.sweep(now=1012)  # absent twice: resumed, long before the 100 s stall timeout
+    assert [(t, j, [s.task for s in steps]) for t, j, steps in resumed] == [(tenant, job, [q.EXTRACT])]
+    assert sent == [(q.EXTRACT, [tenant, job, "c2"])]
+
+    message = json.dumps({"headers": {"task": q.EXTRACT, "argsrepr": repr([tenant, job, "c2"])}})
+    redis_client.hset("unacked", "tag", json.dumps([json.loads(message), "", "extractor"]))  # a dead worker's
+    for now in (1030, 1041, 1042, 1043):
+        assert dog.sweep(now=now) == []
+    assert len(sent) == 1
+
+
+def test_a_probe_that_cannot_see_every_message_keeps_the_stall_timeout(redis_client, tenant, watchdog):
+    class Coarse(RedisProbe):
+        kind = "amqp"  # RabbitMQ's probe: a queue cannot be read without taking its messages
+
+    sent: list = []
+    dog = _dog(redis_client, Coarse(redis_client), sent)
+    _running_job(redis_client, tenant)
+    assert dog.stall_timeout() == 100
+    for now in (1000, 1011, 1012, 1050):
+        assert dog.sweep(now=now) == []
+    assert dog.sweep(now=1101) == [] and dog.sweep(now=1102) != []  # after the stall timeout
+
+
 def test_progress_resets_the_stall_clock_and_finished_jobs_leave_the_index(redis_client, tenant, watchdog):
     dog, sent = watchdog
     job = _running_job(redis_client, tenant)
