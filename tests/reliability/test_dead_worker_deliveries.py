@@ -32,7 +32,7 @@ from tests.conftest import SAMPLE, worker_env
 from tests.integration.helpers import graph_snapshot
 from tests.reliability.conftest import sim, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.own_servers]  # its own Redis: the layout changes nothing
 
 VISIBILITY_S = 900  # kombu's restore_visible would bring the messages back after this: far above BOUND_S
 RENEW_S = 1.5  # the lease renewal interval: leases age out after 2 * 1.5 + 2 = 5 s
