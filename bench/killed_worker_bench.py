@@ -2,7 +2,7 @@
 
 Each run starts a fresh Redis and ``graphfleet up``'s stack with its defaults (processes ``auto``, the default
 visibility timeout and lease interval) and the gateway, the LLM simulator at ``--latency`` ms; ingests the first
-``--docs`` MSFT earnings-call transcripts (/work/shared/data/msft_earnings_calls) through the gateway; SIGKILLs
+``--docs`` MSFT earnings-call transcripts (``../shared/data/msft_earnings_calls``) through the gateway; SIGKILLs
 every ingest worker process once about a third of the chunks are done (of the undisturbed run's chunk count: the
 job's own total grows while its documents are chunked); and prints how many seconds after the kill the job
 succeeded, how much longer than the undisturbed job it took, and whether the graph equals the undisturbed run's
@@ -24,11 +24,12 @@ from pathlib import Path
 import httpx
 
 from bench.common import emit, redis_server, simulator, wait_gateway
+from bench.datasets import DATA_ROOT
 from graphfleet_cli.stack import Stack
 from shared.infra.redis_conn import connect, free_port
 from shared.infra.store.redis_graph import GraphStore
 
-CORPUS = Path("/work/shared/data/msft_earnings_calls/corpus.json")
+CORPUS = DATA_ROOT / "msft_earnings_calls" / "corpus.json"
 ADMIN_KEY = "adm-bench-killed-worker"
 TENANT = "calls"
 
