@@ -62,3 +62,27 @@ def excerpt(tmp_path, start: int, end: int):
     path = tmp_path / "excerpt.txt"
     path.write_text(SAMPLE.read_text(encoding="utf-8-sig")[start:end], encoding="utf-8")
     return path
+
+
+def sample_parts(tmp_path, count: int, chars: int | None = None) -> list:
+    """The first ``chars`` characters of the Christmas Carol sample (all of it by default) cut into ``count``
+    files of equal length: a batch of several documents."""
+    from tests.conftest import SAMPLE
+
+    text = SAMPLE.read_text(encoding="utf-8-sig")[:chars]
+    size = len(text) // count
+    paths = []
+    for i in range(count):
+        path = tmp_path / f"part{i:02d}.txt"
+        path.write_text(text[i * size:(i + 1) * size], encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def graph_and_stats(client, tenant: str) -> dict:
+    """Everything that defines a tenant's graph (``graph_snapshot``) and its counts."""
+    from shared.infra.store.redis_graph import GraphStore
+    from tests.integration.helpers import graph_snapshot
+
+    store = GraphStore(client.redis, tenant)
+    return {**graph_snapshot(store), **store.stats()}

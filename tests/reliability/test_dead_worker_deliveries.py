@@ -27,10 +27,8 @@ from graphfleet_cli.stack import Stack
 from shared.infra import queueing as q
 from shared.infra.keys import BROKER_UNACKED, BROKER_UNACKED_INDEX, Keys, broker_queue_keys, watchdog_key
 from shared.infra.redis_conn import to_str
-from shared.infra.store.redis_graph import GraphStore
-from tests.conftest import SAMPLE, worker_env
-from tests.integration.helpers import graph_snapshot
-from tests.reliability.conftest import sim, wait_for
+from tests.conftest import worker_env
+from tests.reliability.conftest import graph_and_stats, sample_parts, sim, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_servers]  # its own Redis: the layout changes nothing
 
@@ -39,22 +37,6 @@ RENEW_S = 1.5  # the lease renewal interval: leases age out after 2 * 1.5 + 2 = 
 BOUND_S = 150  # the job's wait after the kill, well under VISIBILITY_S
 GROUPS = [("ingest", ["chunker", "extractor", "merger", "reporter", "indexer"], "threads"),
           ("cluster", ["clusterer"], "solo")]
-
-
-def _documents(tmp_path, count: int = 4) -> list:
-    text = SAMPLE.read_text(encoding="utf-8-sig")[:48000]
-    size = len(text) // count
-    paths = []
-    for i in range(count):
-        path = tmp_path / f"part{i}.txt"
-        path.write_text(text[i * size:(i + 1) * size], encoding="utf-8")
-        paths.append(path)
-    return paths
-
-
-def _graph(client: LocalClient, tenant: str) -> dict:
-    store = GraphStore(client.redis, tenant)
-    return {**graph_snapshot(store), **store.stats()}
 
 
 def _message_summary(raw: bytes) -> str:
@@ -100,7 +82,7 @@ def test_every_ingest_worker_killed_and_no_supervisor_reclaim_the_job_completes(
     """Without the lease threads' reclaim (``reclaim_expired`` in ``workers/lease.tend`` taken out) the killed
     workers' messages stay in ``unacked`` for ``VISIBILITY_S``, the watchdog rightly leaves the job alone while
     they are there, and ``client.wait`` raises TimeoutError after ``BOUND_S``."""
-    docs = _documents(tmp_path)
+    docs = sample_parts(tmp_path, 4, chars=48000)
     env = {"GRAPHFLEET_WORKERS__VISIBILITY_TIMEOUT_S": VISIBILITY_S, "GRAPHFLEET_WORKERS__LEASE_RENEW_INTERVAL_S":
            RENEW_S}
     with sim(latency_ms=100) as llm:
@@ -111,7 +93,7 @@ def test_every_ingest_worker_killed_and_no_supervisor_reclaim_the_job_completes(
             client = LocalClient(private_redis.url)
             clean = client.wait("clean", client.ingest_files("clean", docs)["job_id"], timeout=600)
             assert clean["status"] == "succeeded", clean["failures"]
-            expected = _graph(client, "clean")
+            expected = graph_and_stats(client, "clean")
 
             job_id = client.ingest_files("killed", docs)["job_id"]
 
@@ -138,7 +120,7 @@ def test_every_ingest_worker_killed_and_no_supervisor_reclaim_the_job_completes(
 
             assert view["status"] == "succeeded", view["failures"]
             assert view["failures"] == []
-            got = _graph(client, "killed")
+            got = graph_and_stats(client, "killed")
             for key in ("documents", "chunks", "entities", "relations", "communities_by_level", "reports",
                         "communities"):
                 assert got[key] == expected[key], key

@@ -26,10 +26,8 @@ from shared.config import get_settings
 from shared.infra.keys import BROKER_UNACKED, BROKER_UNACKED_INDEX
 from shared.infra.queueing import make_celery, settings_for
 from shared.infra.redis_conn import EmbeddedRedis
-from shared.infra.store.redis_graph import GraphStore
-from tests.conftest import SAMPLE, worker_env
-from tests.integration.helpers import graph_snapshot
-from tests.reliability.conftest import sim
+from tests.conftest import worker_env
+from tests.reliability.conftest import graph_and_stats, sample_parts, sim
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -40,22 +38,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _documents(tmp_path, count: int = 12) -> list:
-    text = SAMPLE.read_text(encoding="utf-8-sig")
-    size = len(text) // count
-    paths = []
-    for i in range(count):
-        path = tmp_path / f"part{i:02d}.txt"
-        path.write_text(text[i * size:(i + 1) * size], encoding="utf-8")
-        paths.append(path)
-    return paths
-
-
-def _graph(client: LocalClient, tenant: str) -> dict:
-    store = GraphStore(client.redis, tenant)
-    return {**graph_snapshot(store), **store.stats()}
 
 
 def _wait_for(predicate, what: str, timeout: float, every: float = 0.05):
@@ -71,7 +53,7 @@ def test_sigkilled_worker_is_restarted_and_its_job_completes_with_default_settin
     """Without the supervisor the ingest queues have no consumer after the kill (the job never ends);
     with the former defaults (3600 s visibility, no lease renewal) the killed worker's messages stay in
     ``unacked`` for an hour: ``client.wait`` raises TimeoutError after ``RECOVERY_S`` either way."""
-    docs = _documents(tmp_path)
+    docs = sample_parts(tmp_path, 12)
     with sim(latency_ms=100) as llm:
         stack = Stack(data_dir=tmp_path / "stack", redis_url=private_redis.url, worker_concurrency=4,
                       gateway_port=_free_port(), extra_env=worker_env(llm)).start()
@@ -79,7 +61,7 @@ def test_sigkilled_worker_is_restarted_and_its_job_completes_with_default_settin
             client = LocalClient(private_redis.url)
             clean = client.wait("clean", client.ingest_files("clean", docs)["job_id"], timeout=900)
             assert clean["status"] == "succeeded", clean["failures"]
-            expected = _graph(client, "clean")
+            expected = graph_and_stats(client, "clean")
 
             job_id = client.ingest_files("killed", docs)["job_id"]
 
@@ -100,7 +82,7 @@ def test_sigkilled_worker_is_restarted_and_its_job_completes_with_default_settin
 
             assert view["status"] == "succeeded", view["failures"]
             assert view["failures"] == []
-            got = _graph(client, "killed")
+            got = graph_and_stats(client, "killed")
             for key in ("documents", "chunks", "entities", "relations", "communities_by_level", "reports",
                         "communities"):
                 assert got[key] == expected[key], key
