@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -63,7 +64,12 @@ class ReportSettings(BaseModel):
 
 
 class EmbeddingSettings(BaseModel):
-    dim: int = 256
+    # which embedder (GRAPHFLEET_EMBEDDING__PROVIDER, a contract): "openai" (the OpenAI-compatible endpoint at
+    # GRAPHFLEET_LLM_BASE_URL, model GRAPHFLEET_EMBEDDING_MODEL), "local" (wordllama's 256-dimension model,
+    # shipped in its wheel: knows meaning, no network, no key) or "hashing" (hashed words, lexical only);
+    # unset: "openai" when an endpoint is configured, else "local"
+    provider: Literal["local", "openai", "hashing"] | None = None
+    dim: int = 256  # the hashing embedder's dimensions (the local model has its own: 256)
     batch_size: int = 64
 
 
@@ -231,6 +237,11 @@ class Settings(BaseSettings):
                 f"GRAPHFLEET_ENV={self.env} and no LLM configured: set GRAPHFLEET_LLM_BASE_URL (and "
                 "GRAPHFLEET_LLM_API_KEY), or set GRAPHFLEET_LLM_FREE=true to run without an LLM on purpose "
                 "(rule-based extraction and hashing embeddings: much weaker graphs and retrieval)")
+
+    @property
+    def embedding_provider(self) -> str:
+        """The embedder in use: ``embedding.provider`` when set, else "openai" with an endpoint, else "local"."""
+        return self.embedding.provider or ("openai" if self.llm_enabled else "local")
 
     @property
     def effective_summary_model(self) -> str:

@@ -1,5 +1,7 @@
-"""Embedders: the configured OpenAI-compatible embedding model, or a local hashing embedder
-when no LLM endpoint is configured (weak but deterministic; BM25 carries retrieval then)."""
+"""Embedders, chosen by ``GRAPHFLEET_EMBEDDING__PROVIDER`` (``Settings.embedding_provider``): the configured
+OpenAI-compatible embedding model ("openai"), the local model shipped in the wordllama wheel ("local", the
+default with no endpoint: ``shared.infra.llm.local_embedder``), or hashed words ("hashing": lexical,
+deterministic, BM25 carries retrieval then)."""
 
 from __future__ import annotations
 
@@ -99,10 +101,19 @@ class LLMEmbedder:
         return out
 
 
-def make_embedder(settings, llm_client=None) -> Embedder:
-    """The LLM embedder, or the hashing one when there is no LLM; outside development the hashing fallback
-    must be chosen (``GRAPHFLEET_LLM_FREE=true``), else ``shared.config.LLMModeError``."""
-    if settings.llm_enabled and llm_client is not None:
+def make_embedder(settings, llm_client=None, recorder=None) -> Embedder:
+    """The embedder ``settings.embedding_provider`` names. "openai" needs the LLM client (an endpoint);
+    without one, outside development, the LLM-free mode must be chosen (``GRAPHFLEET_LLM_FREE=true``), else
+    ``shared.config.LLMModeError``. ``recorder`` books the local embedder's calls (the client books its own)."""
+    provider = settings.embedding_provider
+    if provider == "openai":
+        if llm_client is None:
+            raise ValueError("GRAPHFLEET_EMBEDDING__PROVIDER=openai needs an endpoint: set GRAPHFLEET_LLM_BASE_URL")
         return LLMEmbedder(llm_client, settings.embedding_model, settings.embedding.batch_size)
-    settings.check_llm_mode()
-    return HashingEmbedder(settings.embedding.dim)
+    if not settings.llm_enabled:
+        settings.check_llm_mode()
+    if provider == "hashing":
+        return HashingEmbedder(settings.embedding.dim)
+    from shared.infra.llm.local_embedder import LocalEmbedder
+
+    return LocalEmbedder(recorder, settings.embedding.batch_size)
