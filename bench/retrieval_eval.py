@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.retrieval_eval [--sets hotpotqa musique 2wiki quickstart] [--llm sim|none|both]
         [--modes local global naive hybrid causal graph] [--budget 4000] [--limit N] [--latency-ms 0]
         [--questions Q.json [--corpus C.json] [--join ""]] [--out bench/results/retrieval.jsonl]
-        [--questions-out PATH]
+        [--questions-out PATH] [--bm25-top-k 300] [--hybrid-bm25-weight 0.5]
 
 No real LLM answers here, so the context itself is measured. Each public multi-hop dev set of
 ``../shared/data`` (bench/datasets.py; or any set by ``--questions``/``--corpus``) is pooled into one corpus
@@ -12,9 +12,11 @@ fresh stack (Redis, Celery workers), one document ``"<title>\\n<text>"`` per pas
 and mode graphfleet builds its context with ``only_need_context`` under ``--budget`` tokens counted with
 cl100k (the query model is ``gpt-4``, a cl100k model); a passage counts as retrieved when its whole text
 appears in the context, as a sequence of lower-cased word tokens (so CSV quoting and reflowed whitespace do
-not hide it). Two BM25 baselines pack whole passages, best first (top ``--bm25-top-k``), into (1) the
-largest context allowance (``budget.total_allowed``: the budget less system prompt, query and buffer) any
-passage-carrying graphfleet mode got for that question, and (2) the whole budget.
+not hide it). The baselines (bench/retrieval_baselines.py) rank whole passage documents without a graph and
+pack them, best first, with one packer: BM25 (top ``--bm25-top-k``), ``dense`` (cosine with the local embedder,
+``LocalEmbedder``) and ``hybrid_baseline`` (the two fused by z-score at BM25 weight ``--hybrid-bm25-weight``).
+Each gets the largest context allowance (``budget.total_allowed``: the budget less system prompt, query and
+buffer) any passage-carrying graphfleet mode got for that question; BM25 is also packed into the whole budget.
 
 Written: ``retrieval_set`` per set, LLM setting and system, ``retrieval_macro`` per LLM setting and system
 (shapes: bench/retrieval_records.py) to ``--out``, and one ``retrieval_question`` line per set, LLM setting,
@@ -36,6 +38,7 @@ from pathlib import Path
 from bench.common import emit, machine, redis_server, sim_stats, simulator, stack
 from bench.datasets import DATA_ROOT, SETS, Dataset, load_files, load_named_set
 from bench.peers.peer_run import delta
+from bench.retrieval_baselines import BM25_TOP_K, BUDGET_MODEL, HYBRID_BM25_WEIGHT, Baselines
 from bench.retrieval_records import (
     bm25_allowances,
     chunk_passage_map,
@@ -44,50 +47,12 @@ from bench.retrieval_records import (
     question_record,
     set_summary,
 )
-from shared.domain.retrieval.bm25 import BM25Index
-from shared.domain.tokens import count_tokens, count_tokens_batch
+from shared.domain.tokens import count_tokens
 
 ROOT = Path(__file__).resolve().parent.parent
-BUDGET_MODEL = "gpt-4"  # cl100k_base
-BM25_TOP_K = 300
 DEFAULT_MODES = ["local", "global", "naive", "hybrid", "causal", "graph"]
 LLM_FLAGS = {"sim": [True], "none": [False], "both": [True, False]}
 PEER_MODES = {"nano": ["local", "global", "naive"], "lightrag": ["local", "global", "hybrid", "naive", "mix"]}
-
-
-class Bm25:
-    """BM25 over a set's passage documents; whole documents packed best first into a token allowance."""
-
-    def __init__(self, docs: dict[str, str], top_k: int = BM25_TOP_K):
-        self.docs, self.top_k = docs, top_k
-        self.index = BM25Index.build(docs.items())
-        self.tokens = dict(zip(docs, count_tokens_batch(list(docs.values()), BUDGET_MODEL), strict=True))
-
-    def rank(self, query: str) -> list[str]:
-        return [key for key, _score in self.index.query(query, top_k=self.top_k)]
-
-    def pack(self, ranked: list[str], allowance: int) -> tuple[str, list[str]]:
-        """(context, kept keys): each document that still fits (+1 token for its line break), in rank order."""
-        kept, used = [], 0
-        for key in ranked:
-            if used + self.tokens[key] + 1 <= allowance:
-                kept.append(key)
-                used += self.tokens[key] + 1
-        return "\n".join(self.docs[k] for k in kept), kept
-
-    def records(self, ds: Dataset, head: dict, rankings: dict[str, list[str]],
-                allowances: dict[str, tuple[int, str | None]] | None, budget: int) -> list[dict]:
-        """One ``retrieval_question`` per question; allowance per question (None: the whole budget)."""
-        out = []
-        for q in ds.questions:
-            allowance, source = (allowances or {}).get(q["qid"], (budget, None))
-            context, kept = self.pack(rankings[q["qid"]], allowance)
-            tokens = count_tokens(context, BUDGET_MODEL)
-            rec = question_record(head, q, context, ds.passages, ranked=rankings[q["qid"]], kept=set(kept),
-                                  context_tokens=tokens)
-            out.append({**rec, "allowance": allowance, "allowance_from": source, "total_tokens": tokens,
-                        "carries_passages": True})
-        return out
 
 
 def parse_variant(spec: str) -> tuple[str, str, dict]:
@@ -160,7 +125,8 @@ def _measure_modes(client, args, ds: Dataset, head: dict, chunk_keys: dict[str, 
     return by_mode
 
 
-def run_graphfleet(args, ds: Dataset, llm: str | None, head: dict) -> dict[str, list[dict]]:
+def run_graphfleet(args, ds: Dataset, llm: str | None, head: dict,
+                   embed_in_process: dict | None = None) -> dict[str, list[dict]]:
     """A fresh stack: ingest the set's passages, map chunk ids to passages, then every mode's questions."""
     from graphfleet_cli.local_client import LocalClient
     from shared.infra.ingest_submit import DocumentInput
@@ -185,6 +151,7 @@ def run_graphfleet(args, ds: Dataset, llm: str | None, head: dict) -> dict[str, 
               "llm_calls": sim["llm_calls"], "prompt_tokens": sim["prompt_tokens"],
               "completion_tokens": sim["completion_tokens"], "embedding_calls": sim["embedding_calls"],
               "ledger": {k: usage.get(k) for k in ("calls", "prompt_tokens", "completion_tokens", "cost_usd")},
+              "embed_in_process": embed_in_process,
               **{k: stats[k] for k in ("chunks", "entities", "relations", "communities_by_level")}}, args.out)
         return _measure_modes(client, args, ds, head, chunk_keys)
 
@@ -221,21 +188,28 @@ def run_peer(args, system: str, ds: Dataset, llm: str, head: dict) -> dict[str, 
 
 
 def run_set(args, ds: Dataset, llm_url: str | None, qout: Path | None, run_id: str = "") -> list[dict]:
-    """One set under each LLM setting: graphfleet (and peers), both BM25 baselines; the set summaries."""
-    bm25 = Bm25(ds.docs, args.bm25_top_k)
-    rankings = {q["qid"]: bm25.rank(q["question"]) for q in ds.questions}
+    """One set under each LLM setting: graphfleet (and peers), the baselines; the set summaries. The baselines
+    rank each question once (the passages embedded once) for every LLM setting; each setting packs them into
+    its own allowances (BM25's full-budget row aside)."""
+    base = Baselines(ds.docs, args.bm25_top_k, args.hybrid_bm25_weight)
+    rankings = base.rank_all(ds.questions)
     summaries = []
     for llm in LLM_FLAGS[args.llm]:
         head = {"run": run_id, "set": ds.name, "llm": llm}
         url = llm_url if llm else None
-        by_mode = run_graphfleet(args, ds, url, head) if "graphfleet" in args.systems else {}
+        by_mode = run_graphfleet(args, ds, url, head, base.embed_cost) if "graphfleet" in args.systems else {}
         flat = [r for records in by_mode.values() for r in records]
-        same = bm25.records(ds, {**head, "system": "bm25", "mode": "bm25"}, rankings,
-                            bm25_allowances(flat, args.budget), args.budget)
-        full = bm25.records(ds, {**head, "system": "bm25", "mode": "bm25_full"}, rankings, None, args.budget)
-        _write(flat + same + full, qout)
+        allowances = bm25_allowances(flat, args.budget)
+        same = base.records(ds, {**head, "system": "bm25", "mode": "bm25"}, rankings["bm25"], allowances,
+                            args.budget)
+        full = base.records(ds, {**head, "system": "bm25", "mode": "bm25_full"}, rankings["bm25"], None,
+                            args.budget)
+        others = {name: base.records(ds, {**head, "system": name, "mode": name}, rankings[name], allowances,
+                                     args.budget) for name in ("hybrid_baseline", "dense")}
+        _write(flat + same + full + others["hybrid_baseline"] + others["dense"], qout)
         summaries.append(set_summary({**head, "system": "graphfleet"}, by_mode, args.budget, len(ds.passages),
-                                     same, full))
+                                     same, full, **others, embed_cost=base.embed_cost,
+                                     hybrid_bm25_weight=args.hybrid_bm25_weight))
         emit(summaries[-1], args.out)
         for system in (s for s in args.systems if s != "graphfleet" and llm):
             by_mode = run_peer(args, system, ds, url, head)
@@ -264,7 +238,8 @@ def run(args) -> None:
                    for ds in sets},
           "systems": args.systems, "llm": LLM_FLAGS[args.llm], "modes": args.modes,
           "modes_skipped": getattr(args, "modes_skipped", []), "budget": args.budget,
-          "bm25_top_k": args.bm25_top_k, "questions_out": str(qout) if qout else None}, args.out)
+          "bm25_top_k": args.bm25_top_k,
+          "hybrid_bm25_weight": args.hybrid_bm25_weight, "questions_out": str(qout) if qout else None}, args.out)
     summaries: list[dict] = []
     with contextlib.ExitStack() as es:
         llm_url = es.enter_context(simulator(latency_ms=args.latency_ms)) if True in LLM_FLAGS[args.llm] else None
@@ -297,7 +272,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--llm", choices=list(LLM_FLAGS), default="sim",
                     help="sim: the simulator; none: LLM-free extraction, no LLM at query time; both: each in turn")
     ap.add_argument("--no-llm", dest="llm", action="store_const", const="none", help="same as --llm none")
-    ap.add_argument("--bm25-top-k", type=int, default=BM25_TOP_K)
+    ap.add_argument("--bm25-top-k", type=int, default=BM25_TOP_K,
+                    help="the baselines' top k: BM25's, the dense list's and the fused hybrid's")
+    ap.add_argument("--hybrid-bm25-weight", type=float, default=HYBRID_BM25_WEIGHT,
+                    help="the hybrid baseline's BM25 share W in z-score fusion (dense: 1 - W)")
     ap.add_argument("--latency-ms", type=float, default=0.0)
     ap.add_argument("--processes", type=int, default=1)
     ap.add_argument("--limit", type=int, default=0, help="first N questions of each set only")

@@ -10,15 +10,18 @@ Records (JSON lines):
   (a chunk of it is in ``sources.chunks``; None when unknown), in_context (its whole text is in the
   context)}], candidates (how many; None: not reported), section_tokens {section: tokens_used},
   total_tokens, allowance (``budget.total_allowed``), carries_passages, context_tokens (cl100k count of the
-  context), recall, seconds, context_ms (``details.context_ms``), error (failed queries only). BM25's lines
-  (system "bm25", mode "bm25" or "bm25_full") have its rank and packing, and allowance_from (the mode
-  whose allowance it got; None: the whole budget).
+  context), recall, seconds, context_ms (``details.context_ms``), error (failed queries only). The
+  baselines' lines (bench/retrieval_baselines.py: system and mode "bm25" or "bm25_full", "hybrid_baseline",
+  "dense") have their rank and packing, allowance_from (the mode whose allowance they got; None: the whole
+  budget), and context_ms = ranking (the question's embedding included) + packing.
 - ``retrieval_set``: run, set, llm, system, questions, passages, budget, budget_encoding, modes = {label:
-  stats}, and for graphfleet bm25 (same allowance) and bm25_full (whole budget) with the same stats:
-  questions, recall, all_gold_share, gold_in_candidates, gold_kept, context_tokens_median, over_budget,
-  errors, allowance_median, allowance_used_median, seconds_p50, context_ms_p50.
+  stats}, and for graphfleet the baselines bm25 (same allowance), bm25_full (whole budget),
+  hybrid_baseline and dense (same allowance) with the same stats: questions, recall, all_gold_share,
+  gold_in_candidates, gold_kept, context_tokens_median, over_budget, errors, allowance_median,
+  allowance_used_median, seconds_p50, context_ms_p50; embed_cost (the baselines' one embedding pass over
+  the passages: model, passages, seconds, cpu_seconds, passages_per_s) and hybrid_bm25_weight.
 - ``retrieval_macro``: run, llm, system, sets, questions, recall = {label: mean over sets; None unless every
-  set has it}, bm25, bm25_full.
+  set has it}, bm25, bm25_full, hybrid_baseline, dense.
 """
 
 from __future__ import annotations
@@ -154,23 +157,32 @@ def mode_stats(records: list[dict], budget: int) -> dict:
             "context_ms_p50": None if ms is None else round(ms, 2)}
 
 
+BASELINES = {  # summary key -> what its allowance is
+    "bm25": "largest total_allowed of the passage-carrying graphfleet modes, per question",
+    "bm25_full": "the whole budget",
+    "hybrid_baseline": "as bm25 (same allowance)",
+    "dense": "as bm25 (same allowance)",
+}
+
+
 def set_summary(head: dict, by_mode: dict[str, list[dict]], budget: int, passages: int,
-                bm25: list[dict] | None = None, bm25_full: list[dict] | None = None) -> dict:
-    """``retrieval_set``: ``head`` (set, llm, system) with each mode's stats and, for graphfleet, BM25's."""
+                bm25: list[dict] | None = None, bm25_full: list[dict] | None = None,
+                hybrid_baseline: list[dict] | None = None, dense: list[dict] | None = None, **extra) -> dict:
+    """``retrieval_set``: ``head`` (set, llm, system) with each mode's stats and, for graphfleet, the baselines'
+    (``extra``: further fields, e.g. the baselines' in-process embedding cost)."""
     questions = max((len(v) for v in by_mode.values()), default=len(bm25 or []))
     out = {"bench": "retrieval_set", **head, "questions": questions, "passages": passages, "budget": budget,
            "budget_encoding": "cl100k_base", "modes": {m: mode_stats(rs, budget) for m, rs in by_mode.items()}}
-    if bm25 is not None:
-        out["bm25"] = {**mode_stats(bm25, budget), "allowance": "largest total_allowed of the passage-carrying "
-                       "graphfleet modes, per question"}
-    if bm25_full is not None:
-        out["bm25_full"] = {**mode_stats(bm25_full, budget), "allowance": "the whole budget"}
-    return out
+    for name, records in (("bm25", bm25), ("bm25_full", bm25_full), ("hybrid_baseline", hybrid_baseline),
+                          ("dense", dense)):
+        if records is not None:
+            out[name] = {**mode_stats(records, budget), "allowance": BASELINES[name]}
+    return {**out, **extra}
 
 
 def macro_average(summaries: list[dict]) -> dict:
     """``retrieval_macro`` of one (llm, system)'s set summaries: the mean over sets of each recall; a mode
-    (or BM25) missing from any set gets None (its mean would cover other questions)."""
+    (or baseline) missing from any set gets None (its mean would cover other questions)."""
     head = {k: summaries[0].get(k) for k in ("run", "llm", "system")} if summaries else {}
     modes = list(dict.fromkeys(m for s in summaries for m in s["modes"]))
 
@@ -181,7 +193,7 @@ def macro_average(summaries: list[dict]) -> dict:
     return {"bench": "retrieval_macro", **head, "sets": [s["set"] for s in summaries],
             "questions": sum(s["questions"] for s in summaries),
             "recall": {m: mean([s["modes"][m]["recall"] for s in summaries if m in s["modes"]]) for m in modes},
-            **{b: mean([s[b]["recall"] for s in summaries if s.get(b)]) for b in ("bm25", "bm25_full")}}
+            **{b: mean([s[b]["recall"] for s in summaries if s.get(b)]) for b in BASELINES}}
 
 
 # ------------------------------------------------------------------ report (bench/make_report.py)
@@ -207,14 +219,17 @@ def _set_order(summaries: list[dict]) -> list[str]:
     return [s for s in SETS if s in seen] + [s for s in seen if s not in SETS]
 
 
+BASELINE_ROWS = {"bm25": "BM25 (same allowance)", "bm25_full": "BM25 (full budget)",
+                 "hybrid_baseline": "hybrid baseline: BM25 + dense (same allowance)", "dense": "dense (same allowance)"}
+
+
 def _rows(group: list[dict]) -> list[tuple[str, dict[str, dict]]]:
     """(row label, set -> stats): BM25 first, then graphfleet's modes, then the peers'."""
     rows: dict[str, dict[str, dict]] = {}
     for s in sorted(group, key=lambda s: list(NAMES).index(s["system"]) if s["system"] in NAMES else 9):
-        if s.get("bm25"):
-            rows.setdefault("BM25 (same allowance)", {})[s["set"]] = s["bm25"]
-        if s.get("bm25_full"):
-            rows.setdefault("BM25 (full budget)", {})[s["set"]] = s["bm25_full"]
+        for key, label in BASELINE_ROWS.items():
+            if s.get(key):
+                rows.setdefault(label, {})[s["set"]] = s[key]
     for s in sorted(group, key=lambda s: list(NAMES).index(s["system"]) if s["system"] in NAMES else 9):
         for mode, stats in s["modes"].items():
             label = mode if s["system"] == "graphfleet" else f"{NAMES.get(s['system'], s['system'])} {mode}"
@@ -257,7 +272,7 @@ def sets_tables(rows: list[dict]) -> list[str]:
                 + " | macro | macro gap to BM25 (same allowance) |", "|---" * (len(sets) + 3) + "|"]
         for name, cells in table:
             macro = _macro(cells, sets)
-            gap = "-" if macro is None or bm25 is None or name.startswith("BM25") else f"{macro - bm25:+.3f}"
+            gap = "-" if macro is None or bm25 is None or name in BASELINE_ROWS.values() else f"{macro - bm25:+.3f}"
             recalls = [_f(cells[s]["recall"], ".3f") + (f" ({cells[s]['questions']} q)" if cells[s]["questions"]
                                                  != asked.get(s, cells[s]["questions"]) else "")
                        if s in cells else "-" for s in sets]

@@ -15,7 +15,8 @@ from collections import Counter
 import pytest
 
 from bench.datasets import DATA_ROOT, Dataset, _question_passages, load_files, load_named_set, load_set
-from bench.retrieval_eval import BUDGET_MODEL, DEFAULT_MODES, Bm25, parse_args, parse_variant, rejected_modes
+from bench.retrieval_baselines import BUDGET_MODEL, Bm25
+from bench.retrieval_eval import DEFAULT_MODES, parse_args, parse_variant, rejected_modes
 from bench.retrieval_records import (
     bm25_allowances,
     chunk_passage_map,
