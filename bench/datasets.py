@@ -1,6 +1,8 @@
 """The public multi-hop dev sets of ``../shared/data`` as (questions, pooled passages) for bench/retrieval_eval.py.
 
-Every set is pooled into one corpus; each question gets ``gold``, the keys of its supporting passages.
+Every set is pooled into one corpus; each question gets ``gold``, the keys of its supporting passages, and
+``answers``, its gold answer and aliases (``answer``; MuSiQue also ``answer_aliases``; none for a record
+without an answer).
 Formats (each folder's README.md): HotpotQA and 2WikiMultihopQA records carry ``context`` = [[title,
 [sentences]]] and ``supporting_facts`` = [[title, sentence index]] (gold = the titles named there);
 MuSiQue records carry ``paragraphs`` = [{title, paragraph_text, is_supporting}] (gold marked per paragraph:
@@ -15,6 +17,8 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from bench.retrieval_answers import gold_answers
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_ROOT = ROOT.parent / "shared" / "data"
@@ -42,7 +46,7 @@ SETS: dict[str, SetSpec] = {  # the names are a contract (--sets, the records' "
 @dataclass
 class Dataset:
     name: str
-    questions: list[dict]  # the records, each with "qid", "gold" (passage keys) and "source" (file stem)
+    questions: list[dict]  # the records, each with "qid", "gold" (passage keys), "answers" and "source" (file stem)
     passages: dict[str, str]  # passage key -> text
     titles: dict[str, str] = field(default_factory=dict)  # passage key -> title
     skipped: dict[str, int] = field(default_factory=dict)  # "no_passages" / "duplicate_id" -> count
@@ -134,7 +138,7 @@ def load_files(files: list[tuple[Path, str]], corpus: Path | None = None, corpus
                 key = passages.add(title, text) if corpus is None else passages.keys.get((title, text), title)
                 if is_gold:
                     gold.add(key)
-            questions.append({**q, "qid": qid, "source": path.stem, "gold": sorted(gold)})
+            questions.append({**q, "qid": qid, "source": path.stem, "gold": sorted(gold), "answers": gold_answers(q)})
     return Dataset(name, questions, passages.text, passages.titles, skipped)
 
 

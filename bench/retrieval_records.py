@@ -10,18 +10,22 @@ Records (JSON lines):
   (a chunk of it is in ``sources.chunks``; None when unknown), in_context (its whole text is in the
   context)}], candidates (how many; None: not reported), section_tokens {section: tokens_used},
   total_tokens, allowance (``budget.total_allowed``), carries_passages, context_tokens (cl100k count of the
-  context), recall, seconds, context_ms (``details.context_ms``), error (failed queries only). The
-  baselines' lines (bench/retrieval_baselines.py: system and mode "bm25" or "bm25_full", "hybrid_baseline",
-  "dense") have their rank and packing, allowance_from (the mode whose allowance they got; None: the whole
-  budget), and context_ms = ranking (the question's embedding included) + packing.
+  context), recall, answer_in_context (bench/retrieval_answers.py: the gold answer or an alias is in the
+  context as whole words; None: a yes/no or empty answer, not counted), seconds, context_ms
+  (``details.context_ms``), error (failed queries only). The baselines' lines (bench/retrieval_baselines.py:
+  system and mode "bm25" or "bm25_full", "hybrid_baseline", "dense") have their rank and packing,
+  allowance_from (the mode whose allowance they got; None: the whole budget), and context_ms = ranking (the
+  question's embedding included) + packing.
 - ``retrieval_set``: run, set, llm, system, questions, passages, budget, budget_encoding, modes = {label:
   stats}, and for graphfleet the baselines bm25 (same allowance), bm25_full (whole budget),
-  hybrid_baseline and dense (same allowance) with the same stats: questions, recall, all_gold_share,
+  hybrid_baseline and dense (same allowance) with the same stats: questions, recall, answer_in_context
+  (share of the counted questions), answer_questions (how many counted), all_gold_share,
   gold_in_candidates, gold_kept, context_tokens_median, over_budget, errors, allowance_median,
   allowance_used_median, seconds_p50, context_ms_p50; embed_cost (the baselines' one embedding pass over
   the passages: model, passages, seconds, cpu_seconds, passages_per_s) and hybrid_bm25_weight.
 - ``retrieval_macro``: run, llm, system, sets, questions, recall = {label: mean over sets; None unless every
-  set has it}, bm25, bm25_full, hybrid_baseline, dense.
+  set has it}, bm25, bm25_full, hybrid_baseline, dense (their recall), answer_in_context = {label or
+  baseline: mean over sets}.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import statistics
 from collections.abc import Iterable
 
 from bench.datasets import SETS, norm
+from bench.retrieval_answers import answer_in_context
 
 PASSAGE_SECTION = "sources"  # the section of chunk texts (naive, local, hybrid, causal)
 NAMES = {"graphfleet": "graphfleet", "nano": "nano-graphrag", "lightrag": "LightRAG"}
@@ -107,6 +112,7 @@ def question_record(head: dict, q: dict, context: str, passages: dict[str, str],
             "total_tokens": budget.get("total_tokens"), "allowance": budget.get("total_allowed"),
             "carries_passages": carries_passages(result), "context_tokens": context_tokens,
             "recall": sum(g["in_context"] for g in gold) / len(gold) if gold else 0.0,
+            "answer_in_context": answer_in_context(context, q.get("answers") or []),
             "seconds": None if seconds is None else round(seconds, 4),
             "context_ms": (result.get("details") or {}).get("context_ms")}
 
@@ -136,14 +142,17 @@ def _share(flags: list) -> float | None:
 
 
 def mode_stats(records: list[dict], budget: int) -> dict:
-    """One mode's questions: mean recall, where the gold passages went (share among the candidates, share
-    kept), and medians of tokens, allowance, allowance used and time."""
+    """One mode's questions: mean recall, the answer-in-context share (among the questions that count), where
+    the gold passages went (share among the candidates, share kept), and medians of tokens, allowance,
+    allowance used and time."""
     n = len(records)
     gold = [g for r in records for g in r["gold"]]
     used = [r["total_tokens"] / r["allowance"] for r in records if r.get("allowance") and r.get("total_tokens")
             is not None]
     secs, ms = _median([r.get("seconds") for r in records]), _median([r.get("context_ms") for r in records])
+    answers = [r.get("answer_in_context") for r in records]
     return {"questions": n, "recall": round(statistics.mean(r["recall"] for r in records), 4) if n else None,
+            "answer_in_context": _share(answers), "answer_questions": sum(a is not None for a in answers),
             "all_gold_share": round(sum(r["recall"] == 1.0 for r in records) / n, 4) if n else None,
             "gold_in_candidates": _share([None if r["candidates"] is None else g["candidate_rank"] is not None
                                           for r in records for g in r["gold"]]),
@@ -193,7 +202,10 @@ def macro_average(summaries: list[dict]) -> dict:
     return {"bench": "retrieval_macro", **head, "sets": [s["set"] for s in summaries],
             "questions": sum(s["questions"] for s in summaries),
             "recall": {m: mean([s["modes"][m]["recall"] for s in summaries if m in s["modes"]]) for m in modes},
-            **{b: mean([s[b]["recall"] for s in summaries if s.get(b)]) for b in BASELINES}}
+            **{b: mean([s[b]["recall"] for s in summaries if s.get(b)]) for b in BASELINES},
+            "answer_in_context": {m: mean([s["modes"][m].get("answer_in_context") for s in summaries
+                                           if m in s["modes"]]) for m in modes}
+            | {b: mean([s[b].get("answer_in_context") for s in summaries if s.get(b)]) for b in BASELINES}}
 
 
 # ------------------------------------------------------------------ report (bench/make_report.py)
