@@ -136,7 +136,7 @@ def run_graphfleet(args, ds: Dataset, llm: str | None, head: dict,
     with redis_server() as url, stack(url, llm, 16, args.processes):
         client = LocalClient(url)
         before = sim_stats(llm) if llm else None
-        started = time.perf_counter()
+        started, started_ts = time.perf_counter(), time.time()
         job = _submit(client, "eval", [DocumentInput(text=doc, title=ds.titles.get(k, k)) for k, doc in docs.items()])
         view = client.wait("eval", job["job_id"], timeout=3 * 3600)
         ingest_s = time.perf_counter() - started
@@ -151,9 +151,29 @@ def run_graphfleet(args, ds: Dataset, llm: str | None, head: dict,
               "llm_calls": sim["llm_calls"], "prompt_tokens": sim["prompt_tokens"],
               "completion_tokens": sim["completion_tokens"], "embedding_calls": sim["embedding_calls"],
               "ledger": {k: usage.get(k) for k in ("calls", "prompt_tokens", "completion_tokens", "cost_usd")},
+              "embedding": embed_usage(client.redis, job["job_id"], usage, len(docs), started_ts),
               "embed_in_process": embed_in_process,
               **{k: stats[k] for k in ("chunks", "entities", "relations", "communities_by_level")}}, args.out)
         return _measure_modes(client, args, ds, head, chunk_keys)
+
+
+def embed_usage(redis, job_id: str, usage: dict, passages: int, since: float) -> dict:
+    """The ingestion's embedding cost from the job's ledger: stage ``embed`` calls and input tokens (the job's
+    usage), the calls' summed latency (they overlap: workers run them concurrently) and the wall time while at
+    least one ran (the union of their intervals), their models (the tenant's usage records), and passages per
+    second of that wall time (the calls embed chunks and entity descriptions both)."""
+    from shared.infra.llm.usage import read_usage
+
+    stage = (usage.get("by_stage") or {}).get("embed") or {}
+    recs = [r for r in read_usage(redis, "eval", since) if r.job_id == job_id and r.stage == "embed"]
+    wall, end = 0.0, float("-inf")
+    for start, stop in sorted((r.ts - r.latency_s, r.ts) for r in recs):
+        wall += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    return {"calls": stage.get("calls", 0), "input_tokens": stage.get("prompt_tokens", 0),
+            "latency_s": round(sum(r.latency_s for r in recs), 3), "wall_s": round(wall, 3),
+            "models": sorted({r.model for r in recs}),
+            "passages_per_s": round(passages / wall, 1) if wall > 0 else None}
 
 
 def run_peer(args, system: str, ds: Dataset, llm: str, head: dict) -> dict[str, list[dict]]:
