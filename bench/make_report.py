@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.make_report
 
 The comparison tables are in ``bench.report_compare``, the earlier retrieval tables in
-``bench.report_retrieval`` and the multi-set retrieval tables in ``bench.retrieval_records``.
+``bench.report_retrieval`` and the multi-set retrieval tables in ``bench.report_retrieval_sets``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from bench.report_common import RESULTS, ROOT, fmt_ratio, load_results, newest
 from bench.report_compare import by_stage, compare_tables
 from bench.report_cost import cost_section
 from bench.report_retrieval import retrieval_runs, retrieval_table
-from bench.retrieval_records import sets_tables
+from bench.report_retrieval_sets import sets_tables
 from bench.walk_bench import walk_table
 
 __all__ = ["by_stage", "clustering_table", "compare_tables", "ingest_table", "main", "query_table", "render",
@@ -134,10 +134,14 @@ def render() -> str:
         "passages; MuSiQue `musique_dev`: 292 / 4,543; 2WikiMultihopQA `2wikimultihopqa_dev`: 164 / 1,294; "
         "`hoprag_quickstart`: 30 / 399), each ingested into its own fresh stack: the share of gold supporting "
         "passages whose whole text is in the context built with `only_need_context` under a 4,000-token budget "
-        "(cl100k). BM25 packs whole passages, best first, into the largest context allowance "
-        "(`budget.total_allowed`: the budget less system prompt, query and buffer) any passage-carrying mode got "
-        "for the same question (same allowance), and into the whole budget. Per-question records (gold passages' "
-        "candidate ranks, kept or not, tokens per section): `bench/results/retrieval.questions.jsonl`.", "",
+        "(cl100k), and the share of questions whose gold answer (or an alias) is in it as whole words "
+        "(answer-in-context; yes/no questions not counted), so a graph row that carries the answer counts as a "
+        "passage does. The baselines rank whole passages without a graph (BM25; dense: cosine with the local "
+        "embedder; the hybrid baseline: the two fused by z-score, BM25 weight 0.5) and pack them, best first, into "
+        "the largest context allowance (`budget.total_allowed`: the budget less system prompt, query and buffer) "
+        "any passage-carrying mode got for the same question (same allowance); BM25 also into the whole budget. "
+        "Per-question records (gold passages' candidate ranks, kept or not, tokens per section, answer in "
+        "context): `bench/results/retrieval.questions.jsonl`.", "",
         *sets_tables(load_results("retrieval.jsonl")),
         *_notes("retrieval_notes.md"),
         *(["### HotpotQA only, with nano-graphrag and LightRAG (earlier runs)", "",

@@ -1,6 +1,6 @@
 """bench/retrieval_eval.py's records, without a stack: recall, the chunk -> passage map, BM25's allowance,
-the per-question record, the per-set summary, the macro average over sets, and their report tables
-(rendered by bench/make_report.py).
+the per-question record, the per-set summary and the macro average over sets (their report tables:
+bench/report_retrieval_sets.py).
 
 Records (JSON lines):
 
@@ -33,11 +33,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 
-from bench.datasets import SETS, norm
+from bench.datasets import norm
 from bench.retrieval_answers import answer_in_context
 
 PASSAGE_SECTION = "sources"  # the section of chunk texts (naive, local, hybrid, causal)
-NAMES = {"graphfleet": "graphfleet", "nano": "nano-graphrag", "lightrag": "LightRAG"}
 
 
 def _padded(text: str) -> str:
@@ -206,95 +205,3 @@ def macro_average(summaries: list[dict]) -> dict:
             "answer_in_context": {m: mean([s["modes"][m].get("answer_in_context") for s in summaries
                                            if m in s["modes"]]) for m in modes}
             | {b: mean([s[b].get("answer_in_context") for s in summaries if s.get(b)]) for b in BASELINES}}
-
-
-# ------------------------------------------------------------------ report (bench/make_report.py)
-RUN_HINT = ("(no results yet: `.venv/bin/python -m bench.retrieval_eval --llm both --out "
-            "bench/results/retrieval.jsonl`)")
-
-
-def _newest_summaries(rows: list[dict]) -> list[dict]:
-    """The last ``retrieval_set`` per (set, llm, system): runs append, and sets may be measured separately."""
-    out: dict[tuple, dict] = {}
-    for r in rows:
-        if r.get("bench") == "retrieval_set":
-            out[(r["set"], r["llm"], r["system"])] = r
-    return list(out.values())
-
-
-def _f(value, spec: str = ".2f") -> str:
-    return "-" if value is None else format(value, spec)
-
-
-def _set_order(summaries: list[dict]) -> list[str]:
-    seen = list(dict.fromkeys(s["set"] for s in summaries))
-    return [s for s in SETS if s in seen] + [s for s in seen if s not in SETS]
-
-
-BASELINE_ROWS = {"bm25": "BM25 (same allowance)", "bm25_full": "BM25 (full budget)",
-                 "hybrid_baseline": "hybrid baseline: BM25 + dense (same allowance)", "dense": "dense (same allowance)"}
-
-
-def _rows(group: list[dict]) -> list[tuple[str, dict[str, dict]]]:
-    """(row label, set -> stats): BM25 first, then graphfleet's modes, then the peers'."""
-    rows: dict[str, dict[str, dict]] = {}
-    for s in sorted(group, key=lambda s: list(NAMES).index(s["system"]) if s["system"] in NAMES else 9):
-        for key, label in BASELINE_ROWS.items():
-            if s.get(key):
-                rows.setdefault(label, {})[s["set"]] = s[key]
-    for s in sorted(group, key=lambda s: list(NAMES).index(s["system"]) if s["system"] in NAMES else 9):
-        for mode, stats in s["modes"].items():
-            label = mode if s["system"] == "graphfleet" else f"{NAMES.get(s['system'], s['system'])} {mode}"
-            rows.setdefault(label, {})[s["set"]] = stats
-    return list(rows.items())
-
-
-def _macro(cells: dict[str, dict], sets: list[str]) -> float | None:
-    values = [cells[s]["recall"] for s in sets if s in cells and cells[s].get("recall") is not None]
-    return sum(values) / len(values) if values and len(values) == len(sets) else None
-
-
-COLUMNS = (("allowance_median", ",.0f"), ("allowance_used_median", ".2f"), ("context_tokens_median", ",.0f"),
-           ("over_budget", "d"), ("seconds_p50", ".3f"), ("context_ms_p50", ".1f"))
-
-
-def _per_set(cells: dict[str, dict], sets: list[str], key: str, spec: str) -> str:
-    return " / ".join(_f(cells[s].get(key), spec) if s in cells else "-" for s in sets)
-
-
-def sets_tables(rows: list[dict]) -> list[str]:
-    """Per LLM setting: recall per mode and set with the macro average and the gap to BM25 at the same
-    allowance; then allowance, tokens and time per mode (values per set, in the recall table's order)."""
-    summaries = _newest_summaries(rows)
-    if not summaries:
-        return [RUN_HINT, ""]
-    out = []
-    for llm in (True, False):
-        group = [s for s in summaries if s["llm"] == llm]
-        if not group:
-            continue
-        sets = _set_order(group)
-        asked = {s["set"]: s["questions"] for s in group if s["system"] == "graphfleet"}
-        table = _rows(group)
-        bm25 = _macro(dict(table).get("BM25 (same allowance)", {}), sets)
-        label = "LLM simulator (0 ms)" if llm else "no LLM (LLM-free extraction, hashing embeddings)"
-        out += [f"**{label}**: budget {group[0]['budget']} tokens ({group[0]['budget_encoding']}); recall = share "
-                "of gold passages whose whole text is in the context; macro = mean over the sets.", "",
-                "| mode | " + " | ".join(f"{s} ({asked.get(s, '?')} q)" for s in sets)
-                + " | macro | macro gap to BM25 (same allowance) |", "|---" * (len(sets) + 3) + "|"]
-        for name, cells in table:
-            macro = _macro(cells, sets)
-            gap = "-" if macro is None or bm25 is None or name in BASELINE_ROWS.values() else f"{macro - bm25:+.3f}"
-            recalls = [_f(cells[s]["recall"], ".3f") + (f" ({cells[s]['questions']} q)" if cells[s]["questions"]
-                                                 != asked.get(s, cells[s]["questions"]) else "")
-                       if s in cells else "-" for s in sets]
-            out.append(f"| {name} | " + " | ".join(recalls) + f" | {_f(macro, '.3f')} | {gap} |")
-        out += ["", f"Per set ({' / '.join(sets)}): the context allowance (`budget.total_allowed`; BM25: what it was "
-                "given), the share of it used, context tokens (cl100k), contexts over the budget, seconds per query "
-                "(submit to result) and the in-process context build time, medians (p50).", "",
-                "| mode | allowance | allowance used | context tokens | over budget | s per query | context ms |",
-                "|---|---|---|---|---|---|---|"]
-        for name, cells in table:
-            out.append("| " + " | ".join([name, *(_per_set(cells, sets, key, spec) for key, spec in COLUMNS)]) + " |")
-        out.append("")
-    return out

@@ -1,7 +1,7 @@
 """The retrieval-quality harness's pure parts (bench/datasets.py, bench/retrieval_records.py,
 bench/retrieval_eval.py): the four public sets' loaders, recall on CSV-quoted contexts, the chunk -> passage
-map, BM25's allowance and packing, the per-question record, the set summary, the macro average, the report
-tables and the options. No stack."""
+map, BM25's allowance and packing, the per-question record, the set summary, the macro average and the
+options (the baselines, answer-in-context and the report tables: test_retrieval_baselines.py). No stack."""
 
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ from bench.retrieval_records import (
     question_record,
     recall,
     set_summary,
-    sets_tables,
 )
 from shared.domain.tokens import count_tokens
 
@@ -299,27 +298,6 @@ def test_macro_average_is_the_mean_over_sets_and_none_for_a_mode_missing_from_a_
     assert macro["sets"] == ["hotpotqa", "musique", "2wiki"] and macro["questions"] == 312
     assert macro["recall"] == {"local": 0.45, "naive": 0.7, "graph": None}
     assert macro["bm25"] == 0.75 and macro["bm25_full"] == 0.77
-
-
-def test_report_tables_put_bm25_first_with_macro_and_gap_and_render_with_records_missing():
-    rows = [{"bench": "machine"},
-            _summary("musique", {"local": 0.1}, 0.2),  # superseded by the newer run below
-            _summary("hotpotqa", {"local": 0.6, "naive": 0.9}, 0.95),
-            _summary("musique", {"local": 0.3, "naive": 0.5}, 0.55, questions=292),
-            _summary("hotpotqa", {"local": 0.5}, 0.9, system="nano"),
-            _summary("hotpotqa", {"naive": 0.8}, 0.9, llm=False)]
-    text = "\n".join(sets_tables(rows))
-    assert text.index("**LLM simulator") < text.index("**no LLM")
-    sim = text.split("**no LLM")[0]
-    lines = [line for line in sim.splitlines() if line.startswith("| ")]
-    assert lines[0] == "| mode | hotpotqa (10 q) | musique (292 q) | macro | macro gap to BM25 (same allowance) |"
-    assert lines[1] == "| BM25 (same allowance) | 0.950 | 0.550 | 0.750 | - |"
-    assert lines[2] == "| BM25 (full budget) | 0.970 | 0.570 | 0.770 | - |"
-    assert "| local | 0.600 | 0.300 | 0.450 | -0.300 |" in sim and "| naive | 0.900 | 0.500 | 0.700 | -0.050 |" in sim
-    assert "| nano-graphrag local | 0.500 | - | - | - |" in sim  # not run on every set: no macro
-    assert "| local | 3,600 / 3,600 | 0.90 / 0.90 | 3,300 / 3,300 | 0 / 0 | 0.050 / 0.050 | - / - |" in sim
-    assert "| naive | 0.800 | 0.800 | -0.100 |" in text.split("**no LLM")[1]
-    assert sets_tables([{"bench": "retrieval_summary", "llm": True}])[0].startswith("(no results yet")
 
 
 # ------------------------------------------------------------------ options
