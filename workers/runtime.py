@@ -117,8 +117,8 @@ def build_runtime() -> Runtime:
     ensure_layout(redis)
     recorder = UsageRecorder(redis, listeners=_metric_listeners())
     llm = LLMClient(settings, redis, recorder, limiter=make_limiter(settings, redis)) if settings.llm_enabled else None
-    return Runtime(settings, redis, recorder, llm, make_vector_store(settings, redis),
-                   make_embedder(settings, llm, recorder))
+    vectors, embedder = make_vector_store(settings, redis), make_embedder(settings, llm, recorder)
+    return Runtime(settings, redis, recorder, llm, vectors, embedder)
 
 
 def make_limiter(settings, redis):

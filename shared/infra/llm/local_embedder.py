@@ -41,7 +41,7 @@ def load_model(dim: int = DIMENSIONS):
 
 class LocalEmbedder:
     """Unit-length wordllama vectors. ``recorder`` (a ``UsageRecorder``) books each call with stage ``embed``:
-    inputs as prompt tokens (the model's own token count), latency, cost 0."""
+    inputs as prompt tokens (the model's own tokens, padding left out), latency, cost 0."""
 
     lexical = False
 
@@ -61,7 +61,7 @@ class LocalEmbedder:
     def _record(self, texts: list[str], ctx: CallContext, seconds: float) -> None:
         from shared.domain.models import UsageRecord
 
-        tokens = sum(len(enc.ids) for enc in self.model.tokenizer.encode_batch(texts)) if texts else 0
+        tokens = sum(sum(enc.attention_mask) for enc in self.model.tokenizer.encode_batch(texts)) if texts else 0
         self.recorder.record(UsageRecord(
             tenant=ctx.tenant, job_id=ctx.job_id, stage="embed", model=self.name, kind="embedding",
             prompt_tokens=tokens, latency_s=seconds, cost_usd=0.0, queue=ctx.queue, tier=ctx.tier))
