@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .config import SimConfig
+from .config import EMBEDDINGS, LOCAL_DIM, SimConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -21,7 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--malformed-rate", type=float, default=d.malformed_rate,
                         help="share of extraction/JSON answers that are malformed")
     parser.add_argument("--seed", type=int, default=d.seed, help="seed of the deterministic fault injection")
-    parser.add_argument("--embedding-dim", type=int, default=d.embedding_dim, help="embedding dimension")
+    parser.add_argument("--embeddings", choices=EMBEDDINGS, default=d.embeddings,
+                        help="embedding vectors: 'local', wordllama's 256-dimension model, which knows meaning "
+                             "(default), or 'hashing', hashed bags of words, which only see shared words")
+    parser.add_argument("--embedding-dim", type=int, default=d.embedding_dim,
+                        help=f"embedding dimension when a request sets no 'dimensions' (default {d.embedding_dim}; "
+                             f"at most {LOCAL_DIM} with --embeddings local)")
     parser.add_argument("--log-level", default=d.log_level, help="uvicorn log level")
     return parser
 
@@ -38,6 +43,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         rate_limit_rpm=getattr(args, "rate_limit_rpm", None),
         malformed_rate=getattr(args, "malformed_rate", d.malformed_rate),
         seed=getattr(args, "seed", d.seed),
+        embeddings=getattr(args, "embeddings", d.embeddings),
         embedding_dim=getattr(args, "embedding_dim", d.embedding_dim),
         log_level=getattr(args, "log_level", d.log_level),
     )

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+EMBEDDINGS = ("local", "hashing")  # the kinds of vectors served (llm_simulator.embeddings)
+LOCAL_DIM = 256  # the local model's dimensions (the weights in wordllama's wheel); a request may ask for fewer
+
 
 @dataclass
 class SimConfig:
@@ -15,6 +18,10 @@ class SimConfig:
     Latency: every request waits ``latency_ms``; a chat completion waits ``ms_per_completion_token`` per
     token of its answer on top (a model generating at 1000 / that many tokens per second; a streamed
     answer spreads that wait over its chunks). Embeddings wait ``latency_ms`` only.
+
+    Embeddings (``embeddings``): "local", wordllama's 256-dimension model (knows meaning), or "hashing",
+    hashed bags of words (only shared words count); see ``llm_simulator.embeddings``. ``embedding_dim`` is
+    the dimensions served when a request does not ask (``dimensions``); the local model serves at most 256.
     """
 
     port: int = 8765
@@ -26,6 +33,7 @@ class SimConfig:
     rate_limit_rpm: int | None = None
     malformed_rate: float = 0.0
     seed: int = 0
+    embeddings: str = "local"
     embedding_dim: int = 256
     log_level: str = "warning"
 
@@ -40,8 +48,12 @@ class SimConfig:
             if not value >= 0:  # also refuses NaN
                 raise ValueError(f"{name} must be >= 0, got {value}")
             setattr(self, name, value)
+        if self.embeddings not in EMBEDDINGS:
+            raise ValueError(f"embeddings must be one of {EMBEDDINGS}, got {self.embeddings!r}")
         if self.embedding_dim < 1:
             raise ValueError("embedding_dim must be >= 1")
+        if self.embeddings == "local" and self.embedding_dim > LOCAL_DIM:
+            raise ValueError(f"the local embedding model has {LOCAL_DIM} dimensions, not {self.embedding_dim}")
         for name in ("rate_limit_tpm", "rate_limit_rpm"):
             value = getattr(self, name)
             if value is not None and value < 0:

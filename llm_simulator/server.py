@@ -45,6 +45,7 @@ class Simulator:
         self.stats = Stats()
         self.faults = FaultPlan(config.seed, config.error_rate, config.malformed_rate)
         self.limiter = RateLimiter(config.rate_limit_tpm, config.rate_limit_rpm)
+        self.vectors = embeddings.Embeddings(config.embeddings)  # the local model loads here, once per process
 
     async def _body(self, request: Request) -> dict | Response:
         try:
@@ -125,15 +126,20 @@ class Simulator:
         if texts is None:
             return error_response(400, "'input' must be a string, a list of strings or token arrays",
                                   "invalid_request_error")
-        dim = int(body.get("dimensions") or self.config.embedding_dim)
+        dim = body.get("dimensions")
+        dim = self.config.embedding_dim if dim is None else dim
+        most = self.vectors.max_dim
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1 or (most is not None and dim > most):
+            limit = f" from 1 to {most}" if most is not None else " >= 1"
+            return error_response(400, f"'dimensions' must be an integer{limit}, got {dim!r}", "invalid_request_error")
         digest, attempt, failure = await self._admit(body)
         if failure is not None:
             return failure
-        vectors = await asyncio.to_thread(lambda: [embeddings.embed(t, dim) for t in texts])
         tokens = sum(counts) if counts is not None else sum(count_tokens(t, model) for t in texts)
         limited = self._rate_limited(model, tokens)
         if limited is not None:
             return limited
+        vectors = await asyncio.to_thread(self.vectors.embed, texts, dim)
         self.stats.embeddings(len(texts), tokens)
         fmt = body.get("encoding_format")
         data = [
@@ -194,9 +200,10 @@ def run(config: SimConfig) -> None:
     """Serve until interrupted."""
     get_encoding(None)  # load the tokenizer before the first request
     anyio.run(anyio.sleep, 0)  # imports anyio's asyncio backend, which the first streamed answer would (~40 ms)
+    app = create_app(config)  # loads the embedding model before the first request
     print(f"LLM simulator listening on http://{config.host}:{config.port}/v1", flush=True)
-    uvicorn.run(create_app(config), host=config.host, port=config.port, log_level=config.log_level,
-                access_log=False, lifespan="off")
+    uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level, access_log=False,
+                lifespan="off")
 
 
 def start_in_thread(config: SimConfig, timeout_s: float = 10.0, sleep: Sleep = asyncio.sleep

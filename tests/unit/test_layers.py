@@ -4,6 +4,8 @@
   nothing from ``shared.infra`` or the services.
 * ``shared`` never imports the services (``workers``, ``api_gateway``, ``graphfleet_cli``); the
   gateway never imports ``workers``.
+* ``llm_simulator`` stands in for an external LLM service: it may use the pure domain (prompts, token
+  counts) but not graphfleet's infrastructure (``shared.infra``) or the services.
 * Modules stay small: at most 400 lines; worker modules at most 150.
 """
 
@@ -136,6 +138,13 @@ def test_domain_imports_no_infrastructure_framework_or_service():
 def test_shared_imports_no_service():
     bad = offending_imports(_modules("shared"), SERVICES)
     assert not bad, "shared/ must not import the services:\n" + "\n".join(bad)
+
+
+def test_simulator_imports_no_infrastructure_or_service():
+    paths = _modules("llm_simulator")
+    assert paths
+    bad = offending_imports(paths, ["shared.infra", *SERVICES, "bench"])
+    assert not bad, "llm_simulator/ must not import graphfleet's infrastructure or services:\n" + "\n".join(bad)
 
 
 def test_gateway_does_not_import_workers():

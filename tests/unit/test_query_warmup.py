@@ -364,12 +364,12 @@ def test_warming_a_tenant_measures_the_embedder_once_so_the_first_query_does_not
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout.strip().splitlines()[-1]), httpx.get(stats).json()["embeddings"]["calls"] - before
 
-    # _warmed returned while the probe's call was held; the simulator's hashed bag of words is lexical: one call
-    assert warm() == ([True, True], 1)
-    assert redis_client.get(embedder_lexical_key(model)) in (b"1", "1")
+    # _warmed returned while the probe's call was held; the simulator's local model knows meaning: one call
+    assert warm() == ([True, False], 1)
+    assert redis_client.get(embedder_lexical_key(model)) in (b"0", "0")
     assert [(r.stage, r.model) for r in read_usage(redis_client, tenant)] == [("embed", model)]
     again = warm()  # a second process (or a restart) reads the answer
-    assert (again[0][1], again[1]) == (True, 0)
+    assert (again[0][1], again[1]) == (False, 0)
 
 
 def test_every_worker_warms_the_openai_sdk_before_consuming_when_an_llm_is_configured(redis_server):
