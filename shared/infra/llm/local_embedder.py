@@ -17,12 +17,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from shared.infra.llm.usage import CallContext
 
 MODEL_CONFIG = "l2_supercat"  # wordllama's default English model
 DIMENSIONS = 256  # the smallest of its Matryoshka truncations, and the one in the wheel's weights
 NAME = f"wordllama-{MODEL_CONFIG}-{DIMENSIONS}"
 
+_EMPTY = np.full(DIMENSIONS, DIMENSIONS ** -0.5, dtype=np.float32)
 _lock = threading.Lock()
 _models: dict[int, object] = {}
 
@@ -54,6 +57,10 @@ class LocalEmbedder:
         started = time.perf_counter()
         texts = list(texts)
         vectors = self.model.embed(texts, norm=True, batch_size=self.batch_size) if texts else []
+        # a text with no tokens embeds as zeros, which unit length turns into NaN: give it a fixed unit vector
+        for i, text in enumerate(texts):
+            if not text.strip() or not np.isfinite(vectors[i]).all():
+                vectors[i] = _EMPTY
         if self.recorder is not None and ctx is not None:
             self._record(texts, ctx, time.perf_counter() - started)
         return [v.tolist() for v in vectors]
