@@ -56,7 +56,8 @@ class LocalEmbedder:
     def embed(self, texts: Sequence[str], ctx: CallContext | None = None) -> list[list[float]]:
         started = time.perf_counter()
         texts = list(texts)
-        vectors = self.model.embed(texts, norm=True, batch_size=self.batch_size) if texts else []
+        with np.errstate(invalid="ignore", divide="ignore"):
+            vectors = self.model.embed(texts, norm=True, batch_size=self.batch_size) if texts else []
         # a text with no tokens embeds as zeros, which unit length turns into NaN: give it a fixed unit vector
         for i, text in enumerate(texts):
             if not text.strip() or not np.isfinite(vectors[i]).all():
