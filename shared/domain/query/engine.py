@@ -330,7 +330,8 @@ def answer_query(
     if rp.only_need_context:
         return result
     if meter is None:
-        facts = extractive_facts(rp.query, state["sources"])
+        facts = extractive_facts(rp.query, state["sources"], embed=None if lexical_embedder else embed,
+                                 room_words=rp.min_answer_words or rp.max_answer_words, docs=state["docs"])
         result.answer = render_extractive(facts)
         result.answer_kind = "extractive" if result.answer else "none"
         result.sources.sentences = sentence_citations(facts, reader, state["docs"], result.sources.document_names)

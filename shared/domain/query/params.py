@@ -22,6 +22,13 @@ GlobalSelection = Literal["auto", "all", "relevance", "dynamic"]
 # so it only adds collision noise: BM25 alone. A model embedder gets an equal say.
 BM25_WEIGHT_LEXICAL_EMBEDDER = 1.0
 BM25_WEIGHT_MODEL_EMBEDDER = 0.5
+# The extractive answer (no LLM: shared/domain/query/extractive.py): at most this many whole sentences, within
+# the query's ``min_answer_words`` (the shortest answer it asks for); the question and at most this many candidate
+# sentences are embedded in one call; BM25's share in the sentences' ranking beside the cosine to the question
+# (words still count, the meaning counts more: a sentence of a dozen words shares few words with any question).
+EXTRACTIVE_SENTENCES = 5
+EXTRACTIVE_CANDIDATES = 64
+EXTRACTIVE_LEXICAL_SHARE = 0.3
 
 # Seed 004 (LightRAG). "default" restates LightRAG's defaults so a preset can be chosen back.
 PRESETS: dict[str, dict[str, int]] = {

@@ -1,20 +1,21 @@
-"""Query results, per-phase usage, and the extractive answer used when no LLM is configured."""
+"""Query results and per-phase usage (the extractive answer used when no LLM is configured: ``extractive``)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from shared.domain.pricing import cost_usd
-from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP
 from shared.domain.query.budget import BudgetReport
-from shared.domain.query.context_common import Evidence, Sources
-from shared.domain.query.truncation import SENTENCE_BREAK, lexical_scores
+from shared.domain.query.context_common import Sources
+from shared.domain.query.extractive import Fact, extractive_answer, extractive_facts, render_extractive
 
 ChatFn = Callable[[list[dict], str], Any]  # (messages, phase) -> ChatResult-like (.text, tokens)
+# the extractive answer lives in its own module; its names stay importable from here
+__all__ = ["ChatFn", "Fact", "FormatCheck", "PHASES", "PhaseUsage", "QueryResult", "UsageMeter", "extractive_answer",
+           "extractive_facts", "render_extractive"]
 PHASES = ("keywords", "rate", "map", "reduce", "analysis", "answer", "repair", "refine", "summarize")
 
 
@@ -85,65 +86,3 @@ class UsageMeter:
         u.completion_tokens += c
         u.cost_usd += cost_usd(getattr(res, "model", None) or self.model, p, c, self.prices)
         return getattr(res, "text", "") or ""
-
-
-_SENT = re.compile(SENTENCE_BREAK + r"|\n+|" + re.escape(GRAPH_FIELD_SEP))
-
-
-def _cite(ev: Evidence) -> str:
-    label = {"entity": "Entities", "relation": "Relationships", "report": "Reports", "chunk": "Sources"}
-    ref = f"{label.get(ev.kind, 'Data')} ({ev.cite})"
-    docs = ", ".join(d for d in ev.doc_ids[:3] if d)
-    return f"[Data: {ref}; Documents ({docs})]" if docs else f"[Data: {ref}]"
-
-
-class Fact(BaseModel):
-    """One sentence of the kept context an extractive answer quotes: its text, the evidence it came from, and
-    where it starts in that evidence's text."""
-
-    text: str
-    evidence: Evidence
-    offset: int
-
-
-def _sentences(text: str) -> list[tuple[int, str]]:
-    """(offset, sentence) of each sentence/fact of ``text``, without the whitespace around it."""
-    out, pos = [], 0
-    for stop, after in [*((m.start(), m.end()) for m in _SENT.finditer(text)), (len(text), len(text))]:
-        piece = text[pos:stop]
-        if piece.strip():
-            out.append((pos + len(piece) - len(piece.lstrip()), piece.strip()))
-        pos = after
-    return out
-
-
-def extractive_facts(query: str, sources: Sources, max_facts: int = 8) -> list[Fact]:
-    """The top-ranked sentences/facts of the kept context (no LLM involved), best first, each once."""
-    facts = [Fact(text=sent, evidence=ev, offset=at) for ev in sources.evidence
-             for at, sent in _sentences(ev.text) if len(sent.split()) >= 3]
-    if not facts:
-        return []
-    scores = lexical_scores(query, [f.text for f in facts])
-    order = sorted(range(len(facts)), key=lambda i: (-scores[i], i))
-    seen: set[str] = set()
-    chosen = []
-    for i in order:
-        if facts[i].text in seen:
-            continue
-        seen.add(facts[i].text)
-        chosen.append(facts[i])
-        if len(chosen) >= max_facts:
-            break
-    return chosen
-
-
-def render_extractive(facts: list[Fact]) -> str:
-    if not facts:
-        return ""
-    return "Extractive answer (no LLM configured): the most relevant facts from the retrieved context.\n" + \
-        "\n".join(f"- {f.text} {_cite(f.evidence)}" for f in facts)
-
-
-def extractive_answer(query: str, sources: Sources, max_facts: int = 8) -> str:
-    """Top-ranked sentences/facts of the kept context with their source ids (no LLM involved)."""
-    return render_extractive(extractive_facts(query, sources, max_facts))

@@ -1,16 +1,18 @@
 """The pages of each sentence an extractive answer quotes: the sentence's offset in its chunk plus the chunk's
-start is its character span in the document, and the document's page boundaries give the pages of that span, so a
-fact on page 9 of a chunk spanning pages 7-10 is cited as page 9. A sentence of an entity's or relation's
-description is placed in the first of its source chunks that quotes it verbatim."""
+start is its character span in the document (the lines it was quoted from, line breaks included), and the
+document's page boundaries give the pages of that span, so a fact on page 9 of a chunk spanning pages 7-10 is
+cited as page 9. A sentence of an entity's or relation's description is placed in the first of its source chunks
+that quotes it (its words in order, whatever the line breaks between them)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from shared.domain.models import Chunk, Document
 from shared.domain.parsing.markers import pages_in_span
 from shared.domain.query.context_common import SentenceCitation
-from shared.domain.query.result import Fact
+from shared.domain.query.extractive import Fact
 
 
 def sentence_citations(facts: list[Fact], reader, docs: Mapping[str, Document],
@@ -41,11 +43,14 @@ def sentence_span(fact: Fact, chunk: Chunk | None) -> tuple[int, int] | None:
     if chunk is None or chunk.start is None:
         return None
     # a chunk's evidence text is the chunk's own unless the budget shortened it; otherwise (shortened, or an
-    # entity's description) the sentence is looked for in the chunk's text
-    at = fact.offset if fact.evidence.text == chunk.text else chunk.text.find(fact.text)
-    if at < 0:
+    # entity's description) the sentence is looked for in the chunk's text, whatever whitespace (line breaks)
+    # its words have there
+    if fact.evidence.text == chunk.text:
+        return chunk.start + fact.offset, chunk.start + fact.end
+    found = re.search(r"\s+".join(map(re.escape, fact.text.split())), chunk.text)
+    if found is None:
         return None
-    return chunk.start + at, chunk.start + at + len(fact.text)
+    return chunk.start + found.start(), chunk.start + found.end()
 
 
 def _citation(fact: Fact, placed: tuple[Chunk, tuple[int, int]] | None, docs: Mapping[str, Document],
