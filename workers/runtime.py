@@ -15,7 +15,7 @@ from shared.infra.jobs import JobStore
 from shared.infra.key_layout import ensure_layout
 from shared.infra.keys import embedder_lexical_key
 from shared.infra.llm.client import LLMClient
-from shared.infra.llm.embedding import make_embedder
+from shared.infra.llm.embedding import is_lexical, make_embedder
 from shared.infra.llm.usage import CallContext, UsageRecorder
 from shared.infra.queries import QueryStore
 from shared.infra.redis_conn import connect
@@ -42,8 +42,6 @@ class Runtime:
         deployment and embedding model (kept in Redis for the other processes). A failed probe counts as a
         model that knows meaning and is tried again by the next query."""
         if self._lexical is None:
-            from shared.infra.llm.embedding import is_lexical
-
             self._lexical = self._known_lexical()
             if self._lexical is None:
                 try:
