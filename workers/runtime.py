@@ -1,4 +1,5 @@
-"""Per-process clients (Redis pool, LLM client, vector store), built on first use after fork."""
+"""Per-process clients (Redis pool, LLM client, vector store, embedder), built once per process on first use
+after fork: every task of the process shares them (the local embedder's weights are read once)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from shared.infra.jobs import JobStore
 from shared.infra.key_layout import ensure_layout
 from shared.infra.keys import embedder_lexical_key
 from shared.infra.llm.client import LLMClient
-from shared.infra.llm.embedding import make_embedder
+from shared.infra.llm.embedding import is_lexical, make_embedder
 from shared.infra.llm.usage import CallContext, UsageRecorder
 from shared.infra.queries import QueryStore
 from shared.infra.redis_conn import connect
@@ -42,8 +43,6 @@ class Runtime:
         deployment and embedding model (kept in Redis for the other processes). A failed probe counts as a
         model that knows meaning and is tried again by the next query."""
         if self._lexical is None:
-            from shared.infra.llm.embedding import is_lexical
-
             self._lexical = self._known_lexical()
             if self._lexical is None:
                 try:
@@ -59,7 +58,7 @@ class Runtime:
         return bool(declared) if declared is not None else None if known is None else known in (b"1", "1")
 
     def warm_clients(self) -> None:
-        """Before the first query: Redis, the embedder probe's known answer, both models' tokenizers (0.1-0.25 s)."""
+        """Before the first query: Redis, the embedder probe's known answer, both models' tokenizers."""
         self.redis.ping()
         self._lexical = self._known_lexical() if self._lexical is None else self._lexical
         list(map(get_encoding, {self.settings.llm_model, self.settings.embedding_model}))  # tiktoken loads lazily

@@ -85,7 +85,8 @@ def is_lexical(embedder, ctx: CallContext) -> bool:
 
 class LLMEmbedder:
     """Embeddings through ``LLMClient.embed`` (usage recorded with stage ``embed``). Whether the model
-    knows meaning is measured (``is_lexical``) the first time a query asks, once per process."""
+    knows meaning is measured (``is_lexical``) the first time a query asks, once per process; its dimensions
+    (``dim``) are known from its first answer on (None before)."""
 
     lexical: bool | None = None
 
@@ -93,11 +94,14 @@ class LLMEmbedder:
         self.client = client
         self.name = model
         self.batch_size = batch_size
+        self.dim: int | None = None
 
     def embed(self, texts: Sequence[str], ctx: CallContext) -> list[list[float]]:
         out: list[list[float]] = []
         for i in range(0, len(texts), self.batch_size):
             out.extend(self.client.embed(list(texts[i : i + self.batch_size]), ctx, model=self.name))
+        if out:
+            self.dim = len(out[0])
         return out
 
 
