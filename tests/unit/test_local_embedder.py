@@ -158,3 +158,17 @@ def test_loading_and_embedding_with_the_local_model_opens_no_network_connection(
     assert out["auc"] >= out["min"], out
     assert out["attempts"] == [], out
     assert not any(tmp_path.rglob("*.safetensors")), "nothing was downloaded into the home or cache"
+
+
+def test_the_stack_banner_says_which_embedder_runs():
+    from graphfleet_cli.commands import llm_line
+
+    assert llm_line(Settings()) == ("none: LLM-free (rule-based extraction, extractive answers); embeddings: local "
+                                    f"({NAME}, no network); set GRAPHFLEET_LLM_BASE_URL to use an LLM")
+    assert "embeddings: hashing (hashing-64, words only, no network)" in llm_line(
+        Settings(embedding={"provider": "hashing", "dim": 64}))
+    assert llm_line(Settings(llm_base_url="http://u:secret@llm:8000/v1")) == (
+        "http://u:***@llm:8000/v1 (model gpt-4o-mini); "
+        "embeddings: openai (text-embedding-3-small, at the LLM endpoint)")
+    assert llm_line(Settings(llm_base_url="http://llm:8000/v1", embedding={"provider": "local"})).endswith(
+        f"embeddings: local ({NAME}, no network)")

@@ -121,3 +121,16 @@ def make_embedder(settings, llm_client=None, recorder=None) -> Embedder:
     from shared.infra.llm.local_embedder import LocalEmbedder
 
     return LocalEmbedder(recorder, settings.embedding.batch_size)
+
+
+def embedder_summary(settings) -> str:
+    """Which embedder ``settings`` choose, in the reader's words (``graphfleet up``): provider, model, where it runs."""
+    provider = settings.embedding_provider
+    if provider == "local":
+        from shared.infra.llm.local_embedder import NAME
+
+        return f"local ({NAME}, no network)"
+    if provider == "hashing":
+        return f"hashing (hashing-{settings.embedding.dim}, words only, no network)"
+    where = "at the LLM endpoint" if settings.llm_enabled else "needs GRAPHFLEET_LLM_BASE_URL"
+    return f"openai ({settings.embedding_model}, {where})"

@@ -1,0 +1,133 @@
+"""Embedders on a real stack (real Redis, real Celery worker processes, no LLM): the local embedder's calls are
+booked as API embedding calls are (job usage, the tenant's ledger, the Prometheus metrics), a change of
+embedder between two ingestions re-embeds the whole tenant in the second job's index stage, and a query in
+between is refused naming both embedders (the query job's failure cause)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from graphfleet_cli.local_client import LocalClient
+from shared.domain.query.params import QueryParam
+from shared.domain.tokens import truncate_text
+from shared.infra.keys import Keys
+from shared.infra.ledger import usage_report
+from shared.infra.llm.embedding import HashingEmbedder
+from shared.infra.llm.local_embedder import NAME, LocalEmbedder
+from shared.infra.llm.usage import read_usage
+from shared.infra.store.embedder_record import EmbedderRecord, read_record
+from shared.pipeline.index_stage import entity_text
+from tests.conftest import SAMPLE
+from tests.integration.helpers import start_stack
+
+pytestmark = pytest.mark.integration
+
+HASHING = {"GRAPHFLEET_EMBEDDING__PROVIDER": "hashing", "GRAPHFLEET_EMBEDDING__DIM": "64"}
+
+
+def _docs(tmp_path):
+    text = SAMPLE.read_text(encoding="utf-8-sig")
+    first, second = tmp_path / "staves-1.md", tmp_path / "staves-2.md"
+    first.write_text(text[20000:27000], encoding="utf-8")
+    second.write_text(text[60000:66000], encoding="utf-8")
+    return first, second
+
+
+def _ingest(client: LocalClient, tenant: str, path) -> dict:
+    view = client.wait(tenant, client.ingest_files(tenant, [path])["job_id"], timeout=600)
+    assert view["status"] == "succeeded", view
+    return view
+
+
+def stored_vectors(client: LocalClient, tenant: str, kind: str) -> dict[str, np.ndarray]:
+    raw = client.redis.hgetall(Keys(tenant).vectors(kind))
+    return {k.decode(): np.frombuffer(v, dtype=np.float32) for k, v in raw.items()}
+
+
+def assert_all_made_by(client: LocalClient, tenant: str, embed, dims: int) -> None:
+    """Every stored vector of the tenant is ``embed``'s vector of its text: one embedder, no mixing."""
+    store, stats = client.store(tenant), client.stats(tenant)
+    chunks, entities = stored_vectors(client, tenant, "chunks"), stored_vectors(client, tenant, "entities")
+    assert len(chunks) == stats["chunks"] and len(entities) == stats["entities"] > 0
+    texts = {c.id: c.text for c in store.chunks(chunks).values()}
+    texts_e = {e.name: truncate_text(entity_text(e.name, e.description), 2000) for e in store.all_entities().values()}
+    for stored, wanted in ((chunks, texts), (entities, texts_e)):
+        ids = sorted(stored)
+        made = np.asarray(embed([wanted[i] for i in ids]), dtype=np.float32)
+        matrix = np.vstack([stored[i] for i in ids])
+        assert matrix.shape == (len(ids), dims)
+        made /= np.maximum(np.linalg.norm(made, axis=1, keepdims=True), 1e-12)
+        assert np.allclose(np.sum(matrix * made, axis=1), 1.0, atol=1e-3)
+
+
+def embedding_metrics(stack) -> tuple[float, float]:
+    """(requests, input tokens) of the local embedder in the stack's metrics, as the gateway's /metrics shows them."""
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(stack.metrics_dir))
+    requests = tokens = 0.0
+    for family in registry.collect():
+        for s in family.samples:
+            if s.labels.get("model") != NAME or s.labels.get("stage") != "embed":
+                continue
+            if s.name == "graphfleet_llm_requests_total" and s.labels.get("kind") == "embedding":
+                requests += s.value
+            elif s.name == "graphfleet_llm_tokens_total" and s.labels.get("direction") == "input":
+                tokens += s.value
+    return requests, tokens
+
+
+def test_switching_embedders_refuses_queries_until_the_next_ingestion_re_embeds_the_tenant(
+        redis_server, tmp_path, tenant):
+    first_doc, second_doc = _docs(tmp_path)
+    client = LocalClient(redis_server.url)
+    hashing = start_stack(redis_server.url, tmp_path / "hashing", None, **HASHING)
+    try:
+        first = _ingest(client, tenant, first_doc)
+        assert read_record(client.redis, tenant) == EmbedderRecord("hashing-64", 64)
+        assert_all_made_by(client, tenant, lambda texts: HashingEmbedder(64).embed(texts, None), 64)
+        assert first["usage"]["cost_usd"] == 0 and "embed" not in first["usage"]["by_stage"]  # hashing books nothing
+        answered = client.query(tenant, QueryParam(mode="local", query="Who is Scrooge?"))
+        assert answered["status"] == "succeeded", answered
+    finally:
+        hashing.stop()
+    before = client.stats(tenant)
+
+    local = start_stack(redis_server.url, tmp_path / "local", None)  # the default: the local model
+    try:
+        refused = f"embedder_mismatch: tenant {tenant}'s vectors were made by hashing-64 (64 dims); this " \
+                  f"deployment embeds with {NAME} (256 dims): ingest again (any batch re-embeds the tenant) or set " \
+                  "GRAPHFLEET_EMBEDDING__PROVIDER=hashing back"
+        for mode in ("local", "naive", "hybrid", "global"):  # global: its entity anchor reads the entity vectors
+            q = client.query(tenant, QueryParam(mode=mode, query="Who is Scrooge's clerk?"))
+            assert (q["status"], q["error"]) == ("failed", refused), (mode, q)
+        assert not [r for r in read_usage(client.redis, tenant) if r.stage == "embed"]  # refused before embedding
+
+        second = _ingest(client, tenant, second_doc)
+        after = client.stats(tenant)
+        assert after["documents"] == 2 and after["chunks"] > before["chunks"]
+        # the whole tenant re-embedded in the second job's index stage: the first document's chunks and entities too
+        assert read_record(client.redis, tenant) == EmbedderRecord(NAME, 256)
+        assert_all_made_by(client, tenant, LocalEmbedder().embed, 256)
+
+        # booked like API embedding calls: the job's usage, the tenant's ledger, the metrics
+        embed = second["usage"]["by_stage"]["embed"]
+        assert embed["calls"] >= 2 and embed["prompt_tokens"] > 0 and second["usage"]["cost_usd"] == 0
+        records = [r for r in read_usage(client.redis, tenant) if r.job_id == second["id"] and r.stage == "embed"]
+        assert {(r.kind, r.model, r.cost_usd, r.queue) for r in records} == {("embedding", NAME, 0.0, "indexer")}
+        assert len(records) == embed["calls"] and sum(r.prompt_tokens for r in records) == embed["prompt_tokens"]
+        ledger = usage_report(client.redis, tenant, None, None, "model")
+        by_model = {g["key"]: g for g in ledger["groups"]}
+        assert by_model[NAME]["prompt_tokens"] == embed["prompt_tokens"] and by_model[NAME]["cost_usd"] == 0
+        assert embedding_metrics(local) == (embed["calls"], embed["prompt_tokens"])
+
+        answered = client.query(tenant, QueryParam(mode="local", query="Who is Scrooge's clerk?"))
+        assert answered["status"] == "succeeded", answered
+        asked = client.job(tenant, answered["query_id"])["usage"]["by_stage"]["embed"]
+        assert asked["calls"] == 1 and asked["prompt_tokens"] > 0  # the question, booked to the query
+        assert client.query(tenant, QueryParam(mode="global", query="What happens?"))["status"] == "succeeded"
+    finally:
+        local.stop()
+        client.close()
