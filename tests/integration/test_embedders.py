@@ -130,4 +130,13 @@ def test_switching_embedders_refuses_queries_until_the_next_ingestion_re_embeds_
         assert client.query(tenant, QueryParam(mode="global", query="What happens?"))["status"] == "succeeded"
     finally:
         local.stop()
+
+    back = start_stack(redis_server.url, tmp_path / "back", None, **HASHING)
+    try:  # back to hashing: a batch of documents the tenant already has re-embeds it as well
+        again = _ingest(client, tenant, second_doc)
+        assert client.stats(tenant) == after and again["usage"]["prompt_tokens"] == 0
+        assert read_record(client.redis, tenant) == EmbedderRecord("hashing-64", 64)
+        assert_all_made_by(client, tenant, lambda texts: HashingEmbedder(64).embed(texts, None), 64)
+    finally:
+        back.stop()
         client.close()
