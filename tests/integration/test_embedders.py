@@ -140,3 +140,42 @@ def test_switching_embedders_refuses_queries_until_the_next_ingestion_re_embeds_
     finally:
         back.stop()
         client.close()
+
+
+def test_the_gateway_shows_the_refusal_as_the_query_failure_and_an_ingestion_lifts_it(live):
+    """A live stack embedding at its (simulated) endpoint; the tenant's vectors are then re-made by the local model,
+    as a deployment of the other embedder's ingestion leaves them. ``?wait`` answers the refused query at once:
+    200, ``failed``, the cause naming both embedders; the next ingestion through the gateway re-embeds it back."""
+    from shared.infra.llm.usage import CallContext
+    from shared.infra.store.redis_graph import GraphStore
+    from shared.infra.store.redis_vectors import RedisVectorStore
+    from shared.pipeline.index_stage import run_index
+    from tests.gateway.e2e_corpus import SYNTHETIC
+
+    api = live.new_tenant("embedder")
+    api.ingest_and_wait(*SYNTHETIC.values())
+    endpoint = read_record(live.redis, api.id)
+    assert endpoint.name == "text-embedding-3-small" and endpoint.dims
+    store, vectors = GraphStore(live.redis, api.id), RedisVectorStore(live.redis)
+    out = run_index(store, vectors, LocalEmbedder(), CallContext(tenant=api.id, stage="embed", job_id="elsewhere"))
+    assert out["reembedded"] and read_record(live.redis, api.id) == EmbedderRecord(NAME, 256)
+
+    # the simulator's embeddings fail the synonym probe: by default BM25 alone ranks and no vector is read, so the
+    # query is answered; with a share for the vectors it reads them, and is refused
+    assert api.query(mode="local", query="Who is Oskarr Brandwhistle?")["status"] == "succeeded"
+    for mode in ("local", "global"):
+        r = api.post("/v1/queries?wait=30", json={"mode": mode, "query": "Who is Oskarr Brandwhistle?",
+                                                  "bm25_weight": 0.5})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["status"] == "failed", body
+        assert body["error"].startswith(f"embedder_mismatch: tenant {api.id}'s vectors were made by {NAME} (256 dims); "
+                                        "this deployment embeds with text-embedding-3-small"), body
+        assert body["error"].endswith("or set GRAPHFLEET_EMBEDDING__PROVIDER=local back")
+        assert api.get(f"/v1/queries/{body['query_id']}").json()["error"] == body["error"]
+
+    job = api.ingest_and_wait("Oskarr Brandwhistle later charted the reefs of Kestrelmoor for the Society.")
+    assert job["usage"]["by_stage"]["embed"]["calls"] >= 1
+    assert read_record(live.redis, api.id) == endpoint
+    assert vectors.count(api.id, "chunks") == store.stats()["chunks"]
+    assert api.query(mode="local", query="Who is Oskarr Brandwhistle?", bm25_weight=0.5)["status"] == "succeeded"
