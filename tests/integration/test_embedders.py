@@ -179,3 +179,26 @@ def test_the_gateway_shows_the_refusal_as_the_query_failure_and_an_ingestion_lif
     assert read_record(live.redis, api.id) == endpoint
     assert vectors.count(api.id, "chunks") == store.stats()["chunks"]
     assert api.query(mode="local", query="Who is Oskarr Brandwhistle?", bm25_weight=0.5)["status"] == "succeeded"
+
+
+@pytest.mark.own_servers  # graphfleet up starts its own Redis: the session's layout changes nothing
+def test_the_readme_command_choosing_the_hashing_embedder_runs_as_written(tmp_path):
+    """README.md, *Embeddings*: ``GRAPHFLEET_EMBEDDING__PROVIDER=hashing .venv/bin/graphfleet up`` starts the stack
+    (on a free port, as the README's other examples are run) and its banner names the embedder."""
+    import re
+    import shlex
+
+    from shared.infra.redis_conn import free_port
+    from tests.integration.cli_proc import BIN, ROOT, UpProcess, cli_env
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Embeddings"):readme.index("## HTTP gateway")]
+    commands = re.findall(r"`(GRAPHFLEET_EMBEDDING__PROVIDER=\w+ \.venv/bin/graphfleet up)`", section)
+    assert commands == ["GRAPHFLEET_EMBEDDING__PROVIDER=hashing .venv/bin/graphfleet up"]
+    assignment, program, verb = shlex.split(commands[0])
+    assert (ROOT / program).resolve() == (BIN / "graphfleet").resolve() and verb == "up"
+    name, value = assignment.split("=", 1)
+    with UpProcess(["--port", str(free_port()), "--processes", "1"], cli_env(tmp_path / "data", **{name: value})) as up:
+        up.wait_for("Ctrl-C to stop")
+        assert "embeddings: hashing (hashing-256, words only, no network)" in up.field("LLM"), up.lines
+        assert up.stop() == 0
