@@ -126,7 +126,7 @@ def test_switching_embedders_refuses_queries_until_the_next_ingestion_re_embeds_
         answered = client.query(tenant, QueryParam(mode="local", query="Who is Scrooge's clerk?"))
         assert answered["status"] == "succeeded", answered
         asked = client.job(tenant, answered["query_id"])["usage"]["by_stage"]["embed"]
-        assert asked["calls"] == 1 and asked["prompt_tokens"] > 0  # the question, booked to the query
+        assert asked["calls"] >= 1 and asked["prompt_tokens"] > 0  # the question (and the answer's sentences)
         assert client.query(tenant, QueryParam(mode="global", query="What happens?"))["status"] == "succeeded"
     finally:
         local.stop()
@@ -160,12 +160,8 @@ def test_the_gateway_shows_the_refusal_as_the_query_failure_and_an_ingestion_lif
     out = run_index(store, vectors, LocalEmbedder(), CallContext(tenant=api.id, stage="embed", job_id="elsewhere"))
     assert out["reembedded"] and read_record(live.redis, api.id) == EmbedderRecord(NAME, 256)
 
-    # the simulator's embeddings fail the synonym probe: by default BM25 alone ranks and no vector is read, so the
-    # query is answered; with a share for the vectors it reads them, and is refused
-    assert api.query(mode="local", query="Who is Oskarr Brandwhistle?")["status"] == "succeeded"
     for mode in ("local", "global"):
-        r = api.post("/v1/queries?wait=30", json={"mode": mode, "query": "Who is Oskarr Brandwhistle?",
-                                                  "bm25_weight": 0.5})
+        r = api.post("/v1/queries?wait=30", json={"mode": mode, "query": "Who is Oskarr Brandwhistle?"})
         assert r.status_code == 200, r.text
         body = r.json()
         assert body["status"] == "failed", body
@@ -178,7 +174,7 @@ def test_the_gateway_shows_the_refusal_as_the_query_failure_and_an_ingestion_lif
     assert job["usage"]["by_stage"]["embed"]["calls"] >= 1
     assert read_record(live.redis, api.id) == endpoint
     assert vectors.count(api.id, "chunks") == store.stats()["chunks"]
-    assert api.query(mode="local", query="Who is Oskarr Brandwhistle?", bm25_weight=0.5)["status"] == "succeeded"
+    assert api.query(mode="local", query="Who is Oskarr Brandwhistle?")["status"] == "succeeded"
 
 
 @pytest.mark.own_servers  # graphfleet up starts its own Redis: the session's layout changes nothing
