@@ -102,12 +102,14 @@ def print_stack_urls(stack: Stack, admin_key: str | None = None) -> None:
 
 
 def llm_line(settings) -> str:
-    """Which LLM the stack's workers call, and which embedder they use, or that they run without an LLM."""
+    """Which LLM the stack's workers call, or that they run without an LLM, and which embedder they use."""
+    from shared.infra.llm.embedding import embedder_summary
+
+    embeddings = f"embeddings: {embedder_summary(settings)}"
     if not settings.llm_enabled:
-        return ("none: LLM-free (rule-based extraction, extractive answers, hashing embeddings); "
-                "set GRAPHFLEET_LLM_BASE_URL to use one")
-    return (f"{redact_url(settings.llm_base_url)} (model {settings.llm_model}, "
-            f"embeddings {settings.embedding_model})")
+        return (f"none: LLM-free (rule-based extraction, extractive answers); {embeddings}; "
+                "set GRAPHFLEET_LLM_BASE_URL to use an LLM")
+    return f"{redact_url(settings.llm_base_url)} (model {settings.llm_model}); {embeddings}"
 
 
 def redact_url(url: str | None) -> str:
@@ -177,7 +179,7 @@ def _say(message: str) -> None:
 def cmd_demo(args) -> int:
     settings = get_settings()
     data_dir = Path(settings.data_dir) / "demo"
-    _say(f"LLM: {settings.llm_base_url or 'none configured (LLM-free extraction, extractive answers)'}")
+    _say(f"LLM: {llm_line(settings)}")
     _say(f"data directory: {data_dir} (Redis data and logs; kept after the demo, delete it to start afresh)")
     _say("starting the stack (Redis and one worker process per queue group)...")
     try:

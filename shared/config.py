@@ -201,7 +201,7 @@ class Settings(BaseSettings):
     metrics_token: str | None = None
     # the gateway's ?wait re-reads the status this often in case a completion message was lost (a Redis restart)
     wait_recheck_s: float = Field(1.0, gt=0)
-    # outside development, running without an LLM (fast extractor, hashing embeddings) must be chosen
+    # outside development, running without an LLM (fast extractor, extractive reports and answers) must be chosen
     # explicitly with GRAPHFLEET_LLM_FREE=true (check_llm_mode)
     llm_free: bool = False
 
@@ -233,10 +233,13 @@ class Settings(BaseSettings):
         """Refuse the silent LLM-free fallback outside development: no ``GRAPHFLEET_LLM_BASE_URL`` and no
         ``GRAPHFLEET_LLM_FREE=true`` raises :class:`LLMModeError` (the worker and the gateway exit on it)."""
         if self.env != "development" and not self.llm_enabled and not self.llm_free:
+            embeddings = {"local": "the local model, no network", "hashing": "hashed words"}.get(
+                self.embedding_provider, self.embedding_provider)
             raise LLMModeError(
                 f"GRAPHFLEET_ENV={self.env} and no LLM configured: set GRAPHFLEET_LLM_BASE_URL (and "
                 "GRAPHFLEET_LLM_API_KEY), or set GRAPHFLEET_LLM_FREE=true to run without an LLM on purpose "
-                "(rule-based extraction and hashing embeddings: much weaker graphs and retrieval)")
+                "(rule-based extraction, extractive reports and answers: much weaker graphs; embeddings: "
+                f"{embeddings}, GRAPHFLEET_EMBEDDING__PROVIDER={self.embedding_provider})")
 
     @property
     def embedding_provider(self) -> str:

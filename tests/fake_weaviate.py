@@ -21,6 +21,7 @@ from weaviate.collections.classes.config import _CollectionConfigCreate
 from weaviate.collections.collection.sync import Collection
 from weaviate.collections.collections.sync import _Collections
 from weaviate.collections.data.sync import _DataCollection
+from weaviate.collections.queries.fetch_objects.query.sync import _FetchObjectsQuery
 from weaviate.collections.queries.hybrid.query.sync import _HybridQuery
 from weaviate.collections.queries.near_vector.query.sync import _NearVectorQuery
 from weaviate.collections.tenants.sync import _Tenants
@@ -41,7 +42,8 @@ class _FakeTenantColl:
     def __init__(self, coll, tenant):
         self.name, self._coll, self._t = coll.name, coll, tenant
         self.data = SimpleNamespace(insert_many=self._insert_many, delete_many=self._delete_many)
-        self.query = SimpleNamespace(near_vector=self._near_vector, hybrid=self._hybrid)
+        self.query = SimpleNamespace(near_vector=self._near_vector, hybrid=self._hybrid,
+                                     fetch_objects=self._fetch_objects)
         self.aggregate = SimpleNamespace(over_all=self._over_all)
 
     def _rows(self) -> dict:
@@ -111,6 +113,17 @@ class _FakeTenantColl:
                     fused[i] = fused.get(i, 0.0) + weight * ((s - lo) / (hi - lo) if hi > lo else 1.0)
         scored = sorted(((rows[i][0], SimpleNamespace(score=s)) for i, s in fused.items()), key=lambda pm: -pm[1].score)
         return self._result(scored, kw["limit"], kw["return_properties"])
+
+    def _fetch_objects(self, **kw):
+        """Objects in uuid order (the server's default), with their named vectors when ``include_vector``."""
+        _bind(_FetchObjectsQuery.fetch_objects, **kw)
+        self._coll.client.calls.append("fetch_objects")
+        rows = sorted(self._rows().items())[: kw.get("limit")]
+        props = kw.get("return_properties")
+        return SimpleNamespace(objects=[
+            SimpleNamespace(properties={k: p[k] for k in props} if props else dict(p), metadata=None,
+                            vector={"default": list(v)} if kw.get("include_vector") else {})
+            for _, (p, v) in rows])
 
     def _over_all(self, **kw):
         _bind(_OverAll.over_all, **kw)

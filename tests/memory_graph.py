@@ -123,3 +123,8 @@ class InMemoryVectorStore:
     def drop_tenant(self, tenant: str) -> None:
         for key in [k for k in self.data if k[0] == tenant]:
             del self.data[key]
+
+    def sample_item(self, tenant: str, kind: str) -> tuple[str, list[float]] | None:
+        bucket = self.data.get((tenant, kind), {})
+        first = min(bucket, default=None)
+        return None if first is None else (first, list(bucket[first].vector))

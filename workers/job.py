@@ -3,6 +3,7 @@ its LLM call context, and sending the next messages."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -11,11 +12,14 @@ from shared.infra.llm.usage import CallContext
 from shared.infra.messages import Message, send_all
 from shared.infra.queries import QueryStore
 from shared.infra.queueing import ROUTES
+from shared.infra.store.embedder_record import EmbedderMismatch, checked_embed
 from shared.infra.store.redis_graph import GraphStore
 from shared.pipeline.finalize_stage import fail_documents
 from shared.pipeline.flow import Flow
 from workers.celery_app import app
 from workers.runtime import Runtime
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -60,6 +64,21 @@ class Job:
         cancel_check = (lambda: self.jobs.canceled_recently(self.msg.job_id)) if cancellable else None
         return self.rt.chat_fn(self.context(stage), model=model, cancel_check=cancel_check,
                                max_tokens=self.settings.answer_cap(stage))
+
+    def embed(self, ctx: CallContext):
+        """A query's ``embed(texts)`` with the runtime's embedder, refused (:class:`EmbedderMismatch`) when the
+        tenant's vectors are another embedder's (``shared.infra.store.embedder_record``)."""
+        return checked_embed(self.store, self.rt.vectors, self.rt.embedder, ctx)
+
+    def fail_query(self, exc: Exception) -> None:
+        """End a query ``failed`` with ``exc``: a refusal in its own words (``embedder_mismatch: ...``), any other
+        error logged with its traceback and named by its type."""
+        if isinstance(exc, EmbedderMismatch):
+            log.info("query %s refused: %s", self.msg.job_id, exc)
+            self.fail(str(exc))
+            return
+        log.exception("query %s failed", self.msg.job_id)
+        self.fail(f"{type(exc).__name__}: {exc}")
 
     def stream(self, event: str, data: dict) -> None:
         """A stream event of this query for its followers (``GET /v1/queries/{id}/events``); best effort."""

@@ -59,13 +59,12 @@ def run_query(job: Job, msg: RunQuery) -> None:
             return
         ctx = job.context("embed")
         indexes = job.rt.indexes()
-        result = answer_query(param, job.store, job.rt.vectors, lambda texts: job.rt.embedder.embed(texts, ctx), chat,
-                              indexes, prices=job.settings.llm.prices, walk_provider=indexes.walk,
+        result = answer_query(param, job.store, job.rt.vectors, job.embed(ctx), chat, indexes,
+                              prices=job.settings.llm.prices, walk_provider=indexes.walk,
                               lexical_embedder=job.rt.lexical_embedder(ctx),
                               tenant_preset=tenant_preset(job.rt.tenants(), job.settings, msg.tenant))
     except Exception as exc:  # noqa: BLE001 - the job records the cause instead of hanging
-        log.exception("query %s failed", msg.job_id)
-        job.fail(f"{type(exc).__name__}: {exc}")
+        job.fail_query(exc)
         return
     save_result(job.jobs, msg.job_id, result)
 
@@ -73,8 +72,8 @@ def run_query(job: Job, msg: RunQuery) -> None:
 def _entity_hits(job: Job, param):
     """The question's entity search, started now and read by ``start_global`` once it loaded the reports."""
     ctx, indexes = job.context("embed"), job.rt.indexes()
-    return _POOL.submit(global_entity_hits, param, job.store, job.rt.vectors,
-                        lambda texts: job.rt.embedder.embed(texts, ctx), indexes, job.rt.lexical_embedder(ctx)).result
+    return _POOL.submit(global_entity_hits, param, job.store, job.rt.vectors, job.embed(ctx), indexes,
+                        job.rt.lexical_embedder(ctx)).result
 
 
 def _start_global(job: Job, param, llm: bool) -> None:

@@ -1,4 +1,5 @@
-"""Per-process clients (Redis pool, LLM client, vector store), built on first use after fork."""
+"""Per-process clients (Redis pool, LLM client, vector store, embedder), built once per process on first use
+after fork: every task of the process shares them (the local embedder's weights are read once)."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ class Runtime:
         return bool(declared) if declared is not None else None if known is None else known in (b"1", "1")
 
     def warm_clients(self) -> None:
-        """Before the first query: Redis, the embedder probe's known answer, both models' tokenizers (0.1-0.25 s)."""
+        """Before the first query: Redis, the embedder probe's known answer, both models' tokenizers."""
         self.redis.ping()
         self._lexical = self._known_lexical() if self._lexical is None else self._lexical
         list(map(get_encoding, {self.settings.llm_model, self.settings.embedding_model}))  # tiktoken loads lazily

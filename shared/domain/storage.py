@@ -40,6 +40,8 @@ class VectorStore(Protocol):
 
     def drop_tenant(self, tenant: str) -> None: ...
 
+    def sample_item(self, tenant: str, kind: str) -> tuple[str, list[float]] | None: ...  # (id, vector) of one item
+
 
 class GraphReader(Protocol):
     """Read access to one tenant's graph, as the query engine needs it."""

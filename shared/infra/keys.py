@@ -179,6 +179,9 @@ class Keys:
     def vector_version(self, kind: str) -> str:
         return f"{self.p}vecver:{kind}"
 
+    def vector_embedder(self) -> str:  # hash: the embedder that made the tenant's vectors (name, dims, state)
+        return f"{self.p}vecembedder"
+
     # quotas, ledger, idempotency, rate limits
     def quota_rate(self) -> str:  # the tenant's request-rate window
         return f"{self.p}quota:rate"

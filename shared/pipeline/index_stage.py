@@ -1,4 +1,6 @@
-"""Embed dirty entities and new chunks into the vector store (batches embedded concurrently)."""
+"""Embed dirty entities and new chunks into the vector store (batches embedded concurrently), all with the
+tenant's recorded embedder: a tenant whose vectors are another embedder's is re-embedded whole first
+(``shared.pipeline.reembed``)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from shared.domain.tokens import truncate_text
 from shared.infra.llm.embedding import Embedder
 from shared.infra.llm.usage import CallContext
 from shared.infra.store.redis_graph import GraphStore
+from shared.pipeline.reembed import prepare, settle
 
 
 def entity_text(name: str, description: str) -> str:
@@ -41,7 +44,9 @@ def _chunk_batch(store: GraphStore, vectors: VectorStore, embedder: Embedder, ct
 
 def run_index(store: GraphStore, vectors: VectorStore, embedder: Embedder, ctx: CallContext, batch: int = 64,
               parallel: int = 8) -> dict:
-    """Idempotent: a batch leaves the dirty set only after its vectors are stored."""
+    """Idempotent: a batch leaves the dirty set only after its vectors are stored. ``reembedded``: this stage
+    embedded the whole tenant again (its embedder changed)."""
+    reembedded = prepare(store, vectors, embedder, ctx)
     names = store.dirty_members("embed_entities")
     chunk_ids = store.dirty_members("embed_chunks")
     with ThreadPoolExecutor(max_workers=parallel) as pool:
@@ -49,4 +54,6 @@ def run_index(store: GraphStore, vectors: VectorStore, embedder: Embedder, ctx: 
                for i in range(0, len(names), batch)]
         chk = [pool.submit(_chunk_batch, store, vectors, embedder, ctx, chunk_ids[i : i + batch])
                for i in range(0, len(chunk_ids), batch)]
-        return {"entities": sum(f.result() for f in ent), "chunks": sum(f.result() for f in chk)}
+        done = {"entities": sum(f.result() for f in ent), "chunks": sum(f.result() for f in chk)}
+    settle(store, vectors, embedder, reembedded, done["entities"] + done["chunks"])
+    return {**done, "reembedded": reembedded}

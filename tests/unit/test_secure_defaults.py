@@ -27,15 +27,21 @@ def test_production_without_an_llm_must_choose_the_llm_free_mode():
     Settings(env="development").check_llm_mode()  # graphfleet up and the tests
 
 
-def test_the_hashing_embedder_is_not_a_silent_production_fallback():
+def test_the_llm_free_mode_embeds_with_the_local_model_and_hashes_words_only_when_chosen():
     from shared.infra.llm.embedding import HashingEmbedder, make_embedder
+    from shared.infra.llm.local_embedder import LocalEmbedder
 
-    with pytest.raises(LLMModeError):
+    with pytest.raises(LLMModeError, match="embeddings: the local model, no network"):
         make_embedder(Settings(env="production"))
-    assert isinstance(make_embedder(Settings(env="production", llm_free=True)), HashingEmbedder)
+    with pytest.raises(LLMModeError):  # choosing hashing does not choose the LLM-free mode
+        make_embedder(Settings(env="production", embedding={"provider": "hashing"}))
+    assert isinstance(make_embedder(Settings(env="production", llm_free=True)), LocalEmbedder)
+    chosen = make_embedder(Settings(env="production", llm_free=True, embedding={"provider": "hashing"}))
+    assert isinstance(chosen, HashingEmbedder) and chosen.name == "hashing-256"
 
 
 def test_worker_runtime_refuses_production_without_an_llm(monkeypatch, redis_server):
+    from shared.infra.llm.local_embedder import NAME
     from workers.runtime import build_runtime
 
     monkeypatch.setenv("GRAPHFLEET_REDIS_URL", redis_server.url)
@@ -46,7 +52,12 @@ def test_worker_runtime_refuses_production_without_an_llm(monkeypatch, redis_ser
     monkeypatch.setenv("GRAPHFLEET_LLM_FREE", "true")
     reset_settings_cache()
     runtime = build_runtime()
-    assert runtime.llm is None and runtime.embedder.name.startswith("hashing")
+    assert runtime.llm is None and runtime.embedder.name == NAME and runtime.embedder.lexical is False
+    runtime.redis.close()
+    monkeypatch.setenv("GRAPHFLEET_EMBEDDING__PROVIDER", "hashing")
+    reset_settings_cache()
+    runtime = build_runtime()
+    assert runtime.embedder.name == "hashing-256" and runtime.embedder.lexical is True
     runtime.redis.close()
 
 

@@ -154,6 +154,33 @@ def test_drop_tenant(store, tenants):
     assert store.count(a, "entities") == 1
 
 
+def test_a_dropped_tenant_takes_the_dimensions_of_its_next_vectors(store, tenants):
+    """What re-embedding a tenant with another embedder needs (``shared.pipeline.reembed``): once dropped, its
+    collections take the new embedder's dimensions, and another tenant keeps its own."""
+    a, b = tenants
+    for t in (a, b):
+        store.upsert(t, "chunks", ITEMS)
+    store.drop_tenant(a)
+    wide = [VectorItem(f"w{i}", [float(i == j) + 0.1 for j in range(8)], {"doc_id": "d1"}) for i in range(3)]
+    store.upsert(a, "chunks", wide)
+    assert store.count(a, "chunks") == 3
+    assert [h.id for h in store.search(a, "chunks", wide[1].vector, top_k=1)] == ["w1"]
+    assert len(store.sample_item(a, "chunks")[1]) == 8
+    assert [h.id for h in store.search(b, "chunks", QUERY, top_k=1)] == ["alpha"]
+    assert len(store.sample_item(b, "chunks")[1]) == 4
+
+
+def test_sample_item_is_one_stored_item_with_its_vector(store, tenants):
+    a, b = tenants
+    assert store.sample_item(a, "chunks") is None
+    store.upsert(a, "entities", ITEMS)
+    item_id, vector = store.sample_item(a, "entities")
+    given = {it.id: it.vector for it in ITEMS}[item_id]
+    cosine = sum(x * y for x, y in zip(vector, given, strict=True)) / math.hypot(*vector) / math.hypot(*given)
+    assert cosine == pytest.approx(1.0, abs=1e-5)
+    assert store.sample_item(a, "chunks") is None and store.sample_item(b, "entities") is None
+
+
 def test_idempotent_upsert(store, tenants):
     t = tenants[0]
     store.upsert(t, "entities", ITEMS)

@@ -18,8 +18,9 @@ Fusion = Literal["zscore", "rrf", "weighted"]
 BudgetSplit = Literal["evidence", "fixed"]
 GlobalSelection = Literal["auto", "all", "relevance", "dynamic"]
 # BM25's share in the fusion when the caller gives none: see shared/domain/retrieval/fusion.py and
-# docs/benchmarks.md. A lexical embedder (the LLM-free hashing one) hashes the same words BM25 scores,
-# so it only adds collision noise: BM25 alone. A model embedder gets an equal say.
+# docs/benchmarks.md. A lexical embedder (the hashing one, GRAPHFLEET_EMBEDDING__PROVIDER=hashing) hashes the
+# same words BM25 scores, so it only adds collision noise: BM25 alone. A model embedder (the local model, an
+# endpoint's) gets an equal say.
 BM25_WEIGHT_LEXICAL_EMBEDDER = 1.0
 BM25_WEIGHT_MODEL_EMBEDDER = 0.5
 # The extractive answer (no LLM: shared/domain/query/extractive.py): at most this many whole sentences, within

@@ -85,7 +85,8 @@ def is_lexical(embedder, ctx: CallContext) -> bool:
 
 class LLMEmbedder:
     """Embeddings through ``LLMClient.embed`` (usage recorded with stage ``embed``). Whether the model
-    knows meaning is measured (``is_lexical``) the first time a query asks, once per process."""
+    knows meaning is measured (``is_lexical``) the first time a query asks, once per process; its dimensions
+    (``dim``) are known from its first answer on (None before)."""
 
     lexical: bool | None = None
 
@@ -93,11 +94,14 @@ class LLMEmbedder:
         self.client = client
         self.name = model
         self.batch_size = batch_size
+        self.dim: int | None = None
 
     def embed(self, texts: Sequence[str], ctx: CallContext) -> list[list[float]]:
         out: list[list[float]] = []
         for i in range(0, len(texts), self.batch_size):
             out.extend(self.client.embed(list(texts[i : i + self.batch_size]), ctx, model=self.name))
+        if out:
+            self.dim = len(out[0])
         return out
 
 
@@ -117,3 +121,16 @@ def make_embedder(settings, llm_client=None, recorder=None) -> Embedder:
     from shared.infra.llm.local_embedder import LocalEmbedder
 
     return LocalEmbedder(recorder, settings.embedding.batch_size)
+
+
+def embedder_summary(settings) -> str:
+    """Which embedder ``settings`` choose, in the reader's words (``graphfleet up``): provider, model, where it runs."""
+    provider = settings.embedding_provider
+    if provider == "local":
+        from shared.infra.llm.local_embedder import NAME
+
+        return f"local ({NAME}, no network)"
+    if provider == "hashing":
+        return f"hashing (hashing-{settings.embedding.dim}, words only, no network)"
+    where = "at the LLM endpoint" if settings.llm_enabled else "needs GRAPHFLEET_LLM_BASE_URL"
+    return f"openai ({settings.embedding_model}, {where})"

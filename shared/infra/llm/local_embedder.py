@@ -1,9 +1,9 @@
 """The local embedder: wordllama's static 256-dimension model, loaded from the files its wheel ships.
 
 Why this model: it knows meaning (it passes the synonym probe of ``shared.infra.llm.embedding``), needs no
-key, no network and no GPU, weighs 16 MB and embeds about 2,000 passages a second on one core, so the
-embedded default retrieves by meaning and not by words alone. A deployment with an embedding endpoint
-chooses ``GRAPHFLEET_EMBEDDING__PROVIDER=openai`` instead.
+key, no network and no GPU (its weights, 16 MB, are a lookup table averaged per text), so the embedded
+default retrieves by meaning and not by words alone. With an LLM endpoint the endpoint's embedding model is
+the default instead; ``GRAPHFLEET_EMBEDDING__PROVIDER=local`` keeps this one.
 
 Loading never downloads: ``disable_download=True``, and ``cache_dir`` is the installed package folder,
 where 0.4.0.post1 keeps its weights (``weights/``) and tokenizer (``tokenizers/``; the pin in

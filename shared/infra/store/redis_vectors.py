@@ -100,6 +100,12 @@ class RedisVectorStore:
         _version, ids, matrix, _meta = self._load(tenant, kind)
         return matrix[0].copy() if ids else None
 
+    def sample_item(self, tenant: str, kind: str) -> tuple[str, list[float]] | None:
+        """(id, vector) of one stored item of ``kind`` (the first by id), or None: which embedder made the
+        tenant's vectors is told by embedding that item's text again (``shared.infra.store.embedder_record``)."""
+        _version, ids, matrix, _meta = self._load(tenant, kind)
+        return (ids[0], matrix[0].tolist()) if ids else None
+
     def warm(self, tenant: str) -> None:
         """Load the tenant's stale matrices now, so the next search finds them ready."""
         for kind in KINDS:

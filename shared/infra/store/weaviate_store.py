@@ -6,6 +6,9 @@ named vector ``default`` with cosine distance, deterministic uuid5 ids from (kin
 idempotent. Imports go through ``data.insert_many`` in fixed-size batches (synchronous gRPC calls whose
 per-object ``errors`` are checked; ``batch.fixed_size`` would add background threads inside a Celery task and
 report failures only after the context exits); failed objects raise :class:`WeaviateBatchError`.
+A collection takes no dimensions of its own: each tenant's shard takes those of its first vectors, so the
+dimensions follow the embedder; when a tenant's embedder changes, the index stage drops the tenant
+(``drop_tenant``: its shards go) before storing the new embedder's vectors (``shared.pipeline.reembed``).
 The client (HTTP + gRPC channels) is created lazily, on first use, in each process (never across a fork).
 
 When given the Redis connection, writes bump the same per-tenant collection version counter as the
@@ -346,6 +349,19 @@ class WeaviateVectorStore:
         self._changed(tenant, kind)
         if failed:
             raise RuntimeError(f"Weaviate failed to delete {failed} of {len(uuids)} {kind} objects of {tenant!r}")
+
+    def sample_item(self, tenant: str, kind: str) -> tuple[str, list[float]] | None:
+        """(id, vector) of one stored item of ``kind``, or None when the tenant has none (see the Redis store's)."""
+
+        def op(coll):
+            return coll.query.fetch_objects(limit=1, include_vector=True, return_properties=["item_id"]).objects
+
+        objects = self._read(tenant, kind, op, [])
+        if not objects:
+            return None
+        vector = objects[0].vector
+        vector = vector.get(VECTOR_NAME) if isinstance(vector, dict) else vector
+        return str((objects[0].properties or {}).get("item_id") or ""), [float(x) for x in vector or []]
 
     def count(self, tenant: str, kind: str) -> int:
         return self._read(tenant, kind, lambda c: int(c.aggregate.over_all(total_count=True).total_count or 0), 0)
