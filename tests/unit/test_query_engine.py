@@ -189,3 +189,29 @@ def test_each_bm25_index_is_looked_up_once_per_query(mode):
     res = answer_query(param, reader, store, hash_embed, None, counting, lexical_embedder=True)
     assert res.context and asked  # the searches ran on the indexes
     assert sorted(asked) == sorted(set(asked))
+
+
+def test_the_entity_search_has_its_own_bm25_share():
+    """``entity_bm25_weight`` sets BM25's share in the entity search alone (None: ``bm25_weight``): at 1 the walk's
+    entity seeds are found by their words only while passages still fuse both lists; the question is embedded
+    whenever either search reads its vector."""
+    reader, store = make_graph()
+    calls: list[list[str]] = []
+
+    def embed(texts):
+        calls.append(list(texts))
+        return hash_embed(texts)
+
+    def ask(**fields):
+        calls.clear()
+        param = QueryParam(mode="local", query="Who is Scrooge's clerk?", only_need_context=True, **fields)
+        return answer_query(param, reader, store, embed, None, bm25_provider_for(reader)), len(calls)
+
+    assert ask(bm25_weight=1.0)[1] == 0
+    assert ask(bm25_weight=1.0, entity_bm25_weight=0.0)[1] >= 1  # the entity search reads the vector
+    assert ask(bm25_weight=0.0, entity_bm25_weight=1.0)[1] >= 1  # the passage search does
+    words_only, _ = ask(bm25_weight=1.0)
+    same, _ = ask(bm25_weight=1.0, entity_bm25_weight=1.0)
+    assert same.context == words_only.context
+    vector_entities, _ = ask(bm25_weight=1.0, entity_bm25_weight=0.0)
+    assert vector_entities.details["fusion"]["bm25_weight"] == 1.0

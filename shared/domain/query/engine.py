@@ -59,6 +59,7 @@ class Retriever:
         self._indexes: dict[str, BM25Index | None] = {}
         default = BM25_WEIGHT_LEXICAL_EMBEDDER if lexical_embedder else BM25_WEIGHT_MODEL_EMBEDDER
         self.weight = rp.bm25_weight if rp.bm25_weight is not None else default
+        self.entity_weight = rp.entity_bm25_weight if rp.entity_bm25_weight is not None else self.weight
 
     def vectors(self, texts: list[str]) -> list:
         """The texts' embeddings, or Nones when no search would read them (``reads_vectors``)."""
@@ -70,7 +71,7 @@ class Retriever:
         """Whether a search reads the question's embedding. With BM25's share at 1 (the default over a lexical
         embedder) it ranks by BM25 alone wherever the tenant has its BM25 indexes: the embedding would cost an
         API round trip and booked tokens and never be read. A model embedder's share (0.5) always reads it."""
-        if self.weight < 1.0 or self.bm25 is None:
+        if min(self.weight, self.entity_weight) < 1.0 or self.bm25 is None:
             return True
         return any(self.index(kind) is None for kind in ("entities", "chunks"))
 
@@ -83,7 +84,8 @@ class Retriever:
     def search(self, kind: str, text: str, vector, top_k: int) -> list[tuple[str, float]]:
         index = self.index(kind)
         return hybrid_search(
-            text, vector, self.store, self.tenant, kind, index, top_k, self.weight,
+            text, vector, self.store, self.tenant, kind, index, top_k,
+            self.entity_weight if kind == "entities" else self.weight,
             self.rp.cosine_threshold, self.rp.fusion, self.rp.rrf_k,
             key_field="name" if kind == "entities" else None,
         )

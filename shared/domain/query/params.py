@@ -82,6 +82,9 @@ class QueryParam(BaseModel):
     cosine_threshold: float = Field(0.2, ge=-1.0, le=1.0)
     # share of BM25 in the fusion; 0 = vector only; None = by the embedder's kind (see above)
     bm25_weight: float | None = Field(None, ge=0.0, le=1.0)
+    # BM25's share in the entity search alone (the walk's entity seeds, local's entity rows); None = bm25_weight.
+    # 1 finds entities by their words only, without the question's embedding
+    entity_bm25_weight: float | None = Field(None, ge=0.0, le=1.0)
     fusion: Fusion = "zscore"
     candidate_limit: int = Field(200, ge=1, le=10000)  # passages scored at most when filling the budget
     # graph walk (mode "graph", and the source ranking of local/hybrid/causal): personalized PageRank
