@@ -79,7 +79,10 @@ class QueryParam(BaseModel):
     # retrieval
     top_k: int = Field(40, ge=1, le=10000)
     chunk_top_k: int = Field(20, ge=1, le=10000)
-    cosine_threshold: float = Field(0.2, ge=-1.0, le=1.0)
+    # vector hits below this cosine are dropped before fusion. 0 keeps every hit that leans towards the question:
+    # the local model's cosines for relevant passages are often below LightRAG's 0.2, which then left the
+    # z-scores of a few survivors to decide (docs/benchmarks.md, "Retrieval quality under a token budget")
+    cosine_threshold: float = Field(0.0, ge=-1.0, le=1.0)
     # share of BM25 in the fusion; 0 = vector only; None = by the embedder's kind (see above)
     bm25_weight: float | None = Field(None, ge=0.0, le=1.0)
     # BM25's share in the entity search alone (the walk's entity seeds, local's entity rows); None = bm25_weight.
