@@ -72,9 +72,8 @@ class LockedCelery:
             yield held
 
     def warm(self) -> None:
-        """What the first ``send_task`` would pay (~0.2 s in a fresh gateway: the Redis transport is imported on
-        first use; ~8 ms of a fresh gateway's first query was the declaration of its queue, measured):
-        ``messages.warm_sender``, under the lock."""
+        """What the first ``send_task`` would pay in a fresh gateway (the Redis transport is imported on first
+        use, and the first publish to a queue declares it), paid now: ``messages.warm_sender``, under the lock."""
         with self._lock:
             warm_sender(self.app)
 

@@ -55,8 +55,8 @@ class ClusterSettings(BaseModel):
 class ReportSettings(BaseModel):
     max_input_tokens: int = 12000
     max_output_tokens: int = Field(0, ge=0)  # cap on each LLM report answer (the call's max_tokens); 0: no cap
-    # LLM reports per task, asked side by side: a task costs ~5-12 ms of CPU of its own (delivery, bookkeeping,
-    # reads and writes), paid once for them; a task that is killed asks its reports again
+    # LLM reports per task, asked side by side: a task has a fixed CPU cost of its own (delivery, bookkeeping,
+    # reads and writes), paid once for all of them; a task that is killed asks its reports again
     communities_per_task: int = 8
     extractive_per_task: int = 64  # communities reported without an LLM call, per task
     # communities smaller than this get an extractive report (no LLM call); 1 = LLM for every community

@@ -224,7 +224,7 @@ def prime_query_series(model: str, queue: str, task: str, tenant_tiers: dict[str
     """Create, at zero, the series a query worker's first answer writes to (its answer call, its task, its job)
     for each ``tenant -> tier`` given. Prometheus's advice is to initialise the label sets known in advance
     (``rate`` and alerts see them before the first event); and in multiprocess mode each new child maps its
-    values when created, ~1 ms for a query's 16 series, which the first query would otherwise pay. Nothing is
+    values when created, a cost for each of a query's series that the first query would otherwise pay. Nothing is
     counted or observed."""
     m = metrics()
     model, queue = _label(model), _label(queue)
