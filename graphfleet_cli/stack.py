@@ -286,7 +286,7 @@ class Stack:
                                 w.cpu_concurrency)[name].concurrency
         cmd = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", ",".join(queues),
                "-P", pool, "-c", str(conc), "-n", f"{name}-{os.getpid()}@%h",
-               "-l", os.environ.get("GRAPHFLEET_WORKER_LOG_LEVEL", "WARNING"),
+               "-l", self.settings.worker_log_level,
                "--without-gossip", "--without-mingle", "--without-heartbeat"]
         log = open(self.log_dir / f"worker-{name}.log", "ab")  # noqa: SIM115 - owned by the child
         return subprocess.Popen(cmd, env=self.env(), stdout=log, stderr=subprocess.STDOUT, **own_session_kwargs())
