@@ -48,9 +48,9 @@ HOT_ROUTES = (("/v1/queries", "POST"), ("/v1/queries/{query_id}", "GET"), ("/v1/
 
 def warm_routes(app: FastAPI) -> int:
     """Build FastAPI's matching contexts of the included routers now: FastAPI (0.16x) builds a router's on the
-    first request routed into it, ~10 ms a fresh gateway's first query would pay; each endpoint's context
-    for error messages (its source file and line, read with ``inspect`` on the first request to it: ~1 ms for
-    the query route, ``bench.gateway_latency``); and the kind of each dependency's callable (``_classify``).
+    first request routed into it, which a fresh gateway's first query would pay; each endpoint's context
+    for error messages (its source file and line, read with ``inspect`` on the first request to it); and the
+    kind of each dependency's callable (``_classify``).
     Best effort: a FastAPI without them has nothing to build. Returns how many routers were built."""
     built, todo = 0, list(app.router.routes)
     while todo:

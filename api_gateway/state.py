@@ -6,7 +6,6 @@ import asyncio
 import hashlib
 import hmac
 import logging
-import os
 import secrets
 import sys
 import threading
@@ -24,12 +23,10 @@ from shared.infra.key_layout import ensure_layout
 from shared.infra.messages import warm_sender
 from shared.infra.queueing import QUEUES, make_celery, settings_for
 from shared.infra.redis_conn import aconnect, connect, read_stack_info
-from shared.infra.tenants import TenantStore, api_key_pepper
+from shared.infra.tenants import PEPPER_ENV, TenantStore, api_key_pepper
 
 log = logging.getLogger("api_gateway")
 
-DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
-MAX_BODY_ENV = "GRAPHFLEET_GATEWAY_MAX_BODY_BYTES"
 READY_CACHE_S = 5.0
 
 
@@ -43,6 +40,16 @@ def resolve_admin_key(settings) -> str:
     log.warning("no GRAPHFLEET_ADMIN_KEY set (development): generated admin key %s", key)
     print(f"graphfleet gateway: development admin key: {key}", file=sys.stderr, flush=True)
     return key
+
+
+def resolve_api_key_pepper(settings) -> bytes:
+    """The API-key pepper (``Settings.api_key_pepper``). Outside development it must be set: without it,
+    whoever reads the Redis could test guessed keys against the stored hashes offline."""
+    pepper = api_key_pepper(settings)
+    if not pepper and settings.env != "development":
+        raise RuntimeError(f"{PEPPER_ENV} must be set when env={settings.env!r} (only 'development' hashes API "
+                           "keys without a server-side secret)")
+    return pepper
 
 
 def resolve_redis_url(settings) -> str:
@@ -72,9 +79,8 @@ class LockedCelery:
             yield held
 
     def warm(self) -> None:
-        """What the first ``send_task`` would pay (~0.2 s in a fresh gateway: the Redis transport is imported on
-        first use; ~8 ms of a fresh gateway's first query was the declaration of its queue, measured):
-        ``messages.warm_sender``, under the lock."""
+        """What the first ``send_task`` would pay in a fresh gateway (the Redis transport is imported on first
+        use, and the first publish to a queue declares it), paid now: ``messages.warm_sender``, under the lock."""
         with self._lock:
             warm_sender(self.app)
 
@@ -97,17 +103,15 @@ class Gateway:
     def build(cls, settings, max_body_bytes: int | None = None) -> Gateway:
         url = resolve_redis_url(settings)
         settings = settings_for(settings, url)
-        limit = max_body_bytes or int(os.environ.get(MAX_BODY_ENV) or DEFAULT_MAX_BODY_BYTES)
+        limit = max_body_bytes or settings.gateway_max_body_bytes
         gw = cls(settings=settings, redis_url=url, admin_key=resolve_admin_key(settings), max_body_bytes=limit)
+        pepper = resolve_api_key_pepper(settings)
         gw.redis = connect(url)
         try:
             ensure_layout(gw.redis)  # a Redis of an older version: its tenants' keys get their hash tag
         except redis.ConnectionError as exc:  # not up yet: the workers move the keys when they start
             log.warning("key layout not checked, Redis not reachable: %s", exc)
         gw.celery = LockedCelery(make_celery(settings, name="graphfleet-gateway"))
-        pepper = api_key_pepper(settings)
-        if not pepper and settings.env != "development":
-            log.warning("GRAPHFLEET_API_KEY_PEPPER is not set: API keys are hashed without a server-side secret")
         gw.tenants = TenantStore(gw.redis, pepper)
         return gw
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import sys
 import time
@@ -39,7 +38,7 @@ def _client(args):
         return LocalClient(resolve_redis_url()), _tenant(args)
     from graphfleet_cli.http_client import API_KEY_ENV, HttpClient
 
-    client = HttpClient(url, os.environ.get(API_KEY_ENV, ""))
+    client = HttpClient(url, get_settings().api_key or "")
     tenant = client.tenant()
     if args.tenant and args.tenant != tenant:
         client.close()

@@ -64,7 +64,7 @@ class LocalClient:
 
     def wait(self, tenant: str, job_id: str, timeout: float = 3600.0, progress: bool = False) -> dict:
         """The job's view once it ended. Woken by its end-of-job message (``job_status.wait_finished``, one
-        subscription for the whole wait), as the gateway's ``?wait`` is: a poll every 100 ms saw an end 50 ms
+        subscription for the whole wait), as the gateway's ``?wait`` is: a poll would see the end half its period
         late on average. With ``progress`` the progress line is redrawn at each status re-read (every
         ``PROGRESS_S``) meanwhile. A job that does not exist is a ``LookupError`` at once."""
         bar = ProgressLine() if progress else None

@@ -6,8 +6,6 @@ Both return the gateway's JSON shapes (``api_gateway/schemas.py``), so ``--json`
 
 from __future__ import annotations
 
-import os
-
 from graphfleet import Client
 from graphfleet.errors import ApiError, NotFoundError
 from graphfleet_cli.errors import missing_key, tenant_mismatch
@@ -30,10 +28,13 @@ class HttpBackend:
     ``GRAPHFLEET_ADMIN_KEY``."""
 
     def __init__(self, url: str, admin: bool):
-        env = ADMIN_KEY_ENV if admin else API_KEY_ENV
-        if not os.environ.get(env):
+        from shared.config import get_settings
+
+        settings = get_settings()
+        env, key = (ADMIN_KEY_ENV, settings.admin_key) if admin else (API_KEY_ENV, settings.api_key)
+        if not key:
             raise missing_key(env, "the admin key" if admin else "a tenant API key")
-        self.api = Client(url, os.environ[env], user_agent="graphfleet-cli")
+        self.api = Client(url, key, user_agent="graphfleet-cli")
 
     def close(self) -> None:
         self.api.close()

@@ -6,8 +6,8 @@ of every group; ``"auto"`` (``graphfleet up``'s default, ``GRAPHFLEET_WORKERS__P
 from the cores this process may run on. CPU-bound groups (``prefork``) get one process with a pool child
 per core; LLM-bound groups (``threads``) get few processes with many threads each, since their tasks
 mostly wait; the ``ingest`` group is the exception, one process per core: extraction parses every answer
-under one process's GIL, and 42 chunks in flight saturate it (measured: a second process on 2 cores ends the
-extraction of the Christmas Carol ~0.3 s earlier); the query groups one process per four cores.
+under one process's GIL, which a wave of chunks in flight saturates, so a second process on a second core ends
+the extraction sooner; the query groups one process per four cores.
 
 Every process the stack starts writes its Prometheus samples to one per-stack directory
 (``PROMETHEUS_MULTIPROC_DIR`` = ``<data_dir>/metrics``, wiped at start), so the gateway's ``/metrics``
@@ -286,7 +286,7 @@ class Stack:
                                 w.cpu_concurrency)[name].concurrency
         cmd = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", ",".join(queues),
                "-P", pool, "-c", str(conc), "-n", f"{name}-{os.getpid()}@%h",
-               "-l", os.environ.get("GRAPHFLEET_WORKER_LOG_LEVEL", "WARNING"),
+               "-l", self.settings.worker_log_level,
                "--without-gossip", "--without-mingle", "--without-heartbeat"]
         log = open(self.log_dir / f"worker-{name}.log", "ab")  # noqa: SIM115 - owned by the child
         return subprocess.Popen(cmd, env=self.env(), stdout=log, stderr=subprocess.STDOUT, **own_session_kwargs())

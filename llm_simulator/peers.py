@@ -1,8 +1,8 @@
 """Answers to nano-graphrag's and LightRAG's own prompts, in the formats their parsers expect.
 
-The side-by-side benchmark (``bench/compare.py``) runs graphfleet, nano-graphrag 0.0.8.x and
-LightRAG 1.5.x against one simulator. Each peer's prompt is recognised by a phrase of its template
-(read from the installed packages' ``prompt.py``), its data is cut out of the template, and the answer
+The side-by-side benchmark (docs/benchmarks.md, "graphfleet vs nano-graphrag vs LightRAG") runs graphfleet,
+nano-graphrag 0.0.8.x and LightRAG 1.5.x against one simulator. Each peer's prompt is recognised by a phrase of
+its template (read from the installed packages' ``prompt.py``), its data is cut out of the template, and the answer
 comes from the same deterministic rules the project's own prompts get (``extraction.records_of``,
 ``answers.summarize`` ...), rendered in the peer's record format. So the three systems build their
 graphs from the same simulated model and differ only in how they use it.

@@ -199,7 +199,7 @@ def create_app(config: SimConfig, sleep: Sleep = asyncio.sleep) -> Starlette:
 def run(config: SimConfig) -> None:
     """Serve until interrupted."""
     get_encoding(None)  # load the tokenizer before the first request
-    anyio.run(anyio.sleep, 0)  # imports anyio's asyncio backend, which the first streamed answer would (~40 ms)
+    anyio.run(anyio.sleep, 0)  # imports anyio's asyncio backend now, not in the first streamed answer
     app = create_app(config)  # loads the embedding model before the first request
     print(f"LLM simulator listening on http://{config.host}:{config.port}/v1", flush=True)
     uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level, access_log=False,
@@ -215,7 +215,7 @@ def start_in_thread(config: SimConfig, timeout_s: float = 10.0, sleep: Sleep = a
     get_encoding(None)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # accepted connections inherit this; without it small responses wait ~40 ms for delayed ACKs
+    # accepted connections inherit this; without it small responses wait for the client's delayed ACK (Nagle)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((config.host, config.port))
     port = sock.getsockname()[1]

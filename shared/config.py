@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class ChunkingSettings(BaseModel):
@@ -55,8 +55,8 @@ class ClusterSettings(BaseModel):
 class ReportSettings(BaseModel):
     max_input_tokens: int = 12000
     max_output_tokens: int = Field(0, ge=0)  # cap on each LLM report answer (the call's max_tokens); 0: no cap
-    # LLM reports per task, asked side by side: a task costs ~5-12 ms of CPU of its own (delivery, bookkeeping,
-    # reads and writes), paid once for them; a task that is killed asks its reports again
+    # LLM reports per task, asked side by side: a task has a fixed CPU cost of its own (delivery, bookkeeping,
+    # reads and writes), paid once for all of them; a task that is killed asks its reports again
     communities_per_task: int = 8
     extractive_per_task: int = 64  # communities reported without an LLM call, per task
     # communities smaller than this get an extractive report (no LLM call); 1 = LLM for every community
@@ -189,8 +189,18 @@ class Settings(BaseSettings):
 
     env: str = "development"
     admin_key: str | None = None
+    # the server-side secret mixed into every stored API-key hash (HMAC-SHA256), the same on every gateway;
+    # outside development the gateway refuses to start without it (api_gateway.state.resolve_api_key_pepper)
+    api_key_pepper: str = Field("", repr=False)
+    # the tenant API key the CLI sends to the gateway at GRAPHFLEET_URL (the gateway itself never reads it)
+    api_key: str | None = Field(None, repr=False)
     default_tenant: str = "default"
+    gateway_max_body_bytes: int = 64 * 1024 * 1024  # request body limit (413 before the body is read)
     metrics_tenant_label: bool = False
+    # tenants allowed as a metric label (comma-separated in GRAPHFLEET_METRICS_TENANT_ALLOWLIST); others are "other"
+    metrics_tenant_allowlist: Annotated[frozenset[str], NoDecode] = frozenset()
+    metrics_port: int | None = None  # worker-only hosts: the first worker to bind it serves the host's /metrics
+    worker_log_level: str = "WARNING"  # the ``-l`` of the worker processes ``graphfleet up`` starts
     # logs: "text" (default) or "json" (one object per line; shared/infra/log_setup.py); level of the gateway
     log_format: str = Field("text", pattern="^(text|json)$")
     log_level: str = Field("INFO", pattern="^(?i)(debug|info|warning|error|critical)$")
@@ -215,6 +225,19 @@ class Settings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     query: QuerySettings = QuerySettings()
     ratelimit: RateLimitSettings = RateLimitSettings()
+
+    @field_validator("gateway_max_body_bytes", "metrics_port", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value, info):
+        """An empty variable (``VAR=`` in an env file) means unset: the field's default."""
+        return cls.model_fields[info.field_name].default if value == "" else value
+
+    @field_validator("metrics_tenant_allowlist", mode="before")
+    @classmethod
+    def _comma_separated(cls, value):
+        if isinstance(value, str):
+            return frozenset(t.strip() for t in value.split(",") if t.strip())
+        return value
 
     @model_validator(mode="after")
     def _state_apart(self) -> Settings:

@@ -50,8 +50,8 @@ def _refuse_silent_llm_free_mode(**_kwargs) -> None:
 
 @worker_init.connect
 def _warm_up(**_kwargs) -> None:
-    """Load every tokenizer a task may use before the first task (each BPE load costs a few hundred ms
-    of CPU): the chat and summary models', the embedding model's, and the default encoding; then the clients,
+    """Load every tokenizer a task may use before the first task (each BPE load is a noticeable
+    amount of CPU): the chat and summary models', the embedding model's, and the default encoding; then the clients,
     Celery's result backend and, with an LLM, the OpenAI SDK (every worker: else its first task, its first
     extraction, summary, report or query call builds them)."""
     from shared.domain.tokens import get_encoding
@@ -59,21 +59,21 @@ def _warm_up(**_kwargs) -> None:
     settings = get_settings()
     for model in {settings.llm_model, settings.effective_summary_model, settings.embedding_model, None}:
         get_encoding(model)
-    try:  # the clients: their modules (the SDK's HTTP stack: ~0.1 s of imports) load now, before a prefork pool
+    try:  # the clients: their modules (the SDK's HTTP stack: heavy imports) load now, before a prefork pool
         rt = runtime()  # forks its children (each then builds its own runtime without importing them again)
     except Exception:  # noqa: BLE001 - Redis not up yet: the first task builds it
         log.warning("worker runtime not built before consuming", exc_info=True)
         return
     _warm_sender_quietly("worker")  # Celery's backend and sender, the producer's connection, the queues (thread pools)
-    if rt.llm is not None:  # the SDK's lazily built request transforms and response models (~35 ms of CPU at a
+    if rt.llm is not None:  # the SDK's lazily built request transforms and response models (CPU paid at a
         sdk_warmup.warm_openai_sdk()  # process's first call), in memory; a prefork pool's children inherit them
 
 
 @worker_process_init.connect
 def _warm_child(**_kwargs) -> None:
     """A prefork child (merge, cluster workers) gets a producer pool and a runtime of its own after the fork:
-    connect the pool, declare the queues (~20 ms of CPU, measured in a cluster worker) and build the runtime
-    (~55 ms: most of it the LLM client's TLS context loading the CA bundle) now, not in the child's first task,
+    connect the pool, declare the queues and build the runtime (most of its cost the LLM client's TLS context
+    loading the CA bundle) now, not in the child's first task,
     which is on an ingestion's path. In a thread: the pool waits for a child's start-up at most
     ``worker_proc_alive_timeout`` (4 s), and a broker that does not answer would hold a connect longer (the child
     would be killed and forked again). A task that starts meanwhile waits for the same runtime (its lock)."""

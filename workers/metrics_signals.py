@@ -16,13 +16,14 @@ import time
 
 from celery import signals
 
+from shared.config import get_settings
 from shared.infra import metrics as m
 from shared.infra.job_metrics import JobMetrics
 from shared.infra.jobs import add_job_listener
 from shared.infra.messages import READY_AT
 
 log = logging.getLogger(__name__)
-METRICS_PORT_ENV = "GRAPHFLEET_METRICS_PORT"
+METRICS_PORT_ENV = "GRAPHFLEET_METRICS_PORT"  # ``Settings.metrics_port``
 
 _started: dict[str, tuple[float, str, str]] = {}
 _lock = threading.Lock()
@@ -93,11 +94,11 @@ def on_process_shutdown(pid=None, **_kw) -> None:
 
 def on_worker_init(**_kw) -> None:
     """Serve this host's aggregated metrics when ``GRAPHFLEET_METRICS_PORT`` is set (worker-only hosts)."""
-    port = os.environ.get(METRICS_PORT_ENV)
+    port = get_settings().metrics_port
     if not port:
         return
     try:
-        m.start_metrics_server(int(port))
+        m.start_metrics_server(port)
     except OSError as exc:  # port taken by a sibling worker on the same host: that one serves the host
         log.warning("metrics server on port %s not started: %s", port, exc)
 

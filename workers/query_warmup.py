@@ -6,7 +6,7 @@ only announce index updates.
 
 Before such a worker consumes (``worker_init``), it readies what every query uses whatever its tenant (the BM25
 library's import, a Redis connection, a keep-alive connection to the LLM API, the embedder probe when another
-process already measured it; Celery's backend and the OpenAI SDK's lazily built models are warmed in every worker,
+process already ran it; Celery's backend and the OpenAI SDK's lazily built models are warmed in every worker,
 ``workers.celery_app._warm_up``) and the tenants whose index changed most recently, as far as the cache has room
 and for at most ``START_WARM_S`` (``shared.infra.cache_warmup``): a worker that reports ready answers its first
 query warm."""

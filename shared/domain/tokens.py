@@ -134,7 +134,7 @@ CHARS_PER_TOKEN = 4  # OpenAI's rule of thumb for English; its own rate limiter 
 
 def estimate_tokens(text: str, model: str | None = None) -> int:
     """Tokens of ``text`` as a rate-limit reservation needs them, before the call: exact when short or already
-    counted, else characters / 4. Encoding a 30,000-token prompt only to reserve budget costs ~8 ms of CPU per
+    counted, else characters / 4. Encoding a long prompt only to reserve budget would cost real CPU on every
     call; the reservation is reconciled with the usage the API reports once the call returns."""
     if len(text) <= ESTIMATE_ABOVE_CHARS:
         return count_tokens(text, model)

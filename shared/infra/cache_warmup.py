@@ -170,7 +170,7 @@ _ROWS_COUNTED: LRU[str, tuple] = LRU(CACHED_TENANTS)
 def _count_rows(store: GraphStore, model: str | None, graph_rows: bool) -> None:
     """The source rows' token counts, and the entity and relation rows' when ``graph_rows``: once per revision.
     An ingestion announces twice (its index, then its final reports); the second finds the passages and the
-    graph as the first counted them, and skips the ~1,000 rows it would render and look up again. Rows ingested
+    graph as the first counted them, and skips rendering and looking up its rows again. Rows ingested
     with their counts (``shared.domain.query.row_counts``) are not encoded: their stored counts are put in the
     memo; only older rows, or rows stored for another encoding, are counted."""
     from shared.domain.query.context_local import ENTITY_NUMERIC, RELATION_NUMERIC, entity_cells, relation_cells

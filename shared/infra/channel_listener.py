@@ -2,8 +2,8 @@
 each job held with ``?wait`` and the events of each query followed as Server-Sent Events.
 
 Before, each held request and each stream opened a pubsub connection of its own from the client's pool, so a
-gateway holding N of them held N Redis connections, and past the pool's 100 the next request failed with a 500
-(``bench.wait_cost``: at 50 held requests already, with their status reads). Here one reader task per client
+gateway holding N of them held N Redis connections, and once they and their status reads filled the pool the
+next request failed with a 500. Here one reader task per client
 owns one pubsub connection: a listener registers its channels (``watch``: SUBSCRIBE for a channel's first
 mailbox, UNSUBSCRIBE when its last one leaves) and the reader puts each message in the mailbox of every listener
 of its channel, in the order Redis sent them.

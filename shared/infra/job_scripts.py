@@ -12,8 +12,8 @@ class Admission(NamedTuple):
     fields: dict[str, str | None]
 
 
-# Whether chunks are unfinished: O(1) while fewer are done than planned, one SDIFF at the end (was an SDIFF
-# per finished chunk, O(n^2) per job: 80 % of the state Redis's time at 10k chunks, bench/capacity.py).
+# Whether chunks are unfinished: O(1) while fewer are done than planned, one SDIFF at the end (an SDIFF per
+# finished chunk would be O(n^2) per job, most of the state Redis's time on a large job).
 MISSING = """
 if redis.call('SCARD', KEYS[2]) < redis.call('SCARD', KEYS[1]) then return 1 end
 return #redis.call('SDIFF', KEYS[1], KEYS[2])

@@ -3,9 +3,9 @@
 kombu's Redis transport (5.7) builds a new ``redis.Redis`` on the channel's connection pool each time it sends a
 command outside its consumer loop (``Channel.conn_or_acquire``): every publish (``Channel._put``), and for every
 delivered message its bookkeeping (``QoS.append``) and its ack (``QoS.ack``, ``_remove_from_indices``). Building
-a client builds its table of response callbacks, ~150 us of CPU with redis-py 8 on this machine, held under the
-GIL of a worker whose other threads are preparing LLM calls: py-spy (``--gil``) found ``Redis.__init__`` in 17%
-of one ingest worker's GIL samples during an ingestion at 200 ms (``bench/results/cost_notes.md``).
+a client builds its table of response callbacks (redis-py 8), CPU held under the GIL of a worker whose other
+threads are preparing LLM calls: in an ingest worker, building those clients was a visible share of the time
+its threads held the GIL.
 
 A client on a pool holds no connection of its own (each command, and each pipeline, takes one from the pool and
 gives it back) and is safe to share between threads, so one per channel does what the new ones did. It is built

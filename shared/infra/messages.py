@@ -147,7 +147,7 @@ BATCH_MESSAGES = 500
 def send(celery, msg: Message, **options) -> None:
     """Enqueue ``msg`` on its task's queue (routing: ``shared.infra.queueing.ROUTES``). The reprs that logs and
     monitors show are given, not left to Celery's ``saferepr``: a message's fields are short ids, and that
-    recursive repr cost 0.1-0.2 ms of a send's ~1 ms of CPU (``bench.send_cost``). The message carries when it
+    recursive repr was a sizeable share of a send's CPU for nothing. The message carries when it
     is ready to run (header ``READY_AT``, epoch seconds: now, or when its ``countdown`` or ``eta`` (an aware
     datetime, as Celery wants) comes): the worker observes its wait in the queue at its start."""
     kwargs = msg.kwargs()
@@ -165,8 +165,8 @@ def _reprs(kwargs: dict) -> dict:
 def send_all(celery, messages: Sequence[Message], **options) -> None:
     """Enqueue ``messages`` (a fan-out: a job's chunks, merge or report batches, a query's map groups). Over a
     Redis broker they go in one pipeline: kombu's publish batch (``Producer.batch``) buffers each LPUSH and
-    flushes them together, instead of a new client and a round trip per message (~1.0 -> 0.46 ms of CPU per
-    message, 42 at a time: ``bench.send_cost``). A broker without batches (AMQP) publishes each at once, as before. The
+    flushes them together, instead of a new client and a round trip per message, which roughly halves a
+    message's CPU. A broker without batches (AMQP) publishes each at once, as before. The
     batch's flush is not under Celery's publish retry, so when it fails on a broker error that batch's messages
     are sent again one by one, each with its retries; a message the failed flush had delivered is then delivered
     twice, which every task takes (a redelivery, as after a lost acknowledgement). A fan-out of more than
@@ -195,7 +195,7 @@ def _send_batch(celery, messages: Sequence[Message], **options) -> None:
 
 
 def warm_sender(celery) -> None:
-    """What a process's first send would pay (20-40 ms of CPU, measured in a worker and a fresh process): Celery's
+    """What a process's first send would otherwise pay, done ahead of it: Celery's
     result backend and task sender (built on first use), a pooled producer's broker connection, the declaration
     of every queue (the first publish to a queue declares it) and the code that builds a message, run on
     messages that are dropped. Nothing is sent; declaring is idempotent (the workers declare the same queues)."""

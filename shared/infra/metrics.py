@@ -25,6 +25,7 @@ from prometheus_client import generate_latest as _generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
+from shared.config import get_settings
 from shared.infra.metrics_multiproc import (  # noqa: F401 - re-exported
     MULTIPROC_ENV,
     FoldingCollector,
@@ -35,7 +36,7 @@ from shared.infra.metrics_multiproc import (  # noqa: F401 - re-exported
 )
 from shared.infra.tiers import DEFAULT_TIER
 
-TENANT_ALLOWLIST_ENV = "GRAPHFLEET_METRICS_TENANT_ALLOWLIST"
+TENANT_ALLOWLIST_ENV = "GRAPHFLEET_METRICS_TENANT_ALLOWLIST"  # ``Settings.metrics_tenant_allowlist``
 OTHER_TENANT = "other"
 OTHER = "other"
 
@@ -79,10 +80,10 @@ HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 3
 JOB_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 14400.0)
 
 
-def tenant_allowlist(env: dict | None = None) -> frozenset[str]:
-    """Tenants allowed as a metric label, from ``GRAPHFLEET_METRICS_TENANT_ALLOWLIST`` (comma-separated)."""
-    raw = (os.environ if env is None else env).get(TENANT_ALLOWLIST_ENV, "")
-    return frozenset(t.strip() for t in raw.split(",") if t.strip())
+def tenant_allowlist(settings=None) -> frozenset[str]:
+    """Tenants allowed as a metric label: ``Settings.metrics_tenant_allowlist`` (``TENANT_ALLOWLIST_ENV``,
+    comma-separated), of ``settings`` or else this process's settings."""
+    return (settings or get_settings()).metrics_tenant_allowlist
 
 
 def tenant_label(tenant: str, allowlist: frozenset[str]) -> str:
@@ -224,7 +225,7 @@ def prime_query_series(model: str, queue: str, task: str, tenant_tiers: dict[str
     """Create, at zero, the series a query worker's first answer writes to (its answer call, its task, its job)
     for each ``tenant -> tier`` given. Prometheus's advice is to initialise the label sets known in advance
     (``rate`` and alerts see them before the first event); and in multiprocess mode each new child maps its
-    values when created, ~1 ms for a query's 16 series, which the first query would otherwise pay. Nothing is
+    values when created, a cost for each of a query's series that the first query would otherwise pay. Nothing is
     counted or observed."""
     m = metrics()
     model, queue = _label(model), _label(queue)

@@ -59,8 +59,8 @@ def plain_url(url: str) -> str:
 
 def _driver_info() -> dict:
     """The client's name and version for ``CLIENT SETINFO``, given once: left unset, redis-py (>= 7) reads its
-    package metadata again for every connection it opens (1-1.5 ms of CPU each, measured on a first query's
-    new gateway connection, ``bench.gateway_latency``). Before 7 the default was computed once at import."""
+    package metadata again for every connection it opens, which a first query on a new gateway connection
+    would pay. Before 7 the default was computed once at import."""
     try:
         from redis.driver_info import DriverInfo
     except ImportError:

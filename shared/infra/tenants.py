@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import re
 import secrets
 import time
@@ -35,13 +34,12 @@ from shared.infra.tiers import DEFAULT_TIER
 
 KEY_PREFIX = "gfk"
 _KEY_RE = re.compile(r"^gfk_([0-9a-f]{16})_([A-Za-z0-9_-]{20,128})$")
-PEPPER_ENV = "GRAPHFLEET_API_KEY_PEPPER"
+PEPPER_ENV = "GRAPHFLEET_API_KEY_PEPPER"  # ``Settings.api_key_pepper``
 
 
-def api_key_pepper(settings=None) -> bytes:
-    """The server-side secret mixed into key hashes (settings field if present, else the env var)."""
-    value = getattr(settings, "api_key_pepper", None) or os.environ.get(PEPPER_ENV, "")
-    return value.encode()
+def api_key_pepper(settings) -> bytes:
+    """The server-side secret mixed into key hashes (``Settings.api_key_pepper``, from ``PEPPER_ENV``)."""
+    return settings.api_key_pepper.encode()
 
 
 def hash_key(api_key: str, pepper: bytes) -> str:

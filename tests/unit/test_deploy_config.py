@@ -191,7 +191,7 @@ def test_compose_settings_are_real_settings(compose, example_env):
     env = interpolate(compose["x-graphfleet-env"], example_env)
     fields = set(Settings.model_fields)
     for key in env:
-        if key.startswith("GRAPHFLEET_") and key not in ("GRAPHFLEET_METRICS_TENANT_ALLOWLIST",):  # infra.metrics
+        if key.startswith("GRAPHFLEET_"):
             assert key.removeprefix("GRAPHFLEET_").split("__")[0].lower() in fields, key
     flat = {k.removeprefix("GRAPHFLEET_").lower(): v for k, v in env.items() if k.startswith("GRAPHFLEET_")}
     s = Settings(**{k: v for k, v in flat.items() if k in fields})

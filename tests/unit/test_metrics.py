@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from shared.config import Settings, reset_settings_cache
 from shared.domain.pricing import cost_usd
 from shared.infra.metrics import (
     METRIC_NAMES,
@@ -185,9 +186,12 @@ def test_prepare_multiproc_dir_wipes_stale_samples(tmp_path):
     assert prepare_multiproc_dir(tmp_path / "new" / "dir").is_dir()
 
 
-def test_allowlist_helpers():
-    assert tenant_allowlist({}) == frozenset()
-    assert tenant_allowlist({"GRAPHFLEET_METRICS_TENANT_ALLOWLIST": " a,b ,,c"}) == {"a", "b", "c"}
+def test_allowlist_helpers(monkeypatch):
+    assert tenant_allowlist(Settings()) == frozenset()
+    monkeypatch.setenv("GRAPHFLEET_METRICS_TENANT_ALLOWLIST", " a,b ,,c")  # comma-separated, a contract
+    assert tenant_allowlist(Settings()) == {"a", "b", "c"}
+    reset_settings_cache()
+    assert tenant_allowlist() == {"a", "b", "c"}  # this process's settings
     assert tenant_label("a", frozenset({"a"})) == "a"
     assert tenant_label("zzz", frozenset({"a"})) == OTHER_TENANT
 

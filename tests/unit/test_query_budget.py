@@ -94,7 +94,7 @@ def test_section_caps_per_mode():
     hyb = section_caps(resolve(QueryParam(preset="balanced")), "hybrid", 15000)
     assert hyb == {"entities": 4000, "relationships": 5000, "sources": None}
     causal = section_caps(resolve(QueryParam(budget_split="fixed")), "causal", 30000)
-    assert causal == {"entities": 3200, "relationships": 3200, "sources": 1600}  # seed 003's 40/40/20
+    assert causal == {"entities": 3200, "relationships": 3200, "sources": 1600}  # causal search's 40/40/20
     evidence = section_caps(resolve(QueryParam()), "causal", 30000)  # text units may take the network cap
     assert evidence == {"entities": 3200, "relationships": 3200, "sources": 8000}
     assert section_caps(p, "naive", 100) == {"sources": None}

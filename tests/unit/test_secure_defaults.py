@@ -1,9 +1,10 @@
-"""Secure defaults: no silent LLM-free production, /metrics behind a token, TLS Redis URLs, images without the
-embedded (dev-only) Redis."""
+"""Secure defaults: no silent LLM-free production, no production gateway without an API-key pepper, /metrics
+behind a token, TLS Redis URLs, images without the embedded (dev-only) Redis."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -96,6 +97,54 @@ def test_gateway_refuses_production_without_an_llm(monkeypatch, redis_server):
     reset_settings_cache()
     with TestClient(create_app()) as client:
         assert client.get("/healthz").status_code == 200
+
+
+# ------------------------------------------------------------------ production needs the API-key pepper
+def test_gateway_refuses_production_without_an_api_key_pepper(monkeypatch, redis_server):
+    from api_gateway.app import create_app
+
+    gateway_env(monkeypatch, redis_server, GRAPHFLEET_ENV="production", GRAPHFLEET_LLM_FREE="true")
+    with pytest.raises(RuntimeError, match="GRAPHFLEET_API_KEY_PEPPER must be set when env='production'"):
+        create_app()
+    monkeypatch.setenv("GRAPHFLEET_API_KEY_PEPPER", "")  # set but empty is missing too
+    reset_settings_cache()
+    with pytest.raises(RuntimeError, match="GRAPHFLEET_API_KEY_PEPPER"):
+        create_app()
+
+
+def test_development_gateway_starts_without_a_pepper(monkeypatch, redis_server):
+    from fastapi.testclient import TestClient
+
+    from api_gateway.app import create_app
+
+    gateway_env(monkeypatch, redis_server)  # GRAPHFLEET_ENV unset: development
+    with TestClient(create_app()) as client:
+        assert client.get("/healthz").status_code == 200
+        assert client.app.state.gateway.tenants.pepper == b""
+
+
+def test_the_pepper_from_the_environment_hashes_the_keys_the_gateway_issues(monkeypatch, redis_server):
+    from fastapi.testclient import TestClient
+
+    from api_gateway.app import create_app
+    from shared.infra.keys import Keys
+    from shared.infra.redis_conn import to_str
+    from shared.infra.tenants import TenantStore, hash_key
+
+    pepper = "pep-" + secrets.token_hex(8)
+    gateway_env(monkeypatch, redis_server, GRAPHFLEET_ENV="production", GRAPHFLEET_LLM_FREE="true",
+                GRAPHFLEET_API_KEY_PEPPER=pepper)
+    tenant, admin = "pepper-" + secrets.token_hex(4), {"X-API-Key": ADMIN}
+    with TestClient(create_app()) as client:
+        store = client.app.state.gateway.tenants
+        assert store.pepper == pepper.encode()
+        assert client.post("/v1/tenants", json={"id": tenant}, headers=admin).status_code == 201
+        issued = client.post(f"/v1/tenants/{tenant}/keys", json={"name": "ci"}, headers=admin).json()
+        assert client.get("/v1/tenant", headers={"X-API-Key": issued["api_key"]}).json()["id"] == tenant
+        stored = to_str(store.redis.hget(Keys(tenant).api_key(issued["key_id"]), "hash"))
+        assert stored == hash_key(issued["api_key"], pepper.encode())
+        assert TenantStore(store.redis, b"").authenticate(issued["api_key"]) is None  # the pepper is in the hash
+        assert TenantStore(store.redis, pepper.encode()).authenticate(issued["api_key"]) == (tenant, issued["key_id"])
 
 
 # ------------------------------------------------------------------ /metrics behind a bearer token

@@ -1,4 +1,4 @@
-"""Seed 001 iterative refinement: is the answer complete, and what is missing?"""
+"""Iterative refinement (a context-overflow strategy): is the answer complete, and what is missing?"""
 
 MARKER = "-Task- Assess whether the answer fully addresses the question"
 

@@ -1,4 +1,4 @@
-"""Seed 001 map-reduce over documents that do not fit: summarize one group for the question."""
+"""Map-reduce summarization over documents that do not fit: summarize one group for the question."""
 
 MARKER = "-Task- Extract and summarize what these excerpts say about the question"
 

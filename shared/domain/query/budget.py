@@ -19,7 +19,8 @@ from shared.domain.query.line_tokens import FENCE, SECTION_SEPARATOR, exact_line
 from shared.domain.query.params import QueryParam
 from shared.domain.tokens import count_tokens
 
-# Total context windows (input + output). Seed 000 + seed 001 + current OpenAI models.
+# Total context windows (input + output): the windows nano-graphrag's and common RAG budget managers list, plus
+# current OpenAI models.
 MODEL_CONTEXT_LIMITS: dict[str, int] = {
     "gpt-4": 8192,
     "gpt-4-32k": 32768,
@@ -44,8 +45,8 @@ MODEL_CONTEXT_LIMITS: dict[str, int] = {
     "gemini-1.5-pro": 2097152,
     "gemini": 1048576,
 }
-DEFAULT_CONTEXT_LIMIT = 16385  # unknown models: assume a small window (seed 001 falls back to 16k)
-PRIORITY = ("entities", "relationships", "reports", "sources")  # seed 000 overflow order
+DEFAULT_CONTEXT_LIMIT = 16385  # unknown models: assume a small window (gpt-3.5-turbo's)
+PRIORITY = ("entities", "relationships", "reports", "sources")  # nano-graphrag's overflow order
 # budget_split="evidence": passages first, then graph rows in the room they leave (each within its cap)
 EVIDENCE_PRIORITY = ("sources", "entities", "relationships", "reports")
 
@@ -72,7 +73,7 @@ class SectionReport(BaseModel):
     tokens_allowed: int = 0
     truncated: bool = False
     cut_by: str | None = None  # "section" (own cap) | "total" (overflow, priority) | None
-    partial_item: bool = False  # the last kept item was shortened (seed 001 strategies)
+    partial_item: bool = False  # the last kept item was shortened (smart truncation)
 
     def summary(self) -> str:
         s = f"{self.candidates} {self.name} found, {self.kept} kept ({self.tokens_used}/{self.tokens_allowed} tokens)"
@@ -129,7 +130,7 @@ def total_context_budget(
     param: QueryParam, system_prompt: str = "", query: str | None = None, limits: dict | None = None
 ) -> TotalBudget:
     """Context-data budget = min(model window - output reserve, max_total_tokens)
-    - system prompt - query - buffer (seeds 000 and 004 together)."""
+    - system prompt - query - buffer (nano-graphrag's model window and LightRAG's total cap together)."""
     model = param.model or "gpt-4o-mini"
     limit = model_context_limit(model, param.model_context_limit, limits)
     sys_t = count_tokens(system_prompt, model) if system_prompt else 0
@@ -171,8 +172,8 @@ def _evidence(param: QueryParam) -> bool:
 # Hybrid: by default the graph sections (entities + relations) take at most this share of the context
 # budget, so the chunks' dynamic remainder survives a small max_total_tokens. LightRAG's 6,000 + 8,000
 # fit 30,000 with more than half left for chunks, so at the defaults nothing changes; at a 4,000-token
-# budget the fixed caps would fill the whole context with graph rows and leave no chunk, which
-# bench/retrieval_eval.py measured as recall 0.06 for hybrid (see docs/benchmarks.md).
+# budget the fixed caps would fill the whole context with graph rows and leave no chunk, and hybrid would find
+# almost nothing (docs/benchmarks.md, "Retrieval quality under a token budget").
 HYBRID_GRAPH_SHARE = 0.5
 
 
@@ -192,7 +193,7 @@ def graph_caps(param: QueryParam, total: int) -> tuple[int, int]:
 
 
 def synthesis_budget(param: QueryParam, total: int) -> int:
-    """Reduce-step budget: explicit, else seed 002's 12000 for the final context, within the total."""
+    """Reduce-step budget: explicit, else nano-graphrag's 12000 for the final context, within the total."""
     return min(param.global_synthesis_tokens or 12000, total)
 
 
@@ -293,7 +294,7 @@ def allocate(
 ) -> Allocation:
     """Fill sections in priority order (the order given). Each gets min(cap, what is left). With
     ``stop_on_cut`` a section cut by the *total* stops allocation: lower-priority sections get nothing
-    (seed 000); without it they share what the cut section could not use."""
+    (nano-graphrag's overflow handling); without it they share what the cut section could not use."""
     out = Allocation()
     seps = count_tokens(SECTION_SEPARATOR, model) * max(0, len(sections) - 1)
     remaining = max(0, total - seps)

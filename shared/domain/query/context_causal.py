@@ -1,4 +1,4 @@
-"""Causal mode context (seed 003): (k + s) * oversample_scaler extended nodes, their local graph
+"""Causal mode context (causal-search context filtering): (k + s) * oversample_scaler extended nodes, their local graph
 context, then a network-data section under its own cap (default 8000 tokens) split 40% entities /
 40% relationships / 20% text units, essential fields only."""
 

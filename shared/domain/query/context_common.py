@@ -209,11 +209,11 @@ def order_chunks(ranked: Sequence[tuple[str, float]], chunks: dict[str, Chunk], 
 def sources_section(
     items: Sequence[tuple[Chunk, float]], param: QueryParam, cap: int | None, title: str = "Sources"
 ) -> tuple[Section, list[Evidence]]:
-    """Sources section with ``id,content`` rows (seed 000's layout). The id is a short citation ("S3"),
+    """Sources section with ``id,content`` rows (nano-graphrag's layout). The id is a short citation ("S3"),
     resolved to the chunk id and its document by ``Sources.citations()`` and the evidence: a chunk and a
     document hash cost ~40 tokens a row, a fifth of a 4,000-token context at 25 passages. The first
-    chunk that does not fit can be shortened by the configured seed-001 strategy (relevance or
-    structure)."""
+    chunk that does not fit can be shortened by the configured smart-truncation strategy
+    (relevance or structure)."""
     model = param.model
     cites = [f"S{i}" for i in range(1, len(items) + 1)]
     rows = [csv_row([cite, c.text]) for cite, (c, _) in zip(cites, items, strict=True)]

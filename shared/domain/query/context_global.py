@@ -290,8 +290,8 @@ def reduce_points(
     """Keep points with score > 0, best first, as a table of ``score,description`` rows within ``budget``.
     ``points``: (analyst/group index, MapPoint). One row per point, not Microsoft GraphRAG's block per point
     (``----Analyst n----`` / ``Importance Score: s``): which analyst found a point tells the reduce nothing its
-    score and report references do not, and the block's lines cost ~10 tokens a point (a tenth of the reduce's
-    input on a 2,000-passage corpus)."""
+    score and report references do not, and the block's lines cost ~10 tokens a point (a sizeable share of the
+    reduce's input on a large corpus)."""
     useful = [(g, p) for g, p in points if p.score > 0]
     useful.sort(key=lambda gp: -gp[1].score)
     rows = [csv_row([f"{p.score:g}", p.description]) for _g, p in useful]
@@ -308,8 +308,8 @@ def reduce_points(
 
 
 def _answer_budget(template: str, param: QueryParam, response_instructions: str) -> int:
-    """The data one answering call (the reduce, or the direct answer) may read: the synthesis budget (seed 002's
-    12,000 for the final context) within the model's window around its prompt."""
+    """The data one answering call (the reduce, or the direct answer) may read: the synthesis budget (nano-graphrag's
+    final-context default, ``synthesis_budget``) within the model's window around its prompt."""
     prompt = template.format(response_type=response_instructions, report_data="")
     return synthesis_budget(param, total_context_budget(param, prompt).total)
 

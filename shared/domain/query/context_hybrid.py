@@ -1,7 +1,7 @@
-"""Hybrid mode context (LightRAG, seed 004): low-level keywords find entities, high-level keywords
-find relations/themes; both retrievals merged and deduplicated under one budget:
-max_entity_tokens, max_relation_tokens, and chunks get whatever remains of max_total_tokens after
-system prompt + KG context + query + buffer."""
+"""Hybrid mode context, with LightRAG-style caps (entities, relations, then chunks get the rest): low-level
+keywords find entities, high-level keywords find relations/themes; both retrievals merged and deduplicated
+under one budget: max_entity_tokens, max_relation_tokens, and chunks get whatever remains of max_total_tokens
+after system prompt + KG context + query + buffer."""
 
 from __future__ import annotations
 

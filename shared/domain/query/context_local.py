@@ -1,4 +1,4 @@
-"""Local mode context (nano-graphrag / seeds 000, 002): entities found by hybrid search, their
+"""Local mode context (nano-graphrag-style local context proportions): entities found by hybrid search, their
 relations, related community reports, and text units, as CSV sections under one budget."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def report_text(rep: CommunityReport) -> str:
 
 
 def order_entities(entities: Sequence[Entity], retrieval_rank: dict[str, int]) -> list[Entity]:
-    """Seed 003: entities by rank (degree) first, retrieval order breaking ties."""
+    """Causal-search ordering: entities by rank (degree) first, retrieval order breaking ties."""
     return sorted(entities, key=lambda e: (-e.degree, retrieval_rank.get(e.name, 1 << 30)))
 
 
@@ -55,7 +55,7 @@ MAX_RELATED_REPORTS = 16  # community reports read for a local context (most sha
 
 
 def order_relations(relations: Sequence[Relation], limit: int | None = None) -> list[Relation]:
-    """Seed 003: relations by weight, then rank; duplicates (A,B)/(B,A) merged; the best ``limit``."""
+    """Causal-search ordering: relations by weight, then rank; duplicates (A,B)/(B,A) merged; the best ``limit``."""
     seen: dict[tuple[str, str], Relation] = {}
     for r in relations:
         seen.setdefault(tuple(sorted((r.src, r.tgt))), r)
@@ -169,7 +169,7 @@ def assemble(
 ) -> tuple[str, BudgetReport, Sources]:
     """Allocate in priority order, render, and collect the kept evidence. ``budget_split="evidence"``:
     passages first (best first, filling the budget), graph rows in the room they leave, each within its
-    cap; "fixed": seed 000's priorities, a section cut by the total stopping the ones after it."""
+    cap; "fixed": nano-graphrag's overflow priorities, a section cut by the total stopping the ones after it."""
     evidence_split = param.budget_split == "evidence"
     priority = EVIDENCE_PRIORITY if evidence_split else PRIORITY
     ordered = [sections_ev[n][0] for n in priority if n in sections_ev]
@@ -192,9 +192,9 @@ def assemble(
 
 
 def graph_entities(reader, names: Sequence[str], param: QueryParam, ranking: Ranking | None) -> list[Entity]:
-    """The entities of a context: found ones ordered by degree (seed 003), or, with a graph walk under the
-    evidence split, the hits and the walk's best entities ordered by walk score (what the question names
-    and the bridges to its answer before hubs)."""
+    """The entities of a context: found ones ordered by degree (as causal search ranks them), or, with a graph
+    walk under the evidence split, the hits and the walk's best entities ordered by walk score (what the
+    question names and the bridges to its answer before hubs)."""
     if ranking is not None and ranking.entities and param.budget_split == "evidence":
         walk_score = dict(ranking.entities)
         pool = list(dict.fromkeys(list(names) + [n for n, _ in ranking.entities[: param.top_k]]))

@@ -176,7 +176,7 @@ def _ranking(retr: Retriever, q: str, entity_hits, direct, details: dict) -> Ran
 
 
 def _add_summaries(rp: ResolvedParam, reader, ctx: str, report, sources, meter) -> str:
-    """Seed 001 map-reduce: summarize the chunks the budget dropped into the room that is left."""
+    """Map-reduce over the overflow: summarize the chunks the budget dropped into the room that is left."""
     room = report.total_allowed - report.total_tokens - 16
     if not sources.omitted_chunks or room < rp.min_partial_tokens:
         return ctx
@@ -234,7 +234,7 @@ def _quality(sources, reader) -> dict:
 
 def _select_context(rp: ResolvedParam, reader, retr: Retriever, budget: TotalBudget, meter, focus: str):
     """The context for ``focus``; with map-reduce truncation and sources left out, rebuilt with a share
-    of the budget held back for summaries of the rest (seed 001), which then fill that share."""
+    of the budget held back for summaries of the rest (map-reduce summarization), which then fill that share."""
     started = time.perf_counter()
     ctx, rep, src, det = build_context(rp, reader, retr, budget, meter, focus)
     det["context_ms"] = round(1000 * (time.perf_counter() - started), 2)

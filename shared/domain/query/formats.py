@@ -1,4 +1,4 @@
-"""Response formatting (seed 000): the nine response types, length targets adapted to context
+"""Response formatting (nano-graphrag-style): the nine response types, length targets adapted to context
 quality, the context quality score, and the post-generation format check + repair message."""
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ def target_words(
     response_type: str, context_tokens: int, quality: float = 0.5, complexity: int = 10,
     lo: int = 150, hi: int = 1000,
 ) -> int:
-    """Seed 000: base length x context richness (min 1.5, tokens/20000) x complexity (min 1.3, n/10);
-    a rich context (quality > 0.7) never gets less than the base; clamped to [lo, hi]."""
+    """nano-graphrag's response length: base length x context richness (min 1.5, tokens/20000) x complexity
+    (min 1.3, n/10); a rich context (quality > 0.7) never gets less than the base; clamped to [lo, hi]."""
     base = BASE_WORDS.get(normalize_type(response_type), 400)
     ctx_mult = min(1.5, context_tokens / 20000)
     cx_mult = min(1.3, max(1, complexity) / 10)
@@ -73,8 +73,8 @@ def response_instructions(response_type: str, words: int | None = None) -> str:
 def assess_context_quality(
     entities: int, relations: int, chunks: int, report_levels: list[int] | None = None
 ) -> dict:
-    """Seed 000's score: entity diversity (/20, x0.3), relationship density (/2, x0.3), source coverage
-    (/10, x0.2), community depth (/2, x0.2)."""
+    """nano-graphrag's context quality score: entity diversity (/20, x0.3), relationship density (/2, x0.3),
+    source coverage (/10, x0.2), community depth (/2, x0.2)."""
     density = relations / max(1, entities)
     depth = max(report_levels or [0])
     score = (

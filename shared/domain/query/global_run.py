@@ -121,7 +121,7 @@ def finish_global(param: QueryParam, plan: GlobalPlan, result: QueryResult, resu
     result.budget.sections.append(sec)
     result.budget.finalize()
     result.details["map_points"] = len(points)
-    # the reports each useful point cites, with its score: what the map found, per report (bench.global_cost)
+    # the reports each useful point cites, with its score: what the map found, per report
     result.details["points"] = [[p.community_id, p.score] for _g, p in points if p.score > 0]
     if not text:
         result.answer, result.answer_kind = NO_ANSWER, "none"

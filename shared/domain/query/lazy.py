@@ -4,8 +4,7 @@ evidence and their token estimates.
 The allocator reads a section's rows in order only as far as its budget reaches, and keeps the evidence of the
 rows it keeps. Under the evidence split the passages come first and often fill the context, so a graph section's
 hundreds of candidate rows are never read: rendering each to CSV, estimating its tokens and building its
-evidence up front was about a fifth of a local context's build (``bench.context_build``, A/B in
-``bench/results/context_build_lazy_ab.jsonl``).
+evidence up front was a large share of a local context's build, spent on rows nobody reads.
 Hand-written: a ``Sequence`` with a memo is a few lines, and ``functools.cache`` on a closure would not support
 the item replacement a shortened row needs (its evidence quotes the shortened text)."""
 

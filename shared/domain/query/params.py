@@ -18,9 +18,9 @@ Fusion = Literal["zscore", "rrf", "weighted"]
 BudgetSplit = Literal["evidence", "fixed"]
 GlobalSelection = Literal["auto", "all", "relevance", "dynamic"]
 # BM25's share in the fusion when the caller gives none: see shared/domain/retrieval/fusion.py and
-# docs/benchmarks.md. A lexical embedder (the hashing one, GRAPHFLEET_EMBEDDING__PROVIDER=hashing) hashes the
-# same words BM25 scores, so it only adds collision noise: BM25 alone. A model embedder (the local model, an
-# endpoint's) gets an equal say.
+# docs/benchmarks.md, "Retrieval quality under a token budget". A lexical embedder (the hashing one,
+# GRAPHFLEET_EMBEDDING__PROVIDER=hashing) hashes the same words BM25 scores, so it only adds collision noise:
+# BM25 alone. A model embedder (the local model, an endpoint's) gets an equal say.
 BM25_WEIGHT_LEXICAL_EMBEDDER = 1.0
 BM25_WEIGHT_MODEL_EMBEDDER = 0.5
 # The extractive answer (no LLM: shared/domain/query/extractive.py): at most this many whole sentences, within
@@ -31,7 +31,8 @@ EXTRACTIVE_SENTENCES = 5
 EXTRACTIVE_CANDIDATES = 64
 EXTRACTIVE_LEXICAL_SHARE = 0.3
 
-# Seed 004 (LightRAG). "default" restates LightRAG's defaults so a preset can be chosen back.
+# LightRAG-style presets of the retrieval sizes and token caps (entities, relations, then chunks get the rest).
+# "default" restates LightRAG's defaults so a preset can be chosen back.
 PRESETS: dict[str, dict[str, int]] = {
     "default": {
         "top_k": 40, "chunk_top_k": 20, "max_total_tokens": 30000,
@@ -49,7 +50,8 @@ PRESETS: dict[str, dict[str, int]] = {
 
 
 class LocalProportions(BaseModel):
-    """Seed 000's split of the local context budget (reports 25%, entities 20%, relations 25%, sources 30%)."""
+    """nano-graphrag-style local context proportions: the local budget's split (reports 25%, entities 20%,
+    relations 25%, sources 30%)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -100,20 +102,21 @@ class QueryParam(BaseModel):
     high_level_keywords: list[str] = []  # hybrid: skip the keywords LLM call when given
     low_level_keywords: list[str] = []
 
-    # budgets (LightRAG, seed 004)
+    # budgets: LightRAG-style caps (entities, relations; chunks get the rest of the total)
     max_total_tokens: int = Field(30000, ge=1)
     max_entity_tokens: int = Field(6000, ge=0)
     max_relation_tokens: int = Field(8000, ge=0)
     buffer_tokens: int = Field(200, ge=0)
-    # model window (seed 000)
+    # model window: the context budget is what the model's window leaves after the output reserve
     model: str | None = None
     model_context_limit: int | None = Field(None, ge=1)
     output_reserve: int = Field(4000, ge=0)
-    # local (nano-graphrag, seeds 000/002)
+    # local: nano-graphrag-style local context proportions
     local_proportions: LocalProportions = LocalProportions()
     local_sources_take_remainder: bool = True  # sources also get what higher sections left unused
     # "evidence": passages (best first) fill the budget and graph rows get what passages leave, within
-    # their caps; "fixed": seed 000/003/004 shares and priorities (graph rows first)
+    # their caps; "fixed": the fixed shares and priorities of nano-graphrag, causal search and LightRAG (graph
+    # rows first)
     budget_split: BudgetSplit = "evidence"
 
     # global
@@ -144,16 +147,16 @@ class QueryParam(BaseModel):
     dynamic_keep_parent: bool = False
     deadline_s: float = Field(120.0, gt=0)
 
-    # causal (seed 003)
+    # causal search: (k + s) * oversample_scaler extended nodes, their network data within its own cap
     causal_k: int = Field(10, ge=1)
     causal_s: int = Field(3, ge=0)
     oversample_scaler: int = Field(2, ge=1)
     causal_network_tokens: int = Field(8000, ge=0)
 
-    # text units / sources (seeds 001, 003)
+    # text units / sources: their order and what happens to the ones that do not fit
     text_order: TextOrder = "relevance"
     source_truncation: SourceTruncation = "relevance"
-    min_partial_tokens: int = Field(100, ge=1)  # seed 001: a partial item is worth it from 100 tokens
+    min_partial_tokens: int = Field(100, ge=1)  # smart truncation: a partial item is worth keeping from this size
     iterative_refinement: bool = False
     max_iterations: int = Field(2, ge=1, le=10)
 

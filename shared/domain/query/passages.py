@@ -2,7 +2,7 @@
 graph walk that re-ranks them through the passage-entity graph (``shared.domain.retrieval.graph_walk``).
 
 How many candidates: the budget decides. A caller who sets ``chunk_top_k`` gets exactly that cap
-(LightRAG's knob, seed 004); otherwise up to ``candidate_limit`` passages are scored and the packer
+(LightRAG's knob); otherwise up to ``candidate_limit`` passages are scored and the packer
 takes them, best first, until the context budget is full.
 """
 

@@ -1,4 +1,4 @@
-"""Seed 001's strategies for retrieved text that does not fit.
+"""Context-overflow strategies for retrieved text that does not fit.
 
 - relevance truncation: keep the paragraphs (or sentences) most relevant to the query, in original order;
 - structure-preserving truncation: first and last paragraphs, the middle filled in order, an omission marker;
@@ -145,7 +145,7 @@ def iterative_refinement(
     select: Callable[[str, Sequence[tuple[str, str]]], list[tuple[str, str]]],
     max_iterations: int = 2,
 ) -> tuple[str, list[RefinementStep]]:
-    """Seed 001's loop: ``select`` fits documents for a (possibly enhanced) query, ``answer`` answers,
+    """Iterative refinement's loop: ``select`` fits documents for a (possibly enhanced) query, ``answer`` answers,
     ``assess`` returns (complete, missing info); stops when complete or after ``max_iterations``."""
     history: list[RefinementStep] = []
     focus = query

@@ -31,8 +31,8 @@ def tokenize(text: str) -> list[str]:
 
 def preload() -> None:
     """Import bm25s now: a query worker calls this before it consumes, so that the first index it builds (the
-    warm-up after a fresh stack's first ingestion, which that job waits for) does not pay the import (~25 ms of
-    CPU measured in a query worker; this module imports it lazily so that importing it stays cheap)."""
+    warm-up after a fresh stack's first ingestion, which that job waits for) does not pay the import (this
+    module imports it lazily so that importing it stays cheap)."""
     import bm25s  # noqa: F401
 
 

@@ -4,7 +4,8 @@ min-max score fusion.
 Why standardised (z-score) fusion is the default: a convex combination of normalised scores keeps how
 *far apart* a list puts its items, where RRF keeps only their order. With RRF at k=60 a passage that
 BM25 ranks first by a wide margin and the vector list ranks 60th ends up below items both lists rank
-mid-way, so a weak list drags a strong one down (measured on the dev sets: docs/benchmarks.md). A
+mid-way, so a weak list drags a strong one down (docs/benchmarks.md, "Retrieval quality under a token
+budget"). A
 z-score puts both lists on one scale (mean 0, unit spread over the candidates each returned), so a
 list whose scores barely separate anything moves the fused order little. Bruch et al. 2023, "An
 Analysis of Fusion Functions for Hybrid Retrieval", find convex combination of normalised scores at

@@ -15,11 +15,11 @@ specificity (1 / number of passages that mention them, as HippoRAG 2 weights nod
 occurs in every third passage does not drown the walk.
 
 PageRank is a power iteration over the edge arrays with numpy (a weighted bincount per step). Hand-written
-because igraph's ``personalized_pagerank`` (PRPACK) re-prepares the graph on every call: ~80 ms a query
-on a 9k-node graph where 20 power steps take ~7 ms. With restart probability 1 - damping = 0.5 the error
+because igraph's ``personalized_pagerank`` (PRPACK) re-prepares the graph on every call, which costs
+many times the few power steps a query needs. With restart probability 1 - damping = 0.5 the error
 halves every step, so ``MAX_STEPS`` steps leave less than 1e-6; a unit test checks the result against
-igraph's. Its cost at 10k and 100k passages is in ``docs/benchmarks.md``. Pure: the index is built from
-plain lists and knows no store.
+igraph's. Its cost per query is in ``docs/benchmarks.md``, "What the graph walk costs per query". Pure:
+the index is built from plain lists and knows no store.
 """
 
 from __future__ import annotations

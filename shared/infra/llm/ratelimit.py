@@ -267,7 +267,7 @@ class RedisRateLimiter:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise RateLimitTimeout(f"no {model} budget for {tokens} tokens within {self.cfg.max_wait_s}s")
-            # Redis computed when enough of the window expires: sleep exactly that, plus a few ms of
+            # Redis computed when enough of the window expires: sleep exactly that, plus up to 0.02 s of
             # jitter so the waiters it releases together do not retry in lockstep (a proportional
             # jitter would leave budget idle after every long wait)
             self._sleep(min(left, wait + random.random() * 0.02))

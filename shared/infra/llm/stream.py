@@ -3,9 +3,8 @@
 The request goes through the ``openai`` client (``shared.infra.llm.wire.chat_stream``: its auth, headers,
 timeouts and status errors, so a 429 or a 5xx raises the same ``openai`` exception as any call), but its body is
 read here instead of through the SDK's ``Stream``. The SDK builds a ``ChatCompletionChunk`` model per event with
-its recursive pure-Python ``construct``; profiled with py-spy in the query worker that was ~0.1 ms a chunk, an
-eighth of the worker's CPU per local answer (a real model streams a chunk per token). Each event here is one
-``json.loads``.
+its recursive pure-Python ``construct``, a noticeable share of a query worker's CPU per local answer since a
+real model streams a chunk per token. Each event here is one ``json.loads``.
 
 Server-sent events (https://html.spec.whatwg.org/multipage/server-sent-events.html): ``data:`` lines
 (one optional space after the colon) accumulate until a blank line ends the event; ``[DONE]`` ends the

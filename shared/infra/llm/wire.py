@@ -6,17 +6,16 @@ auth, default headers and timeouts, and a 4xx/5xx or a broken connection raises 
 ``chat.completions.create`` (``APIStatusError`` with its status and headers, ``APIConnectionError``...), so the
 retry loop and the error classes of ``LLMClient`` are unchanged.
 
-What it skips is CPU the typed methods spend on every call, measured on this machine against the simulator
-(CPU time of the calling thread per call, 300 calls after 30 to warm up):
+What it skips is CPU the typed methods spend on every call:
 
 * ``chat.completions.create`` walks the request through ``maybe_transform``, recursive type introspection of
-  every message (a third of the call's CPU in a profile), and builds a ``ChatCompletion`` model with the SDK's
-  recursive ``construct``: 2.0 ms a call (three messages) against 1.0 ms posting the same body;
-* ``embeddings.create`` does the same for the inputs and builds an ``Embedding`` model per vector: 5.3 ms for 64
-  texts against 2.0 ms, 1.4 ms against 1.0 ms for one (a query's question).
+  every message, and builds a ``ChatCompletion`` model with the SDK's recursive ``construct``: together about
+  as much CPU again as posting the same body;
+* ``embeddings.create`` does the same for the inputs and builds an ``Embedding`` model per vector, which
+  grows with the batch.
 
-An ingestion makes hundreds of calls from worker threads that share one GIL, so that CPU is on its critical path
-(``bench.ingest_bench``); a query makes one or two. The bodies sent are the ones the typed methods would send:
+An ingestion makes hundreds of calls from worker threads that share one GIL, so that CPU is on its critical
+path; a query makes one or two. The bodies sent are the ones the typed methods would send:
 ``messages``, ``model`` and the parameters as given (plain JSON already, which is all the transform would pass
 through), ``stream_options.include_usage`` when streaming, and embeddings asked for as base64 and decoded to
 float32 exactly as the SDK does (a server answering with a list of floats is read as such).

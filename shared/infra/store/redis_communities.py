@@ -134,7 +134,7 @@ class CommunityStore:
     def prune_reports(self, community_ids: set[str] | None = None) -> None:
         """Drop the reports of communities not in ``community_ids``; by default, of those not stored. Their ids and
         the reports' come from one snapshot, as keys: parsing every community and report to learn the ids held up an
-        ingestion's end after its last report wave (``finalize`` came 4-9 ms sooner without it)."""
+        ingestion's end after its last report wave (``finalize`` waited on it)."""
         pipe = self.redis.pipeline(transaction=True)  # one slot: both hashes share the tenant's hash tag
         pipe.hkeys(self.k.reports())
         if community_ids is None:

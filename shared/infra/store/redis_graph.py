@@ -290,7 +290,7 @@ class GraphStore(DocumentStore, CommunityStore):
     def read_whole_graph(self) -> tuple[dict[str, Entity], dict[tuple[str, str], Relation]]:
         """Every entity (with its degree) and relation, parsed and filed in this process's row caches under the
         revision read before them (``row_cache``): the cache warmer's read of a small graph, after which a first
-        query parses none of its rows (it parsed ~100 a warm query found held, ``bench.gateway_latency``)."""
+        query parses none of its rows (otherwise it parses the ones a warm query finds already held)."""
         revision = self.revision()
         entities, relations = self.all_entities(), self.all_relations()
         _ENTITY_ROWS.fill(self.k.p, revision, self.redis, entities)

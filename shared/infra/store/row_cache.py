@@ -1,8 +1,9 @@
 """Parsed entity and relation rows per tenant and graph version, per process.
 
-A local query reads a few hundred entity and relation rows and parsed each one from JSON again (py-spy, query
-worker: a sixth of its CPU per warm local answer went to reading and parsing rows already read by the previous
-query). Every write of an entity or a relation increments the tenant's graph version in the same transaction
+A local query reads a few hundred entity and relation rows; parsing each one from JSON again, when the previous
+query already read it, was a large share of a query worker's CPU per warm local answer.
+
+Every write of an entity or a relation increments the tenant's graph version in the same transaction
 (``GraphStore.merge_*``), which also sets the graph's epoch if absent (a deleted tenant's counter starts again
 from 0; its epoch does not repeat), so rows parsed under one (version, epoch) are the stored rows of that
 version: the cache is read-only state keyed by it, never coordination, and a new version starts it afresh.
