@@ -141,7 +141,7 @@ def render() -> str:
         "the largest context allowance (`budget.total_allowed`: the budget less system prompt, query and buffer) "
         "any passage-carrying mode got for the same question (same allowance); BM25 also into the whole budget. "
         "Per-question records (gold passages' candidate ranks, kept or not, tokens per section, answer in "
-        "context): `bench/results/retrieval.questions.jsonl`.", "",
+        "context) are written to `bench/results/retrieval.questions.jsonl` by the run (not kept in git: 13 MB).", "",
         *sets_tables(load_results("retrieval.jsonl")),
         *_notes("retrieval_notes.md"),
         *(["### HotpotQA only, with nano-graphrag and LightRAG (earlier runs)", "",

@@ -202,6 +202,7 @@ def _setting(group: list[dict], ingests: list[dict], llm: bool) -> list[str]:
     answers = any(c.get("answer_in_context") is not None for _, cells in table for c in cells.values())
     out = [f"**{label}**: budget {gf['budget']} tokens ({gf['budget_encoding']})"
            + (f"; graphfleet's embeddings: {', '.join(models)}" if models else "")
+           + (" (the simulator serves them from the local model)" if llm and models else "")
            + f". Baselines rank whole passages without a graph: {baselines}; macro = mean over the sets.", "",
            "Passage recall (share of gold passages whose whole text is in the context):", "",
            *_metric_table(table, sets, asked, "recall", ("BM25", "hybrid baseline")), "",
