@@ -106,8 +106,9 @@ def print_human(out: dict, answer_shown: bool = False) -> None:
     print("budget:")
     print("\n".join(budget_lines(out["budget"])))
     tu = out.get("total_usage") or {}
-    print(f"usage: {tu.get('calls', 0)} LLM calls, {tu.get('prompt_tokens', 0)} prompt + "
-          f"{tu.get('completion_tokens', 0)} completion tokens, ${tu.get('cost_usd', 0):.6f}; "
+    embeds = ((out.get("usage") or {}).get("embed") or {}).get("calls", 0)  # the question's embedding
+    print(f"usage: {tu.get('calls', 0) - embeds} LLM calls, {embeds} embedding calls, {tu.get('prompt_tokens', 0)} "
+          f"prompt + {tu.get('completion_tokens', 0)} completion tokens, ${tu.get('cost_usd', 0):.6f}; "
           f"{out['seconds']} s")
 
 
