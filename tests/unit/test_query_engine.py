@@ -137,6 +137,17 @@ def test_map_reduce_helper_summarizes_until_it_fits():
     assert same == "tiny" and zero == 0
 
 
+def counting_embed():
+    """(the texts of each embedding call, an embedder that records them)."""
+    calls: list[list[str]] = []
+
+    def embed(texts):
+        calls.append(list(texts))
+        return hash_embed(texts)
+
+    return calls, embed
+
+
 @pytest.mark.parametrize("mode", ["local", "naive", "hybrid", "causal", "global"])
 def test_the_question_is_embedded_only_when_a_search_reads_its_embedding(mode):
     """Over a lexical embedder BM25 has the whole say (its share is 1) wherever the tenant has BM25 indexes: the
@@ -144,11 +155,7 @@ def test_the_question_is_embedded_only_when_a_search_reads_its_embedding(mode):
     model embedder's share, an explicit share below 1, or a tenant without BM25 indexes embed as before; the
     contexts are the same either way."""
     reader, store = make_graph()
-    calls: list[list[str]] = []
-
-    def embed(texts):
-        calls.append(list(texts))
-        return hash_embed(texts)
+    calls, embed = counting_embed()
 
     def ask(lexical: bool, bm25=True, weight=None):
         calls.clear()
@@ -196,11 +203,7 @@ def test_the_entity_search_has_its_own_bm25_share():
     entity seeds are found by their words only while passages still fuse both lists; the question is embedded
     whenever either search reads its vector."""
     reader, store = make_graph()
-    calls: list[list[str]] = []
-
-    def embed(texts):
-        calls.append(list(texts))
-        return hash_embed(texts)
+    calls, embed = counting_embed()
 
     def ask(**fields):
         calls.clear()
