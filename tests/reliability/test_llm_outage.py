@@ -58,7 +58,9 @@ def outage_stack(tmp_path_factory):
     """(client, simulator, document): one stack whose workers talk to a simulator the tests stop and restart."""
     root = tmp_path_factory.mktemp("outage")
     server = EmbeddedRedis(root / "redis", persist=False).start()
-    llm = Simulator(latency_ms=150)
+    # each LLM call takes long enough that the outage begins while the job still has LLM work ahead of it, on a
+    # busy machine too (its steps after extraction: gleaning, reports, the embeddings)
+    llm = Simulator(latency_ms=400)
     stack = start_stack(server.url, root / "stack", llm.url, concurrency=4, **FAST_GIVE_UP, **FAST_WATCHDOG)
     try:
         yield LocalClient(server.url), llm, excerpt(root, 0, 12_000), server.url
