@@ -18,18 +18,12 @@ from graphfleet_cli.errors import missing_key
 from graphfleet_cli.progress import ProgressLine
 from shared.domain.parsing import TEXT_TYPES, sniff
 from shared.infra.ingest_submit import InvalidDocument, decode_bytes
+from shared.public_json import job_view
 
 API_KEY_ENV = "GRAPHFLEET_API_KEY"
 ADMIN_KEY_ENV = "GRAPHFLEET_ADMIN_KEY"
 MAX_WAIT_S = 60.0
 MAX_POLL_S = 1.0
-
-
-def job_view(body: dict) -> dict:
-    """The gateway's job body in ``JobStore.view()`` shape (``id``, flat timestamps)."""
-    view = {"id": body["job_id"], **{k: v for k, v in body.items() if k not in ("job_id", "timestamps")}}
-    view.update({k: v for k, v in (body.get("timestamps") or {}).items() if v is not None})
-    return view
 
 
 class HttpClient:

@@ -10,6 +10,7 @@ from graphfleet import Client
 from graphfleet.errors import ApiError, NotFoundError
 from graphfleet_cli.errors import missing_key, tenant_mismatch
 from graphfleet_cli.http_client import ADMIN_KEY_ENV, API_KEY_ENV
+from shared.public_json import accepted_json, cancel_json, document_json, job_json, usage_json
 
 
 def _dump(obj) -> dict:
@@ -179,7 +180,7 @@ class LocalBackend:
         ids = [x.decode() if isinstance(x, bytes) else x for x in self.redis.zrevrange(Keys(tenant).jobs(), 0, -1)]
         views = [v for v in (self._view_or_none(tenant, i) for i in ids) if v is not None
                  and (status is None or v["status"] == status) and (kind is None or v.get("kind") == kind)]
-        return {"items": [job_body(v) for v in views[offset:offset + limit]], "total": len(views), "offset": offset,
+        return {"items": [job_json(v) for v in views[offset:offset + limit]], "total": len(views), "offset": offset,
                 "limit": limit}
 
     def _view_or_none(self, tenant: str, job_id: str) -> dict | None:
@@ -189,7 +190,7 @@ class LocalBackend:
             return None
 
     def get_job(self, tenant: str, job_id: str) -> dict:
-        return job_body(self._job(tenant, job_id))
+        return job_json(self._job(tenant, job_id))
 
     def cancel_job(self, tenant: str, job_id: str) -> dict:
         from shared.infra.jobs import JobStore
@@ -197,9 +198,7 @@ class LocalBackend:
         jobs = JobStore(self.redis, tenant)
         stage = self._job(tenant, job_id).get("stage")
         canceled = jobs.cancel(job_id)
-        view = self._job(tenant, job_id)
-        return {"job_id": job_id, "canceled": canceled, "status": view["status"],
-                "message": cancel_message(view, canceled, stage), "progress": view["progress"], "usage": view["usage"]}
+        return cancel_json(job_id, canceled, self._job(tenant, job_id), stage)
 
     def list_documents(self, tenant: str, offset: int, limit: int, status: str | None) -> dict:
         from shared.infra.store.redis_graph import GraphStore
@@ -210,7 +209,7 @@ class LocalBackend:
         docs = store.documents(ids)
         matching = [docs[i] for i in ids if i in docs and docs[i].status != "deleted"
                     and (status is None or docs[i].status == status)]
-        return {"items": [doc_body(d) for d in matching[offset:offset + limit]], "total": len(matching),
+        return {"items": [document_json(d) for d in matching[offset:offset + limit]], "total": len(matching),
                 "offset": offset, "limit": limit, "status": status}
 
     def _document(self, tenant: str, doc_id: str):
@@ -222,16 +221,15 @@ class LocalBackend:
         return doc
 
     def get_document(self, tenant: str, doc_id: str) -> dict:
-        return doc_body(self._document(tenant, doc_id))
+        return document_json(self._document(tenant, doc_id))
 
     def delete_document(self, tenant: str, doc_id: str) -> dict:
         from shared.infra.ingest_submit import submit_deletion
         from shared.infra.queueing import make_celery
 
         self._document(tenant, doc_id)
-        job_id = submit_deletion(self.redis, make_celery(self.settings), tenant, doc_id)
-        return {"job_id": job_id, "status": "queued", "kind": "delete", "documents": 1,
-                "location": f"/v1/jobs/{job_id}"}
+        return accepted_json(submit_deletion(self.redis, make_celery(self.settings), tenant, doc_id), "delete",
+                             documents=1)
 
     def wait_job(self, tenant: str, job_id: str) -> dict:
         from shared.infra.job_status import wait_finished
@@ -249,29 +247,7 @@ class LocalBackend:
             raise ApiError(422, "invalid_time", "--from/--to: expected an ISO date/datetime or unix seconds") from None
         if lo is not None and hi is not None and lo > hi:
             raise ApiError(422, "invalid_time_range", "--from is after --to")
-        report = usage_report(self.redis, tenant, lo, hi, group_by)
-        return {"tenant": tenant, "from": lo, "to": hi, "group_by": group_by, "totals": report["totals"],
-                "groups": report.get("groups")}
-
-
-def job_body(view: dict) -> dict:
-    """A ``JobStore.view()`` as the gateway's job body (``GET /v1/jobs/{id}``)."""
-    return {"job_id": view["id"], "kind": view.get("kind", ""), "status": view["status"], "stage": view.get("stage"),
-            "progress": view["progress"], "failures": view["failures"], "usage": view["usage"],
-            "timestamps": {f: view.get(f) for f in ("created_at", "started_at", "updated_at", "finished_at")},
-            "stage_times": view.get("stage_times", {}), "error": view.get("error"),
-            "result": view.get("result") if view.get("kind") != "query" else None, "waiting": view.get("waiting")}
-
-
-def doc_body(doc) -> dict:
-    return {"id": doc.id, "title": doc.title, "status": doc.status, "metadata": doc.metadata,
-            "chunks": len(doc.chunk_ids), "created_at": doc.created_at, "error": doc.error}
-
-
-def cancel_message(view: dict, canceled: bool, stage: str | None) -> str:
-    if not canceled:
-        return f"job already ended ({view['status']}); nothing to cancel"
-    return f"canceled during {stage or 'queued'}; completed work is kept, tasks in flight stop at their next LLM call"
+        return usage_json(tenant, lo, hi, group_by, usage_report(self.redis, tenant, lo, hi, group_by))
 
 
 def backend(admin: bool = False):

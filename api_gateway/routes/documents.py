@@ -18,6 +18,7 @@ from api_gateway.submission import run_submission
 from shared.domain.models import Document
 from shared.infra.ingest_submit import submit_deletion, submit_ingestion
 from shared.infra.store.redis_graph import GraphStore
+from shared.public_json import accepted_json, document_json
 
 router = APIRouter(prefix="/v1/documents", tags=["documents"])
 DocId = Annotated[str, Path(min_length=1, max_length=200, examples=["carol-1"])]
@@ -37,9 +38,8 @@ async def ingest_documents(gw: GatewayDep, who: TenantDep, batch: BatchDep,
 
     def submit() -> dict:  # ``batch`` was validated when it was read (BatchDep): submitting does not validate again
         out = submit_ingestion(gw.redis, gw.celery, who.tenant, batch.items, gw.settings, atomic=batch.atomic)
-        return {"job_id": out["job_id"], "status": "queued", "kind": "ingest", "documents": out["documents"],
-                "new_documents": out["new_documents"], "refused": out["refused"],
-                "location": f"/v1/jobs/{out['job_id']}"}
+        return accepted_json(out["job_id"], "ingest", documents=out["documents"],
+                             new_documents=out["new_documents"], refused=out["refused"])
 
     status, body = await run_in_threadpool(run_submission, gw, who, scope="documents",
                                            idempotency_key=idempotency_key, fingerprint=batch.fingerprint,
@@ -48,8 +48,7 @@ async def ingest_documents(gw: GatewayDep, who: TenantDep, batch: BatchDep,
 
 
 def _out(doc: Document) -> DocumentOut:
-    return DocumentOut(id=doc.id, title=doc.title, status=doc.status, metadata=doc.metadata,
-                       chunks=len(doc.chunk_ids), created_at=doc.created_at, error=doc.error)
+    return DocumentOut(**document_json(doc))
 
 
 DocStatus = Literal["pending", "processing", "processed", "failed"]
@@ -100,9 +99,7 @@ def delete_document(gw: GatewayDep, who: TenantDep, doc_id: DocId,
     _document(gw, who, doc_id)
 
     def submit() -> dict:
-        job_id = submit_deletion(gw.redis, gw.celery, who.tenant, doc_id)
-        return {"job_id": job_id, "status": "queued", "kind": "delete", "documents": 1,
-                "location": f"/v1/jobs/{job_id}"}
+        return accepted_json(submit_deletion(gw.redis, gw.celery, who.tenant, doc_id), "delete", documents=1)
 
     status, body = run_submission(gw, who, scope="delete", idempotency_key=idempotency_key,
                                   fingerprint=doc_id, submit=submit, uses_llm=False)

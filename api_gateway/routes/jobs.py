@@ -15,6 +15,7 @@ from api_gateway.schemas import CancelOut, JobListOut, JobOut
 from shared.infra.jobs import TERMINAL, JobStore
 from shared.infra.keys import Keys
 from shared.infra.redis_conn import to_str
+from shared.public_json import cancel_json, job_json
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 SCAN_JOBS = 1000  # a kind filter looks at this many of the most recent jobs
@@ -24,13 +25,7 @@ JobId = Annotated[str, Path(min_length=1, max_length=200, examples=["job-5d0c6f0
 
 
 def job_out(view: dict) -> JobOut:
-    return JobOut(
-        job_id=view["id"], kind=view.get("kind", ""), status=view["status"], stage=view.get("stage"),
-        progress=view["progress"], failures=view["failures"], usage=view["usage"],
-        timestamps={f: view.get(f) for f in ("created_at", "started_at", "updated_at", "finished_at")},
-        stage_times=view.get("stage_times", {}), error=view.get("error"),
-        result=view.get("result") if view.get("kind") != "query" else None, waiting=view.get("waiting"),
-    )
+    return JobOut(**job_json(view))
 
 
 def set_retry_after(response: Response, view: dict) -> None:
@@ -87,22 +82,4 @@ def cancel_job(gw: GatewayDep, who: TenantDep, job_id: JobId) -> CancelOut:
         raise not_found("job")
     stage = jobs.get_field(job_id, "stage")
     canceled = jobs.cancel(job_id)
-    view = jobs.view(job_id)
-    return CancelOut(job_id=job_id, canceled=canceled, status=view["status"],
-                     message=cancel_message(view, canceled, stage),
-                     progress=view["progress"], usage=view["usage"])
-
-
-def cancel_message(view: dict, canceled: bool, stage: str | None) -> str:
-    """What the cancel stopped and what had been completed by then."""
-    if not canceled:
-        return f"job already ended ({view['status']}); nothing to cancel"
-    p = view["progress"]
-    if view.get("kind") == "query":
-        done = f"query canceled during {stage or 'queued'}"
-    else:
-        done = (f"canceled during {stage or 'queued'}: {p['chunks_done']} of {p['chunks_total']} "
-                f"chunks extracted ({p['chunks_failed']} failed) across {p['documents']} document(s)")
-    return (f"{done}; {view['usage']['calls']} LLM calls made. Completed work is kept (re-submitting the same "
-            "documents reuses it through the LLM cache); queued work is skipped and tasks in flight stop at "
-            "their next LLM call.")
+    return CancelOut(**cancel_json(job_id, canceled, jobs.view(job_id), stage))

@@ -11,6 +11,7 @@ from api_gateway.errors import ApiError
 from api_gateway.routes.common import errors
 from api_gateway.schemas import UsageOut
 from shared.infra.ledger import parse_time, usage_report
+from shared.public_json import usage_json
 
 router = APIRouter(prefix="/v1/usage", tags=["usage"])
 TimeParam = Annotated[str | None, Query(max_length=40, description="ISO date/datetime (UTC) or unix seconds",
@@ -34,5 +35,4 @@ def get_usage(gw: GatewayDep, who: TenantDep, from_: Annotated[TimeParam, Query(
     if start is not None and end is not None and start > end:
         raise ApiError(422, "invalid_time_range", "from is after to")
     report = usage_report(gw.redis, who.tenant, start, end, group_by)
-    return UsageOut(tenant=who.tenant, from_=start, to=end, group_by=group_by, totals=report["totals"],
-                    groups=report.get("groups"))
+    return UsageOut(**usage_json(who.tenant, start, end, group_by, report))
