@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -43,9 +46,22 @@ class Simulator:
         self.port = int(self.url.rsplit(":", 1)[1].split("/")[0])
 
     def stop(self) -> None:
+        """Stop serving and return only once the server thread is gone (its connections closed with it) and the
+        port refuses connections: a stop still under way would let the job's next LLM calls through."""
         if self._stop is not None:
             self._stop()
             self._stop = None
+        for thread in [t for t in threading.enumerate() if t.name == f"llm-simulator-{self.port}"]:
+            thread.join(60)
+            assert not thread.is_alive(), "the simulator's server thread did not stop"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+            except OSError:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"the simulator's port {self.port} still accepts connections")
 
     def start(self) -> None:
         if self._stop is None:
