@@ -104,7 +104,10 @@ def _waiting(client: LocalClient, tenant: str, job_id: str) -> dict:
 
 def _mid_extraction(client: LocalClient, tenant: str, doc) -> str:
     job_id = client.ingest_files(tenant, [doc])["job_id"]
-    wait_for(lambda: client.job(tenant, job_id)["progress"]["chunks_done"] >= 1, "extraction started", timeout=120)
+    # the outage begins as soon as the document is chunked: extraction (each call 400 ms) is then under way or next,
+    # and the job's LLM steps are all ahead of it (waiting for a chunk to finish let a warm job reach its last
+    # reports before the stop)
+    wait_for(lambda: client.job(tenant, job_id)["progress"]["chunks_total"] >= 1, "extraction started", timeout=120)
     return job_id
 
 
