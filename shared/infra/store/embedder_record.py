@@ -154,11 +154,16 @@ def check_tenant(store, vectors, embedder) -> None:
 
 
 def checked_embed(store, vectors, embedder, ctx) -> Callable[[list[str]], list[list[float]]]:
-    """A query's ``embed(texts)``: checks the tenant's embedder first (``check_tenant``), so a mode reads vectors
-    only when they are this embedder's, and a mode that reads none (BM25 alone) is never refused."""
+    """A query's ``embed(texts)``: checks the tenant's embedder before its first call (``check_tenant``, once per
+    query: the record read, and for an unrecorded tenant a stored vector compared), so a mode reads vectors only
+    when they are this embedder's, and a mode that reads none (BM25 alone) is never refused."""
+    checked = False
 
     def embed(texts: list[str]) -> list[list[float]]:
-        check_tenant(store, vectors, embedder)
+        nonlocal checked
+        if not checked:
+            check_tenant(store, vectors, embedder)
+            checked = True
         return embedder.embed(texts, ctx)
 
     return embed
