@@ -15,7 +15,7 @@ from shared.infra.queueing import ROUTES
 from shared.infra.store.embedder_record import EmbedderMismatch, checked_embed
 from shared.infra.store.redis_graph import GraphStore
 from shared.pipeline.finalize_stage import fail_documents
-from shared.pipeline.flow import Flow
+from shared.pipeline.flow import Flow, QueryFlow
 from workers.celery_app import app
 from workers.runtime import Runtime
 
@@ -51,6 +51,10 @@ class Job:
     @cached_property
     def flow(self) -> Flow:
         return Flow(self.jobs, self.msg.tenant, self.msg.job_id, self.token)
+
+    @cached_property
+    def query_flow(self) -> QueryFlow:
+        return QueryFlow(self.jobs, self.msg.tenant, self.msg.job_id, self.token)
 
     def context(self, stage: str) -> CallContext:
         """The LLM call context of this task: usage is booked to the job, the stage and the task's queue."""

@@ -1,7 +1,8 @@
-"""Query tasks: ``query`` answers local/naive/hybrid/causal/graph inline, and global inline too when its selected
-reports fit one call (else it fans out one map task per group on the ``map_analyst`` queue; the last map, or the
-deadline, triggers the reducer). A query whose task keeps killing its worker or escapes with an error ends
-``failed`` (the task shell); a lost map group is left to the deadline, which reduces with the groups that answered."""
+"""Query tasks, the shells of the declared query flow (``shared.pipeline.flow.QUERY``): ``query`` answers
+local/naive/hybrid/causal/graph queries, and global ones that need no map phase, or plans the map groups and fans
+them out on the ``map_analyst`` queue with the deadline; the last map group to answer, or the deadline, starts the
+reducer. A query whose task keeps killing its worker or escapes with an error ends ``failed`` (the task shell); a
+lost map group is left to the deadline, which reduces with the groups that answered."""
 
 from __future__ import annotations
 
@@ -11,10 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from shared.domain.query.context_global import build_map_messages
 from shared.domain.query.engine import answer_query, global_entity_hits
-from shared.domain.query.global_run import answer_direct, finish_global, start_global
-from shared.domain.query.result import extractive_answer
+from shared.domain.query.global_run import answer_without_map, finish_global, start_global
 from shared.infra.messages import GlobalMap, GlobalReduce, QueryDeadline, RunQuery
-from shared.pipeline.query_stage import query_param, save_result, tenant_preset
+from shared.infra.query_record import query_param, save_result, tenant_preset
 from workers.job import Job
 from workers.shell import job_task
 
@@ -45,6 +45,11 @@ def _chat(job: Job):
     return chat
 
 
+def _text(chat):
+    """``chat`` answering the text only, as the global query's pure steps take it (None stays None)."""
+    return None if chat is None else (lambda messages, phase: chat(messages, phase).text)
+
+
 def _param(job: Job):
     return query_param(job.jobs, job.msg.job_id, job.settings, job.fields)
 
@@ -55,7 +60,7 @@ def run_query(job: Job, msg: RunQuery) -> None:
         param = _param(job)
         chat = _chat(job)
         if param.mode == "global":
-            _start_global(job, param, chat is not None)
+            _answer_global(job, param, chat)
             return
         ctx = job.context("embed")
         indexes = job.rt.indexes()
@@ -76,33 +81,18 @@ def _entity_hits(job: Job, param):
                         job.rt.lexical_embedder(ctx)).result
 
 
-def _start_global(job: Job, param, llm: bool) -> None:
+def _answer_global(job: Job, param, chat) -> None:
+    """The answer here, or the plan kept for the map and reduce tasks and the map fan-out sent with the deadline."""
     plan, result = start_global(param, job.store, entity_hits=_entity_hits(job, param))
-    if param.only_need_context or not llm or not plan.groups:
-        if not param.only_need_context:
-            result.answer = extractive_answer(param.query, result.sources)
-            result.answer_kind = "extractive" if result.answer else "none"
-        save_result(job.jobs, job.msg.job_id, result)
-        return
-    chat = _chat(job)
-    direct = answer_direct(param, plan, result, lambda m, phase: chat(m, phase).text)
-    if direct is not None:  # the selected reports fit one call: answered here, no map phase
-        save_result(job.jobs, job.msg.job_id, direct)
-        return
-    if len(plan.groups) == 1:  # one map call: here, without the hops to a map worker and to the reduce
-        try:
-            text = chat(build_map_messages(plan.groups[0], param.query), "map").text
-        except Exception as exc:  # noqa: BLE001 - a failed group makes the answer partial, not hung
-            log.warning("map of %s failed: %s", job.msg.job_id, exc)
-            text = None
-        save_result(job.jobs, job.msg.job_id,
-                    finish_global(param, plan, result, {0: text}, lambda m, phase: chat(m, phase).text))
+    answered = answer_without_map(param, plan, result, _text(chat))
+    if answered is not None:
+        save_result(job.jobs, job.msg.job_id, answered)
         return
     job.queries.save_plan(job.msg.job_id, plan, result)
-    job.jobs.set(job.msg.job_id, stage="map", map_groups=len(plan.groups))
+    maps, deadline = job.query_flow.map_planned(len(plan.groups), param.deadline_s, time.time())
     job.stream("map", {"done": 0, "total": len(plan.groups)})
-    job.send(*(GlobalMap(job.msg.tenant, job.msg.job_id, group.index) for group in plan.groups))
-    job.send(QueryDeadline(job.msg.tenant, job.msg.job_id), countdown=param.deadline_s)
+    job.send(*maps)
+    job.send(deadline, countdown=param.deadline_s)
 
 
 @job_task(GlobalMap, guard="running", read=PARAMS, give_up=lambda job, cause: None)
@@ -117,13 +107,12 @@ def global_map(job: Job, msg: GlobalMap) -> None:
         log.warning("map group %s of %s failed: %s", msg.group, msg.job_id, exc)
         text = ""
     answered = job.queries.record_map(msg.job_id, msg.group, text, began, time.time(), job.worker, len(plan.groups))
-    if answered >= len(plan.groups) and job.jobs.claim_advance(msg.job_id, "reduce", job.token):
-        job.send(GlobalReduce(msg.tenant, msg.job_id))
+    job.send(*job.query_flow.map_answered(answered, len(plan.groups)))
 
 
 @job_task(QueryDeadline, guard="running", read=PARAMS)
 def query_deadline(job: Job, msg: QueryDeadline) -> None:
-    if job.jobs.claim_advance(msg.job_id, "reduce", "deadline"):
+    if job.query_flow.deadline_passed():
         _reduce(job)
 
 
@@ -133,15 +122,15 @@ def global_reduce(job: Job, msg: GlobalReduce) -> None:
 
 
 def _reduce(job: Job) -> None:
+    """Reduce the map groups' answers (a group missing makes the result partial) and end the query with it."""
     query_id = job.msg.job_id
     job.jobs.set(query_id, stage="reduce")
     plan, result = job.queries.plan(query_id), job.queries.partial(query_id)
     answered = job.queries.map_answers(query_id)
     results = {g.index: answered.get(g.index) for g in plan.groups}
-    param = _param(job)
-    chat = _chat(job)
+    param, chat = _param(job), _text(_chat(job))
     try:
-        result = finish_global(param, plan, result, results, lambda m, phase: chat(m, phase).text)
+        result = finish_global(param, plan, result, results, chat)
     except Exception as exc:  # noqa: BLE001
         job.fail(f"reduce: {type(exc).__name__}: {exc}")
         return

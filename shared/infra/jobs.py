@@ -38,7 +38,7 @@ class JobSnapshot:
     chunks: set[str] = field(default_factory=set)
     chunks_done: set[str] = field(default_factory=set)
     flags: dict[str, str] = field(default_factory=dict)  # stage -> token of the task that claimed it
-    batches_done: dict[str, set[int]] = field(default_factory=dict)  # "merge" / "report{i}" -> batch indexes
+    batches_done: dict[str, set[int]] = field(default_factory=dict)  # "merge" / "report{i}" / "map" -> batch indexes
 
     @property
     def kind(self) -> str:
@@ -311,7 +311,8 @@ class JobStore(DocumentProgress, LLMWait):
         pipe.smembers(self.k.job_chunks_done(job_id))
         pipe.hgetall(self.k.job_flags(job_id))
         self.read_parse_sets(pipe, job_id)
-        raw, docs, docs_done, chunks, chunks_done, flags, files, parsed = pipe.execute()
+        pipe.hkeys(self.k.query_map_results(job_id))  # a global query's map groups that answered
+        raw, docs, docs_done, chunks, chunks_done, flags, files, parsed, answered = pipe.execute()
         if not raw:
             return None
         fields = {to_str(k): to_str(v) for k, v in raw.items()}
@@ -321,6 +322,8 @@ class JobStore(DocumentProgress, LLMWait):
             pipe.smembers(self.k.job_stage_done(job_id, stage))
         done_sets = zip(stages, pipe.execute(), strict=True)
         batches_done = {stage: {int(to_str(b)) for b in done} for stage, done in done_sets}
+        if answered:  # the batches of the query flow's map stage (``shared.pipeline.flow.MAP``)
+            batches_done["map"] = {int(to_str(g)) for g in answered}
         return JobSnapshot(
             tenant=self.tenant, job_id=job_id, fields=fields,
             docs={to_str(x) for x in docs}, docs_done={to_str(x) for x in docs_done},

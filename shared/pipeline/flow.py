@@ -1,19 +1,27 @@
-"""The ingestion flow, declared once: its stages in order, what each fans out over, what it waits
-for, the claim that lets exactly one task start it, and the job fields it writes.
+"""The flows, declared once: their stages in order, what each fans out over, what it waits for, the
+claim that lets exactly one task start it, and the job fields it writes.
+
+Ingestion (:data:`INGEST`)::
 
     parse (per uploaded file) -> chunk ...
     chunk (per document) -> extract (per chunk) -> merge (planned batches) -+-> index ----------+-> finalize
                                                                             +-> cluster -> report (per wave,
                                                                                 planned batches) -+
 
-Two readers use the declaration and nothing else:
+A query (:data:`QUERY`; the job id is the query id)::
 
-* the workers (``workers/ingest_tasks.py``) advance a job through :class:`Flow`: each task reports
-  what it finished and sends the messages the flow returns;
-* the watchdog's :func:`shared.pipeline.resume.plan_resume` walks :data:`INGEST` over a stored job
+    query -+-> (ended: answered in the query task, the direct answer of a global query included)
+           +-> map (per group) -> reduce          (the last group to answer starts the reduce)
+           +-> deadline ------------^              (or the deadline does, with the groups that answered: partial)
+
+Two readers use the declarations and nothing else:
+
+* the workers advance a job through :class:`Flow` (``workers/ingest_tasks.py``) or :class:`QueryFlow`
+  (``workers/query_tasks.py``): each task reports what it finished and sends the messages the flow returns;
+* the watchdog's :func:`shared.pipeline.resume.plan_resume` walks the job's flow over its stored state
   and returns the steps whose messages were lost.
 
-``tests/unit/test_flow.py`` runs whole jobs through :class:`Flow`, loses every message once, and
+``tests/unit/test_flow.py`` runs whole jobs and queries through the flows, loses every message once, and
 checks that ``plan_resume`` sends it again, so a stage cannot be added to one path only.
 """
 
@@ -30,12 +38,16 @@ from shared.infra.messages import (
     Cluster,
     ExtractChunk,
     Finalize,
+    GlobalMap,
+    GlobalReduce,
     MergeBatch,
     Message,
     ParseDocument,
     PlanMerge,
     PlanReports,
+    QueryDeadline,
     ReportBatch,
+    RunQuery,
 )
 
 # job fields
@@ -68,12 +80,16 @@ def next_claim(stage: str) -> str:
 class Stage:
     name: str
     message: type[Message]  # the task doing one unit of the stage
-    fan_out: str  # "files" | "documents" | "chunks" | "batches" | "waves" | "once"
+    fan_out: str  # "files" | "documents" | "chunks" | "batches" | "waves" | "once" | "timer"
     waits_for: tuple[str, ...] = ()  # stages that must be done before it starts
     claim: str | None = None  # taken by the one task that starts the stage (shared by stages started together)
     planner: type[Message] | None = None  # plans the batches of "batches" / "waves" stages
     done_field: str | None = None  # the job field written when the stage is done
     skipped_by: str | None = None  # a job field that, once set, means the stage has nothing left to do
+    # a "timer" stage: sent with the fan-out it bounds, it fires at the time in the job field ``due_field`` and
+    # then starts the stage ``starts`` (taking its claim) even though what that stage waits for is not done
+    due_field: str | None = None
+    starts: str | None = None
 
 
 INGEST: tuple[Stage, ...] = (
@@ -88,6 +104,24 @@ INGEST: tuple[Stage, ...] = (
     Stage("finalize", Finalize, "once", waits_for=("index", "report"), claim=CLAIM_FINALIZE),
 )
 STAGES = {stage.name: stage for stage in INGEST}
+
+# the query's job fields and claim
+MAP = "map"  # the batch stage of a global query: its map groups (``batches_field(MAP)`` counts them)
+DEADLINE_AT = "deadline_at"  # when the deadline fires (epoch seconds), set with the map fan-out
+CLAIM_REDUCE = "reduce"
+DEADLINE_TOKEN = "deadline"  # the deadline claims the reduce with this token, whatever its task id (see QueryFlow)
+
+QUERY: tuple[Stage, ...] = (
+    # answered in the query task: local, naive, hybrid, causal and graph queries, and a global query that needs no
+    # map phase (only its context asked for, no LLM, no report selected, the selected reports fit one call: the
+    # direct answer, or a single map group run here); else the task plans the map groups and fans them out
+    Stage("query", RunQuery, "once", done_field=batches_field(MAP)),
+    Stage("map", GlobalMap, "batches", waits_for=("query",)),  # one LLM call per group, on the map_analyst queue
+    # sent with the map fan-out, due ``deadline_s`` later: when the map has not finished by then it starts the
+    # reduce itself, with the groups that answered (the result is partial and names the groups that did not)
+    Stage("deadline", QueryDeadline, "timer", waits_for=("query",), due_field=DEADLINE_AT, starts="reduce"),
+    Stage("reduce", GlobalReduce, "once", waits_for=("map",), claim=CLAIM_REDUCE),  # started by the last group
+)
 
 
 class FlowState(Protocol):
@@ -108,15 +142,18 @@ class FlowState(Protocol):
     def batch_done_of(self, job_id: str, stage: str, batch: str, total_field: str) -> tuple[int, int]: ...
 
 
-class Flow:
-    """One job's transitions, for the task holding ``token`` (its task id: a redelivery may claim again).
-    Every method records what finished and returns the messages to send next (often none)."""
-
+class _JobFlow:
     def __init__(self, state: FlowState, tenant: str, job_id: str, token: str):
         self.state, self.tenant, self.job_id, self.token = state, tenant, job_id, token
 
     def _claim(self, claim: str) -> bool:
         return self.state.claim_advance(self.job_id, claim, self.token)
+
+
+class Flow(_JobFlow):
+    """One ingestion job's transitions (:data:`INGEST`), for the task holding ``token`` (its task id: a
+    redelivery may claim again). Every method records what finished and returns the messages to send next
+    (often none)."""
 
     # parse -> chunk
     def document_parsed(self, doc_id: str, error: str | None = None) -> list[Message]:
@@ -191,3 +228,25 @@ class Flow:
     def _maybe_finalize(self) -> list[Message]:
         ready = all(self.state.get_field(self.job_id, STAGES[s].done_field) for s in STAGES["finalize"].waits_for)
         return [Finalize(self.tenant, self.job_id)] if ready and self._claim(CLAIM_FINALIZE) else []
+
+
+class QueryFlow(_JobFlow):
+    """A global query's map phase (:data:`QUERY`), for the task holding ``token``; the query task either ends
+    the query (its result saved) or plans the map groups. Needs ``claim_advance`` and ``set`` of
+    :class:`FlowState`."""
+
+    def map_planned(self, groups: int, deadline_s: float, now: float) -> tuple[list[Message], Message]:
+        """The map fan-out, one message per group, and the deadline, to be sent due ``deadline_s`` from ``now``;
+        the group count and the due time are recorded first, so a resume knows both."""
+        self.state.set(self.job_id, stage="map", **{batches_field(MAP): groups, DEADLINE_AT: now + deadline_s})
+        return [GlobalMap(self.tenant, self.job_id, g) for g in range(groups)], QueryDeadline(self.tenant, self.job_id)
+
+    def map_answered(self, answered: int, groups: int) -> list[Message]:
+        """A group answered (or failed, which counts as answered with nothing); the last one starts the reduce."""
+        return [GlobalReduce(self.tenant, self.job_id)] if answered >= groups and self._claim(CLAIM_REDUCE) else []
+
+    def deadline_passed(self) -> bool:
+        """The deadline came: whether the reduce is still to start, in which case the deadline's task reduces now
+        with the groups that answered. The claim's token is the stage's, not the task's: every deadline message
+        of the query (a redelivery, one sent again by the watchdog) counts as the same deadline."""
+        return self.state.claim_advance(self.job_id, CLAIM_REDUCE, DEADLINE_TOKEN)

@@ -1,22 +1,25 @@
 """What a stalled job still has to do: the steps whose messages were lost, from the job's stored state.
 
-Pure: :func:`plan_resume` walks the declared flow (``shared.pipeline.flow.INGEST``) over a
-:class:`shared.infra.jobs.JobSnapshot`: a stage whose ``waits_for`` are done contributes the steps it
-is missing (its unfinished documents or chunks, its planner, its missing batches, its one task) and is
-done when nothing is missing. Every task is idempotent (keyed writes, fan-in sets, claims), so
-enqueuing a step whose message was in fact only slow costs time, never correctness; the watchdog still
-only calls this when none of the job's messages is queued or in flight (see ``shared.pipeline.watchdog``).
+Pure: :func:`plan_resume` walks the job's declared flow (``shared.pipeline.flow.INGEST``, or ``QUERY`` for a
+query) over a :class:`shared.infra.jobs.JobSnapshot`: a stage whose ``waits_for`` are done contributes the
+steps it is missing (its unfinished documents or chunks, its planner, its missing batches or map groups, its
+one task) and is done when nothing is missing. A timer (a query's deadline) past its due time while the stage
+it starts is unclaimed was lost with the rest: it is sent again, and what it cuts short is not. Every task is
+idempotent (keyed writes, fan-in sets, claims), so enqueuing a step whose message was in fact only slow costs
+time, never correctness; the watchdog still only calls this when none of the job's messages is queued or in
+flight (see ``shared.pipeline.watchdog``).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from shared.infra.jobs import TERMINAL, JobSnapshot
-from shared.infra.messages import DeleteDocument, Message, RunQuery
-from shared.pipeline.flow import INGEST, REPORT_WAVES, Stage, batches_field, next_claim, report_stage
+from shared.infra.messages import DeleteDocument, Message
+from shared.pipeline.flow import INGEST, QUERY, REPORT_WAVES, Stage, batches_field, next_claim, report_stage
 
 
 @dataclass(frozen=True)
@@ -37,19 +40,31 @@ class Step:
         return self.message(snap).args()
 
 
-def plan_resume(snap: JobSnapshot) -> list[Step]:
+def plan_resume(snap: JobSnapshot, now: float | None = None) -> list[Step]:
+    """The steps to enqueue again, in flow order; ``now`` (epoch seconds) tells whether a timer is past due."""
     if snap.status in TERMINAL:
         return []
-    if snap.kind == "query":
-        return [Step(RunQuery, stage="query")]
+    flow = QUERY if snap.kind == "query" else INGEST
+    by_name = {stage.name: stage for stage in flow}
+    now = time.time() if now is None else now
+    # once a stage a timer may start is claimed (by the timer, or by the last of what it waits for), what it
+    # waits for is over, finished or not
+    over = {w for t in flow if t.starts and by_name[t.starts].claim in snap.flags for w in by_name[t.starts].waits_for}
     steps: list[Step] = []
     done: dict[str, bool] = {}
     claimed: set[str] = set()  # a claim shared by stages started together goes with the first one's step
-    for stage in INGEST:
+    for stage in flow:
         if not all(done[w] for w in stage.waits_for):
             done[stage.name] = False
             continue
-        if stage.claim and stage.claim not in snap.flags:
+        if stage.name in over:
+            done[stage.name] = True
+            continue
+        if stage.fan_out == "timer":
+            missing = _timer(stage, by_name[stage.starts], snap, now)
+            cut = set(by_name[stage.starts].waits_for) if missing else set()
+            steps = [s for s in steps if s.stage not in cut]  # what the timer cuts short is not asked again
+        elif stage.claim and stage.claim not in snap.flags:
             claim = None if stage.claim in claimed else stage.claim
             missing = [Step(stage.planner or stage.message, claim=claim, stage=stage.name)]
             claimed.add(stage.claim)
@@ -58,6 +73,16 @@ def plan_resume(snap: JobSnapshot) -> list[Step]:
         done[stage.name] = not missing
         steps += missing
     return steps
+
+
+def _timer(stage: Stage, starts: Stage, snap: JobSnapshot, now: float) -> list[Step]:
+    """The timer, to fire at once, when its due time has passed and the stage it starts is not claimed yet (it
+    would have been by the timer firing): its message was lost. Before its due time it is left alone (queued
+    with its countdown, or lost: then what it bounds finishes without it)."""
+    due = snap.fields.get(stage.due_field)
+    if due is None or now < float(due) or starts.claim in snap.flags:
+        return []
+    return [Step(stage.message, stage=stage.name)]
 
 
 def _items(stage: Stage, items: set[str], finished: set[str]) -> list[Step]:

@@ -125,7 +125,7 @@ class Watchdog:
             if entry["idle"] < 2:  # not in the broker in two consecutive sweeps
                 continue
             snap = JobStore(self.redis, tenant).snapshot(job_id)
-            sent = self._resume(snap) if snap is not None else []
+            sent = self._resume(snap, now) if snap is not None else []
             entry.update(since=now, idle=0)
             if sent:
                 resumed.append((tenant, job_id, sent))
@@ -136,12 +136,12 @@ class Watchdog:
         pipe.execute()
         return resumed
 
-    def _resume(self, snap) -> list[Step]:
+    def _resume(self, snap, now: float) -> list[Step]:
         from shared.infra.metrics import record_job_resumed
 
         jobs = JobStore(self.redis, snap.tenant)
         sent: list[Step] = []
-        for step in plan_resume(snap):
+        for step in plan_resume(snap, now):
             if step.claim and not jobs.claim_advance(snap.job_id, step.claim, f"watchdog:{time.time()}"):
                 break  # another task advanced the job meanwhile: it is not stalled
             self.send(step.message(snap))

@@ -98,6 +98,24 @@ def test_a_query_job_is_answered_again():
     assert tasks(plan_resume(snap(kind="query", status="queued"))) == [(q.QUERY, (), None)]
 
 
+def test_a_global_query_resumes_its_missing_map_group_then_past_its_deadline_the_deadline(redis_client, tenant):
+    from shared.infra.queries import QueryStore
+    from shared.pipeline.flow import QueryFlow
+
+    jobs = JobStore(redis_client, tenant)
+    jobs.create("qry-1", "query", params={"query": "who?", "mode": "global"})
+    jobs.mark_running("qry-1", "retrieve")
+    maps, _deadline = QueryFlow(jobs, tenant, "qry-1", "task-1").map_planned(3, 60.0, now=1000.0)
+    assert len(maps) == 3
+    for group in (0, 2):
+        QueryStore(redis_client, tenant).record_map("qry-1", group, "", 1000.0, 1001.0, "map@h", 3)
+    stalled = jobs.snapshot("qry-1")
+    assert tasks(plan_resume(stalled, now=1030.0)) == [(q.GLOBAL_MAP, (1,), None)]
+    assert tasks(plan_resume(stalled, now=1060.0)) == [(q.QUERY_DEADLINE, (), None)]  # lost with the group
+    assert jobs.claim_advance("qry-1", "reduce", "deadline")  # the deadline fired: its reduce is what is left
+    assert tasks(plan_resume(jobs.snapshot("qry-1"), now=1060.0)) == [(q.GLOBAL_REDUCE, (), None)]
+
+
 # ---- sweeps against a real Redis
 
 

@@ -1,10 +1,13 @@
-"""Global search run inline (tests, single-process use): plan -> parallel map with a deadline ->
-reduce. The worker runs the same pieces as a Celery chord; ``collect_map_results`` is the chord
-callback's pure core."""
+"""Global search: plan, the answer without a map phase when one is not needed, map, reduce.
+
+Run inline here (tests, single-process use: a parallel map with a deadline), or by the workers along the
+declared query flow (``shared.pipeline.flow.QUERY``): the query task plans and answers what needs no map
+phase (:func:`answer_without_map`), else the map groups fan out and :func:`finish_global` reduces them."""
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import logging
 import time
 from collections.abc import Callable, Sequence
 
@@ -29,6 +32,7 @@ from shared.domain.query.params import QueryParam
 from shared.domain.query.result import QueryResult, UsageMeter, extractive_answer
 from shared.domain.retrieval.bm25 import tokenize
 
+log = logging.getLogger(__name__)
 NO_ANSWER = "Sorry, the community reports hold nothing relevant to this question."
 
 
@@ -161,6 +165,32 @@ def answer_direct(param: QueryParam, plan: GlobalPlan, result: QueryResult,
         result.answer = extractive_answer(param.query, result.sources)
         result.answer_kind = "extractive" if result.answer else "none"
     return result
+
+
+def answer_without_map(param: QueryParam, plan: GlobalPlan, result: QueryResult,
+                       chat: Callable[[list[dict], str], str] | None) -> QueryResult | None:
+    """The answer of a global query that needs no map phase; None when its map groups are to fan out.
+
+    Without one: only the context was asked for; there is no LLM (``chat`` None) or no report was selected (the
+    extractive answer over the selected reports); the selected reports fit one call (:func:`answer_direct`); or
+    the plan has a single map group, whose call runs here and whose points are the answer (no hop to a map
+    worker, no reduce; a failed call makes the result partial)."""
+    if param.only_need_context or chat is None or not plan.groups:
+        if not param.only_need_context:
+            result.answer = extractive_answer(param.query, result.sources)
+            result.answer_kind = "extractive" if result.answer else "none"
+        return result
+    direct = answer_direct(param, plan, result, chat)
+    if direct is not None:
+        return direct
+    if len(plan.groups) > 1:
+        return None
+    try:
+        text = chat(build_map_messages(plan.groups[0], param.query), "map")
+    except Exception as exc:  # noqa: BLE001 - a failed group makes the answer partial, not failed
+        log.warning("the map call of a single-group global query failed: %s", exc)
+        text = None
+    return finish_global(param, plan, result, {0: text}, chat)
 
 
 def points_answer(points: Sequence[tuple[int, MapPoint]], response_type: str) -> str | None:

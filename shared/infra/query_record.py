@@ -1,4 +1,6 @@
-"""A query job's parameters in and its result out (the job hash of ``shared.infra.jobs.JobStore``)."""
+"""A query job's record as the query tasks use it (the job hash of ``shared.infra.jobs.JobStore``, written at
+submission by ``shared.infra.query_submit``): its parameters read back with the deployment's defaults and the
+tenant's preset, and its result stored when it ends."""
 
 from __future__ import annotations
 
