@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from shared.domain.retrieval.synonyms import SynonymPolicy
+
 
 class ChunkingSettings(BaseModel):
     size_tokens: int = Field(1200, ge=16)
@@ -71,6 +73,17 @@ class EmbeddingSettings(BaseModel):
     provider: Literal["local", "openai", "hashing"] | None = None
     dim: int = 256  # the hashing embedder's dimensions (the local model has its own: 256)
     batch_size: int = 64
+    # synonym edges for the graph walk (HippoRAG 2's synonymy edges): entities whose name vectors reach this cosine
+    # are linked, at most ``synonym_neighbours`` per entity. None: off (the default, chosen on the public dev sets
+    # with the local model, where near names are as often different entities as variants: docs/benchmarks.md).
+    # On, the index stage also embeds each entity's name; off again, the next ingestion forgets the edges.
+    synonym_threshold: float | None = Field(None, gt=0.0, le=1.0)
+    synonym_neighbours: int = Field(5, ge=1, le=100)
+
+    def synonym_policy(self) -> SynonymPolicy | None:
+        if self.synonym_threshold is None:
+            return None
+        return SynonymPolicy(self.synonym_threshold, self.synonym_neighbours)
 
 
 class WorkerSettings(BaseModel):

@@ -135,7 +135,8 @@ def report_batch(job: Job, msg: m.ReportBatch) -> None:
 @waits_for_llm  # the embeddings endpoint too
 def index(job: Job, msg: m.BuildIndex) -> None:
     job.jobs.mark_stage_time(msg.job_id, "index")
-    run_index(job.store, job.rt.vectors, job.rt.embedder, job.context("embed"))
+    run_index(job.store, job.rt.vectors, job.rt.embedder, job.context("embed"),
+              synonyms=job.settings.embedding.synonym_policy())
     job.rt.announce_index_update(msg.tenant)  # query workers warm BM25 + neighbours while reports finish
     job.jobs.mark_stage_time(msg.job_id, "index_done")
     job.send(*job.flow.indexed())

@@ -79,7 +79,7 @@ class Runtime:
         """This process's parsed BM25 indexes and graph-walk indexes (shared by the query threads and the
         cache warmer); rebuilt when the Redis client changes."""
         if self._indexes is None or self._indexes.redis is not self.redis:
-            self._indexes = BM25Cache(self.redis)
+            self._indexes = BM25Cache(self.redis, synonyms=self.settings.embedding.synonym_threshold is not None)
         return self._indexes
 
     def announce_index_update(self, tenant: str, job_id: str | None = None) -> None:

@@ -9,6 +9,7 @@ from typing import Protocol
 from shared.domain.models import Chunk, Community, CommunityReport, Document, Entity, Relation
 
 VECTOR_KINDS = ("entities", "chunks")  # the per-tenant vector collections
+NAME_VECTORS = "entity_names"  # entity names alone, kept only while synonym edges are on (``retrieval.synonyms``)
 
 
 @dataclass(frozen=True)

@@ -179,6 +179,12 @@ class Keys:
     def vector_version(self, kind: str) -> str:
         return f"{self.p}vecver:{kind}"
 
+    def synonyms(self) -> str:  # hash entity name -> json [[other name, cosine], ...] (synonym edges)
+        return f"{self.p}synonyms"
+
+    def synonyms_version(self) -> str:  # bumped whenever the synonym edges change (the walk index is rebuilt)
+        return f"{self.p}synonyms_version"
+
     def vector_embedder(self) -> str:  # hash: the embedder that made the tenant's vectors (name, dims, state)
         return f"{self.p}vecembedder"
 

@@ -6,28 +6,57 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from shared.domain.storage import VectorItem, VectorStore
+from shared.domain.retrieval.synonyms import SynonymPolicy, name_text, synonym_links
+from shared.domain.storage import NAME_VECTORS, VectorItem, VectorStore
 from shared.domain.tokens import truncate_text
 from shared.infra.llm.embedding import Embedder
 from shared.infra.llm.usage import CallContext
 from shared.infra.store.redis_graph import GraphStore
-from shared.pipeline.reembed import prepare, settle
+from shared.infra.store.synonym_store import SynonymStore
+from shared.pipeline.reembed import mark_entities_dirty, prepare, settle
 
 
 def entity_text(name: str, description: str) -> str:
     return f"{name}: {description}"
 
 
-def _entity_batch(store: GraphStore, vectors: VectorStore, embedder: Embedder, ctx, group: list[str]) -> int:
+def _entity_batch(store: GraphStore, vectors: VectorStore, embedder: Embedder, ctx, group: list[str],
+                  synonyms: SynonymPolicy | None = None) -> int:
     present = store.entities(group)
-    vectors.delete(store.tenant, "entities", [n for n in group if n not in present])
+    gone = [n for n in group if n not in present]
+    vectors.delete(store.tenant, "entities", gone)
     items = list(present.values())
     if items:
         vecs = embedder.embed([truncate_text(entity_text(e.name, e.description), 2000) for e in items], ctx)
         vectors.upsert(store.tenant, "entities", [
             VectorItem(e.name, v, {"name": e.name, "type": e.type}) for e, v in zip(items, vecs, strict=True)])
+    if synonyms is not None:
+        vectors.delete(store.tenant, NAME_VECTORS, gone)
+        SynonymStore(store.redis, store.tenant).drop(gone)
+        _link_synonyms(store, vectors, embedder, ctx, [e.name for e in items], synonyms)
     store.clear_dirty("embed_entities", group)
     return len(items)
+
+
+def _link_synonyms(store: GraphStore, vectors: VectorStore, embedder: Embedder, ctx, names: list[str],
+                   policy: SynonymPolicy) -> None:
+    """Embed the names, store them, then link each to its nearest stored names. Each batch searches after its
+    own upsert, so of two batches running together the later search sees the other's names: every near pair
+    is found from at least one side, and an edge is undirected."""
+    if not names:
+        return
+    vecs = embedder.embed([name_text(n) for n in names], ctx)
+    vectors.upsert(store.tenant, NAME_VECTORS, [VectorItem(n, v, {}) for n, v in zip(names, vecs, strict=True)])
+    links = {n: synonym_links(n, vectors.search(store.tenant, NAME_VECTORS, v, policy.neighbours + 1,
+                                                policy.threshold), policy)
+             for n, v in zip(names, vecs, strict=True)}
+    SynonymStore(store.redis, store.tenant).link(links)
+
+
+def _forget_synonyms(store: GraphStore, vectors: VectorStore) -> None:
+    """Synonym edges off: the tenant's name vectors and edges go (if it had any)."""
+    if SynonymStore(store.redis, store.tenant).clear() or vectors.count(store.tenant, NAME_VECTORS):
+        vectors.delete(store.tenant, NAME_VECTORS, store.all_entity_names())
 
 
 def _chunk_batch(store: GraphStore, vectors: VectorStore, embedder: Embedder, ctx, group: list[str]) -> int:
@@ -43,14 +72,22 @@ def _chunk_batch(store: GraphStore, vectors: VectorStore, embedder: Embedder, ct
 
 
 def run_index(store: GraphStore, vectors: VectorStore, embedder: Embedder, ctx: CallContext, batch: int = 64,
-              parallel: int = 8) -> dict:
-    """Idempotent: a batch leaves the dirty set only after its vectors are stored. ``reembedded``: this stage
-    embedded the whole tenant again (its embedder changed)."""
+              parallel: int = 8, synonyms: SynonymPolicy | None = None) -> dict:
+    """Idempotent: a batch leaves the dirty set only after its vectors (and, with ``synonyms``, its name vectors
+    and synonym edges) are stored. ``reembedded``: this stage embedded the whole tenant again (its embedder
+    changed)."""
     reembedded = prepare(store, vectors, embedder, ctx)
+    if synonyms is None:
+        _forget_synonyms(store, vectors)
+    elif not vectors.count(store.tenant, NAME_VECTORS):
+        # synonyms just turned on, or the vectors were dropped for another embedder: every name is embedded
+        # again, and edges an earlier embedder made go
+        SynonymStore(store.redis, store.tenant).clear()
+        mark_entities_dirty(store)
     names = store.dirty_members("embed_entities")
     chunk_ids = store.dirty_members("embed_chunks")
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        ent = [pool.submit(_entity_batch, store, vectors, embedder, ctx, names[i : i + batch])
+        ent = [pool.submit(_entity_batch, store, vectors, embedder, ctx, names[i : i + batch], synonyms)
                for i in range(0, len(names), batch)]
         chk = [pool.submit(_chunk_batch, store, vectors, embedder, ctx, chunk_ids[i : i + batch])
                for i in range(0, len(chunk_ids), batch)]

@@ -32,8 +32,13 @@ MARK_BATCH = 5000  # entity names added to the dirty set per command
 
 def mark_everything_dirty(store) -> None:
     """Every chunk and entity of the tenant awaits embedding (idempotent)."""
+    store.redis.sunionstore(store.k.dirty("embed_chunks"), [store.k.dirty("embed_chunks"), store.k.chunks()])
+    mark_entities_dirty(store)
+
+
+def mark_entities_dirty(store) -> None:
+    """Every entity of the tenant awaits embedding (idempotent)."""
     redis, k = store.redis, store.k
-    redis.sunionstore(k.dirty("embed_chunks"), [k.dirty("embed_chunks"), k.chunks()])
     names = redis.hkeys(k.entities())
     for i in range(0, len(names), MARK_BATCH):
         redis.sadd(k.dirty("embed_entities"), *names[i : i + MARK_BATCH])

@@ -11,6 +11,7 @@ from shared.domain.storage import VECTOR_KINDS as KINDS
 from shared.infra.keys import Keys
 from shared.infra.lru import CACHED_TENANTS, LRU
 from shared.infra.store.redis_graph import GraphStore
+from shared.infra.store.synonym_store import SynonymStore
 
 
 class BM25Cache:
@@ -19,8 +20,9 @@ class BM25Cache:
     One index per (tenant, kind), valid while the tenant's vector version for that kind is unchanged;
     at most ``capacity`` tenants are kept (least recently used go first)."""
 
-    def __init__(self, redis, capacity: int = CACHED_TENANTS):
+    def __init__(self, redis, capacity: int = CACHED_TENANTS, synonyms: bool = False):
         self.redis = redis
+        self.synonyms = synonyms  # the walk crosses the tenant's synonym edges (``embedding.synonym_threshold``)
         self._cache: LRU[tuple[str, str], tuple[int, BM25Index]] = LRU(capacity * len(KINDS))
         self._walks: LRU[str, tuple[tuple[int, ...], WalkIndex]] = LRU(capacity)
         self._lock = threading.Lock()
@@ -40,7 +42,7 @@ class BM25Cache:
         """The tenant's passage-entity graph, valid while its graph and both collections are unchanged."""
         k = Keys(tenant)
         version = tuple(int(v or 0) for v in self.redis.mget(
-            [k.graph_version(), k.vector_version("chunks"), k.vector_version("entities")]))
+            [k.graph_version(), k.vector_version("chunks"), k.vector_version("entities"), k.synonyms_version()]))
         return self._walks.get_or_build(tenant, lambda hit: hit[0] == version,
                                         lambda: (version, self._build_walk(tenant)), self._walk_lock)[1]
 
@@ -48,7 +50,10 @@ class BM25Cache:
         store = GraphStore(self.redis, tenant)
         sources = {name: e.source_ids for name, e in store.all_entities().items()}
         self.walk_builds += 1
-        return WalkIndex.build(store.all_chunk_ids(), sources, store.edge_list(), passage_titles(store))
+        edges = store.edge_list()
+        if self.synonyms:
+            edges += SynonymStore(self.redis, tenant).edges()
+        return WalkIndex.build(store.all_chunk_ids(), sources, edges, passage_titles(store))
 
     def _build(self, tenant: str, kind: str) -> BM25Index:
         store = GraphStore(self.redis, tenant)

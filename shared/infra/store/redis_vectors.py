@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from shared.domain.storage import NAME_VECTORS, VectorHit, VectorItem
 from shared.domain.storage import VECTOR_KINDS as KINDS
-from shared.domain.storage import VectorHit, VectorItem
 from shared.infra.keys import Keys
 from shared.infra.lru import CACHED_TENANTS, LRU
 from shared.infra.redis_conn import to_str
@@ -54,7 +54,7 @@ class RedisVectorStore:
 
     def drop_tenant(self, tenant: str) -> None:
         k = Keys(tenant)
-        for kind in KINDS:
+        for kind in (*KINDS, NAME_VECTORS):
             self.redis.delete(k.vectors(kind), k.vector_meta(kind))
             self.redis.incr(k.vector_version(kind))
 

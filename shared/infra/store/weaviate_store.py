@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from urllib.parse import urlparse
 
-from shared.domain.storage import VectorHit, VectorItem
+from shared.domain.storage import NAME_VECTORS, VectorHit, VectorItem
 
 VECTOR_NAME = "default"
 COLLECTION_PREFIX = "Graphfleet"
@@ -376,7 +376,7 @@ class WeaviateVectorStore:
             if coll.tenants.exists(name):
                 coll.tenants.remove([name])
             self._tenants.discard((coll_name, name))
-        for kind in COLLECTIONS:
+        for kind in (*COLLECTIONS, NAME_VECTORS):
             self._changed(tenant, kind)
 
 
