@@ -9,19 +9,18 @@ from celery import Celery
 from celery.signals import worker_init, worker_process_init
 
 from shared.config import LLMModeError, get_settings
-from shared.infra import kombu_client, log_setup, tracing
+from shared.infra import celery_patches, log_setup, tracing
 from shared.infra.llm import sdk_warmup
 from shared.infra.messages import warm_sender
 from shared.infra.queueing import celery_config
-from workers import heartbeat, kombu_fixes, lease, query_warmup, soft_shutdown, watchdog
+from workers import heartbeat, lease, query_warmup, watchdog
 from workers.metrics_signals import install as install_celery_signal_handlers
 from workers.runtime import runtime
 
 log = logging.getLogger(__name__)
 
-kombu_fixes.install()  # Redis restarts must not stop the consumer (see workers/kombu_fixes.py)
-kombu_client.install()  # one Redis client per kombu channel, not one per command (shared/infra/kombu_client.py)
-soft_shutdown.install()  # SIGTERM on a threads pool requeues what still runs (workers/soft_shutdown.py)
+# first of the worker_init hooks: the Celery/kombu workarounds, before the pool and the consumer exist
+worker_init.connect(celery_patches.on_worker_init, weak=False)  # shared/infra/celery_patches/
 app = Celery("graphfleet", include=["workers.ingest_tasks", "workers.query_tasks"])
 install_celery_signal_handlers(app)  # task/process metrics (workers/metrics_signals.py)
 heartbeat.install(app)  # graphfleet_queue_consumers: which queues have live consumers (workers/heartbeat.py)
