@@ -20,10 +20,10 @@ from starlette.concurrency import run_in_threadpool
 from api_gateway.draining import Draining
 from shared.infra.channel_listener import ChannelListener
 from shared.infra.key_layout import ensure_layout
-from shared.infra.messages import warm_sender
 from shared.infra.queueing import QUEUES, make_celery, settings_for
 from shared.infra.redis_conn import aconnect, connect, read_stack_info
 from shared.infra.tenants import PEPPER_ENV, TenantStore, api_key_pepper
+from shared.infra.warmup import warm_sender
 
 log = logging.getLogger("api_gateway")
 
@@ -80,7 +80,7 @@ class LockedCelery:
 
     def warm(self) -> None:
         """What the first ``send_task`` would pay in a fresh gateway (the Redis transport is imported on first
-        use, and the first publish to a queue declares it), paid now: ``messages.warm_sender``, under the lock."""
+        use, and the first publish to a queue declares it), paid now: ``warmup.warm_sender``, under the lock."""
         with self._lock:
             warm_sender(self.app)
 

@@ -22,7 +22,7 @@ from kombu import Connection
 from kombu.transport import redis as kombu_redis
 
 from bench.common import emit, machine, redis_server
-from shared.infra import kombu_client
+from shared.infra.celery_patches import redis_channel_client as kombu_client
 
 SHIPPED = kombu_redis.Channel.conn_or_acquire
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from bench.common import emit, redis_server
 from shared.config import Settings
 from shared.infra import queueing as q
-from shared.infra.messages import ExtractChunk, send, send_all, warm_sender
+from shared.infra.messages import ExtractChunk, send, send_all
+from shared.infra.warmup import warm_sender
 
 
 def main() -> None:

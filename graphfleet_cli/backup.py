@@ -177,7 +177,7 @@ def _restore(redis, path: Path, wipe_first: bool) -> dict:
             if count % BATCH == 0:
                 pipe.execute()
         pipe.execute()
-    from shared.infra.cache_warmup import announce_index_update
+    from shared.infra.warmup import announce_index_update
 
     for tenant in sorted(tenants):  # query workers drop and rebuild their caches of these tenants
         announce_index_update(redis, tenant)

@@ -17,7 +17,7 @@ Supervision: a daemon thread restarts any worker group or gateway process that e
 up (after 1, 2, 4 ... up to 30 s), so a killed worker costs the others nothing; its unacked messages come
 back once their leases have aged out (``workers/lease.py``, ~32 s: every live worker puts back the messages
 whose lease nobody renewed, so this holds as well under Compose or Kubernetes, where no supervisor saw the
-death; the supervisor also does it once for each exit it saw, ``shared.infra.broker.reclaim_unrenewed``), not
+death; the supervisor also does it once for each exit it saw, ``shared.infra.celery_patches.redis_leases``), not
 after the visibility timeout (120 s, the last resort; RabbitMQ redelivers at once by itself). A process that exits
 ``MAX_RESTARTS`` times within ``RESTART_WINDOW_S`` is given up: ``Stack.failure`` says why and
 ``graphfleet up`` stops with that message."""
@@ -44,7 +44,7 @@ from graphfleet_cli.worker_plan import (  # noqa: F401 - the plan's names, also 
     plan_workers,
 )
 from shared.config import get_settings
-from shared.infra.broker import reclaim_unrenewed
+from shared.infra.celery_patches.redis_leases import reclaim_unrenewed
 from shared.infra.child_procs import own_session_kwargs
 from shared.infra.metrics import MULTIPROC_ENV, fold_dead, join_multiproc_dir, prepare_multiproc_dir
 from shared.infra.queueing import WORKER_GROUPS, is_amqp, lease_expiry, make_celery, settings_for

@@ -114,7 +114,7 @@ class WorkerSettings(BaseModel):
     # publishes the queues it consumes
     heartbeat_interval_s: float = 10.0
     # an ingestion job ends once the query workers that heard its final index update warmed it, or after this
-    # long (shared/infra/cache_warmup.await_warm_ups); 0 ends it at once and its first query may meet the warm-up
+    # long (shared/infra/warmup.await_warm_ups); 0 ends it at once and its first query may meet the warm-up
     warm_wait_s: float = Field(2.0, ge=0)
 
 

@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 from celery.signals import worker_process_init
 
 from shared.config import get_settings
-from shared.domain.tokens import get_encoding
-from shared.infra.cache_warmup import announce_index_update, await_warm_ups
 from shared.infra.jobs import JobStore
 from shared.infra.key_layout import ensure_layout
 from shared.infra.keys import embedder_lexical_key
@@ -24,6 +22,7 @@ from shared.infra.store.bm25_cache import BM25Cache
 from shared.infra.store.factory import make_vector_store
 from shared.infra.store.redis_graph import GraphStore
 from shared.infra.tenants import TenantStore
+from shared.infra.warmup import announce_index_update, await_warm_ups
 
 
 @dataclass
@@ -56,12 +55,6 @@ class Runtime:
         declared = getattr(self.embedder, "lexical", None)
         known = self.redis.get(embedder_lexical_key(getattr(self.embedder, "name", "")))
         return bool(declared) if declared is not None else None if known is None else known in (b"1", "1")
-
-    def warm_clients(self) -> None:
-        """Before the first query: Redis, the embedder probe's known answer, both models' tokenizers."""
-        self.redis.ping()
-        self._lexical = self._known_lexical() if self._lexical is None else self._lexical
-        list(map(get_encoding, {self.settings.llm_model, self.settings.embedding_model}))  # tiktoken loads lazily
 
     def store(self, tenant: str) -> GraphStore:
         return GraphStore(self.redis, tenant, lock_timeout_s=self.settings.workers.task_soft_time_limit_s)

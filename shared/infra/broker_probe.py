@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterable
 from urllib.parse import unquote, urlparse
 
+from shared.infra.celery_patches.amqp_probe_channel import drop_default_channel
 from shared.infra.keys import BROKER_UNACKED, broker_queue_keys
 from shared.infra.queueing import broker_url, is_amqp, is_sentinel
 
@@ -136,7 +137,7 @@ class AmqpProbe:
         try:
             _name, ready, consumers = channel.queue_declare(queue=queue, passive=True)
         except NotFound:  # the broker closed the channel: the next call opens a new one
-            self.conn._default_channel = None
+            drop_default_channel(self.conn)
             return 0, 0
         return int(ready), int(consumers)
 

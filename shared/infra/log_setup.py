@@ -101,6 +101,8 @@ def install_celery(get_settings) -> None:
     """Connect the worker's logging signals (``get_settings()`` is read when the worker sets up logging)."""
     from celery.signals import after_setup_logger, after_setup_task_logger, celeryd_init, task_postrun, task_prerun
 
+    from shared.infra.celery_patches.celery_log_handlers import mark_provisional
+
     def _early(**_kwargs) -> None:
         """Before Celery sets up logging, its start-up warnings (e.g. running as root) are JSON lines too."""
         if json_enabled(get_settings()):
@@ -110,7 +112,7 @@ def install_celery(get_settings) -> None:
             handler.setFormatter(JsonFormatter())
             handler._graphfleet_early = True
             root.addHandler(handler)
-            root._rudimentary_setup = True  # Celery still adds its own handler (e.g. ``-f logfile``)
+            mark_provisional(root)  # Celery still adds its own handler (e.g. ``-f logfile``)
 
     def _format(logger=None, **_kwargs) -> None:
         if logger is not None and json_enabled(get_settings()):

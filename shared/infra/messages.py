@@ -138,8 +138,6 @@ class QueryDeadline(Message):
 # workers observe ``graphfleet_task_queue_wait_seconds`` from it
 READY_AT = "graphfleet_ready_at"
 REPR_MAX = 1024  # Celery's own bound on a message's argument reprs (``amqp.argsrepr_maxsize``)
-WARM_TASK = "graphfleet.warm"  # the name of the messages a warm-up builds and never sends
-REHEARSALS = 8  # CPython 3.11 specializes a function's code after a few calls: as many as warm it
 # messages per publish batch: each batch is flushed once, so a broker error costs a resend of this many at most
 BATCH_MESSAGES = 500
 
@@ -193,17 +191,3 @@ def _send_batch(celery, messages: Sequence[Message], **options) -> None:
     for msg in messages:
         send(celery, msg, **options)
 
-
-def warm_sender(celery) -> None:
-    """What a process's first send would otherwise pay, done ahead of it: Celery's
-    result backend and task sender (built on first use), a pooled producer's broker connection, the declaration
-    of every queue (the first publish to a queue declares it) and the code that builds a message, run on
-    messages that are dropped. Nothing is sent; declaring is idempotent (the workers declare the same queues)."""
-    _ = celery.backend, celery.amqp.send_task_message
-    with celery.producer_or_acquire() as producer:
-        producer.connection.ensure_connection(max_retries=1)
-        for queue in celery.amqp.queues.values():
-            producer.maybe_declare(queue)
-    for i in range(REHEARSALS):
-        kwargs = {"tenant": "", "job_id": ""}
-        celery.amqp.create_task_message(f"warm-{i}", WARM_TASK, (), kwargs, **_reprs(kwargs))

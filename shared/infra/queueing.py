@@ -206,9 +206,9 @@ def settings_for(settings, state_url: str | None, broker: str | None = None):
 
 
 def make_celery(settings, name: str = "graphfleet") -> Celery:
-    from shared.infra import kombu_client
+    from shared.infra import celery_patches
 
-    kombu_client.install()  # one Redis client per kombu channel, not one per command it sends
+    celery_patches.install(worker=False)  # a sender's patches (shared/infra/celery_patches/), once per process
     app = Celery(name, set_as_current=False)
     app.conf.update(celery_config(settings))
     return app

@@ -79,7 +79,7 @@ def _post_mortem(client: LocalClient, stack: Stack, job_id: str, killed_at: floa
 
 
 def test_every_ingest_worker_killed_and_no_supervisor_reclaim_the_job_completes(private_redis, tmp_path):
-    """Without the lease threads' reclaim (``reclaim_expired`` in ``workers/lease.tend`` taken out) the killed
+    """Without the lease threads' reclaim (``reclaim_expired`` in ``redis_leases.tend`` taken out) the killed
     workers' messages stay in ``unacked`` for ``VISIBILITY_S``, the watchdog rightly leaves the job alone while
     they are there, and ``client.wait`` raises TimeoutError after ``BOUND_S``."""
     docs = sample_parts(tmp_path, 4, chars=48000)

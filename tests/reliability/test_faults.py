@@ -183,8 +183,8 @@ def test_redis_restart_mid_job_resumes_from_the_append_only_file(tmp_path):
     unacked messages and job state survive a Redis restart; workers reconnect and the job ends (here:
     succeeds, with the same graph as an undisturbed run) instead of hanging in ``running``. Checked: before
     ``workers.delivery`` requeued tasks that hit Redis errors, the job hung with 3 of 7 chunks done and
-    empty queues (the failed tasks were acked); before ``workers/kombu_fixes.py`` the ingest worker hit
-    kombu's AttributeError on reconnect and stopped consuming, and the job hung with its messages queued.
+    empty queues (the failed tasks were acked); before ``celery_patches/redis_broken_connection.py`` the ingest
+    worker hit kombu's AttributeError on reconnect and stopped consuming, and the job hung with its messages queued.
     Before the job watchdog, about 1 run in 4 lost one extraction message across the restart (in no queue
     and not in ``unacked``) and the job stayed running with 6 of 7 chunks done."""
     redis_dir = tmp_path / "redis"

@@ -13,7 +13,7 @@ import pytest
 from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.stack import Stack
 from shared.infra import queueing as q
-from shared.infra.broker import renew_leases as renew
+from shared.infra.celery_patches.redis_leases import renew_leases as renew
 from shared.infra.keys import BROKER_UNACKED_INDEX, Keys
 from shared.infra.redis_conn import connect
 from tests.conftest import worker_env

@@ -4,7 +4,7 @@
 waited in kombu's ``unacked`` hash for a one-hour visibility timeout (the job watchdog rightly leaves a job
 alone while any of its messages is there). Now the stack's supervisor restarts the worker group and, two
 lease intervals after the exit, puts back the messages no live worker renewed since
-(``shared.infra.broker.reclaim_unrenewed``), unless the restarted workers' lease threads got there first
+(``celery_patches.redis_leases.reclaim_unrenewed``), unless the restarted workers' lease threads got there first
 (``workers/lease.py``: a lease two intervals + 2 s old is put back by any live worker; which one wins varies),
 so the job completes by itself.
 Real Redis, real worker processes and gateway, the LLM simulator over HTTP.

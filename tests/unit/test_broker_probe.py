@@ -68,9 +68,9 @@ def test_redis_probe_reads_the_broker_not_the_state(redis_server, redis_client, 
 
 
 def test_sentinel_probe_and_lease_renewal_follow_the_primary(tmp_path, tenant):
-    """Through Sentinel the probe and the lease renewal (``workers/lease.py``: kombu's own channel pool) read
-    and write the *current* primary, also after a failover."""
-    from workers.lease import renew_held
+    """Through Sentinel the probe and the lease renewal (``celery_patches.redis_leases``: kombu's own channel
+    pool) read and write the *current* primary, also after a failover."""
+    from shared.infra.celery_patches.redis_leases import renew_held
 
     with sentinel_group(tmp_path) as group:
         settings = _settings("redis://unused", group.url)

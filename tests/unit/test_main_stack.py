@@ -1,10 +1,10 @@
-"""``workers.main_stack.main_frames`` (what a worker's SIGTERM handler reads) never lets a garbage collection start
-inside ``sys._current_frames()``. On CPython 3.11 that call holds the runtime's thread-list lock while it allocates;
-a collection started there that frees a ``threading.local`` takes the lock again and the process hangs for good
-(python/cpython#106883; it hung the unit suite once, in ``test_soft_shutdown``). Reproduced alone: thread-locals in
-reference cycles, ``gc.set_threshold(1, 1, 1)``, then ``sys._current_frames()`` as the first allocation: the
-process never returns. Which allocation starts a collection cannot be arranged from a test through the function, so
-these tests check the two ways it avoids the call under a live collector."""
+"""``celery_patches.main_stack.main_frames`` (what a worker's SIGTERM handler reads) never lets a garbage collection
+start inside ``sys._current_frames()``. On CPython 3.11 that call holds the runtime's thread-list lock while it
+allocates; a collection started there that frees a ``threading.local`` takes the lock again and the process hangs
+for good (python/cpython#106883; it hung the unit suite once, in ``test_soft_shutdown``). Reproduced alone:
+thread-locals in reference cycles, ``gc.set_threshold(1, 1, 1)``, then ``sys._current_frames()`` as the first
+allocation: the process never returns. Which allocation starts a collection cannot be arranged from a test through
+the function, so these tests check the two ways it avoids the call under a live collector."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import gc
 import sys
 import threading
 
-from workers import main_stack
+from shared.infra.celery_patches import main_stack
 
 
 def _record_calls(monkeypatch) -> list[bool]:

@@ -1,4 +1,4 @@
-"""``shared.infra.broker.reclaim_unrenewed`` against a real Redis broker: the messages a SIGKILLed consumer
+"""``celery_patches.redis_leases.reclaim_unrenewed`` against a real Redis broker: the messages a SIGKILLed consumer
 process held go back on their queue, each once; a message a live consumer holds and renewed stays with it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 
 from shared.config import Settings
 from shared.infra import queueing as q
-from shared.infra.broker import reclaim_unrenewed, renew_leases, restore_older
+from shared.infra.celery_patches.redis_leases import reclaim_unrenewed, renew_leases, restore_older
 from shared.infra.keys import BROKER_UNACKED, BROKER_UNACKED_INDEX
 from shared.infra.messages import ExtractChunk, send_all
 from shared.infra.redis_conn import connect

@@ -17,7 +17,8 @@ from api_gateway.state import LockedCelery
 from shared.config import Settings
 from shared.infra import messages
 from shared.infra import queueing as q
-from shared.infra.messages import READY_AT, ExtractChunk, Message, QueryDeadline, send, send_all, warm_sender
+from shared.infra.messages import READY_AT, ExtractChunk, Message, QueryDeadline, send, send_all
+from shared.infra.warmup import warm_sender
 from tests.brokers import rabbit_vhost, sentinel_group
 
 

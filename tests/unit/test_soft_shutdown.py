@@ -1,4 +1,4 @@
-"""workers/soft_shutdown.py: the acks Celery leaves on its event loop during the soft shutdown are run.
+"""celery_patches/soft_shutdown.py: the acks Celery leaves on its event loop during the soft shutdown are run.
 
 Real kombu objects: an event loop (``Hub``), messages delivered on kombu's in-memory transport, and the ack
 callbacks built by Celery's own ``Consumer.call_soon_ack`` (what a task thread schedules when it finishes),
@@ -22,9 +22,9 @@ from celery.worker.consumer.consumer import Consumer as CeleryConsumer
 from kombu import Connection, Consumer, Exchange, Producer, Queue
 from kombu.asynchronous import Hub
 
+from shared.infra.celery_patches import main_stack, shutdown_acks, shutdown_pool, soft_shutdown
+from shared.infra.celery_patches.soft_shutdown import cannot_stop_tasks
 from shared.infra.redis_conn import connect
-from workers import main_stack, shutdown_acks, shutdown_pool, soft_shutdown
-from workers.soft_shutdown import cannot_stop_tasks
 
 
 def _delivered(conn: Connection, n: int) -> list:
@@ -36,7 +36,7 @@ def _delivered(conn: Connection, n: int) -> list:
 
 def _schedule(hub: Hub, callback, *args) -> None:
     """As a finished task's thread does: Celery's call_soon_ack puts the callback on the hub."""
-    shutdown_acks.install()  # what workers.celery_app does at import, through soft_shutdown.install
+    shutdown_acks.install()  # what a worker does on worker_init (celery_patches.on_worker_init)
     CeleryConsumer.call_soon_ack(SimpleNamespace(hub=hub), callback, logging.getLogger("test"), (), *args)
 
 

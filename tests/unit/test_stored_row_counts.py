@@ -231,7 +231,7 @@ def test_wrong_stored_counts_never_make_a_context_exceed_its_budget(descs, total
 
 # ------------------------------------------------------------------ the warm-up
 def test_the_warm_up_puts_stored_counts_in_the_memo_and_encodes_only_older_rows(redis_client, tenant, encoded):
-    from shared.infra import cache_warmup
+    from shared.infra import warmup
     from shared.pipeline.merge_stage import run_merge_batch
 
     store, cfg = GraphStore(redis_client, tenant), get_settings()
@@ -250,7 +250,7 @@ def test_the_warm_up_puts_stored_counts_in_the_memo_and_encodes_only_older_rows(
     entities, relations = store.all_entities(), store.all_relations()
     tokens._count_cache.clear()
     encoded.clear()
-    cache_warmup._count_rows(store, model, True)
+    warmup._count_rows(store, model, True)
     descriptions = [e.description for e in entities.values()] + [r.description for r in relations.values()]
     assert quoting(texts + descriptions, encoded) == []  # nothing ingested with counts was encoded
     assert quoting([older.text], encoded) == [source_body(older.text)]  # the older chunk was
@@ -269,7 +269,7 @@ def test_the_warm_ups_whole_graph_read_leaves_a_first_query_no_row_to_parse(redi
     """The warm-up counts a small graph's rows from one read of it, and files the parsed rows in the process's
     row caches (``GraphStore.read_whole_graph``): a query then reads no entity or relation row again, and gets
     the stored ones (with their degree read now); a write after the warm-up is read fresh."""
-    from shared.infra import cache_warmup
+    from shared.infra import warmup
     from shared.infra.store import redis_graph
     from shared.pipeline.merge_stage import run_merge_batch
 
@@ -282,7 +282,7 @@ def test_the_warm_ups_whole_graph_read_leaves_a_first_query_no_row_to_parse(redi
     store.set_degrees({"N0": 3, "N1": 1})
     redis_graph._ENTITY_ROWS.clear()
     redis_graph._RELATION_ROWS.clear()
-    cache_warmup._count_rows(store, cfg.llm_model, True)
+    warmup._count_rows(store, cfg.llm_model, True)
     parsed: list[str] = []
     for model in (Entity, Relation):
         real = model.model_validate_json

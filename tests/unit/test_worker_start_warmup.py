@@ -1,5 +1,5 @@
 """What a worker readies before its first task, in a fresh process as it starts: a query worker's BM25 library, a
-prefork child's own runtime (each otherwise paid on an ingestion's path; ``bench/results/cost_notes.md``)."""
+prefork child's own runtime (each otherwise paid on an ingestion's path)."""
 
 import json
 import subprocess
@@ -10,9 +10,11 @@ from tests.unit.test_secure_defaults import worker_env
 
 def test_a_query_worker_imports_the_bm25_library_before_consuming(redis_server):
     """A fresh stack's first index build (the warm-up its first ingestion waits for) would import bm25s: a query
-    worker imports it in ``_prepare``, before it consumes. In a fresh process, as a worker starts."""
-    code = ("import json, sys\nimport workers.celery_app\nimport workers.query_warmup as q\n"
-            "before = 'bm25s' in sys.modules\nq._prepare()\nprint(json.dumps([before, 'bm25s' in sys.modules]))")
+    worker imports it in ``prepare_query_worker``, before it consumes. In a fresh process, as a worker starts."""
+    code = ("import json, sys\nimport workers.celery_app\nfrom workers.runtime import runtime\n"
+            "from shared.infra import warmup as q\n"
+            "before = 'bm25s' in sys.modules\nq.prepare_query_worker(runtime)\n"
+            "print(json.dumps([before, 'bm25s' in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], env=worker_env(redis_server.url), capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -20,9 +22,9 @@ def test_a_query_worker_imports_the_bm25_library_before_consuming(redis_server):
 
 
 def test_a_prefork_child_builds_its_own_runtime_before_its_first_task(redis_server):
-    """A merge or cluster worker's child builds its runtime (Redis clients, the LLM client and its TLS context:
-    ~55 ms) in a thread started at ``worker_process_init``, not in its first task, which is on an ingestion's
-    path. A real fork of a process whose runtime was built, then Celery's signal in the child."""
+    """A merge or cluster worker's child builds its runtime (Redis clients, the LLM client and its TLS context) in a
+    thread started at ``worker_process_init``, not in its first task, which is on an ingestion's path. A real fork
+    of a process whose runtime was built, then Celery's signal in the child."""
     code = (
         "import os, threading\nfrom celery.signals import worker_process_init\nimport workers.celery_app\n"
         "from workers import runtime as r\nparent = r.runtime()\npid = os.fork()\n"

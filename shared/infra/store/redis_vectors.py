@@ -96,7 +96,7 @@ class RedisVectorStore:
 
     def sample_vector(self, tenant: str, kind: str) -> np.ndarray | None:
         """One of the tenant's stored vectors of ``kind`` (the first by id), or None when it has none: a
-        question's stand-in for a warm-up that must not call the embedding API (``cache_warmup``)."""
+        question's stand-in for a warm-up that must not call the embedding API (``shared.infra.warmup``)."""
         _version, ids, matrix, _meta = self._load(tenant, kind)
         return matrix[0].copy() if ids else None
 

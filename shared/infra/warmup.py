@@ -1,31 +1,33 @@
-"""Query caches warmed when a tenant's index changes, so the first query after an ingestion does not
-pay for them.
+"""Warm-ups: work a first query (or the end of a first ingestion) would otherwise pay, done ahead of it.
 
-A query worker process keeps per-tenant read caches: BM25 indexes over entities and chunks, the
-embedded store's vector matrices, the neighbour lists, and the parsed communities and reports. Each is
-keyed by a version the writers bump, so after an ingestion the next query would rebuild them (on a large
-index, most of a second). The ingestion pipeline announces each change on a pub/sub channel (the tenant
-id only); every query worker process listens and rebuilds that tenant's caches in the background, for
-tenants it already caches or while it has room for more (warming never evicts another tenant).
+Only those that remove at least 10 ms, or 20%, of a user-visible latency are kept (measured once, first local query
+through the gateway after ``graphfleet up`` with and without each: docs/benchmarks.md, "Warm-ups"):
 
-Warming is a read of what the query would read anyway and is idempotent: a missed or repeated
-announcement costs at most one cold query or one cache hit. Besides the caches, a warm-up runs one
-context-only local query with no LLM and no embedding call (one of the tenant's stored vectors stands in for the
-question's, ``stored_vector_embed``; nothing booked), so the code paths, parsed rows and token counts a first query
-uses are ready too. A process that starts warms the tenants whose index changed most recently
-(``recent_announcements``) the same way.
-
-The ingestion's last announcement names its job: every warmer that hears it acknowledges once warm, and the
-job ends after those acknowledgements (``await_warm_ups``, bounded by ``workers.warm_wait_s``), so a client
-that queries as soon as its ingestion is done does not race the warm-up in the query worker's process.
+* **a query worker's caches, when a tenant's index changes** (:class:`CacheWarmer`): BM25 indexes, the embedded
+  store's vector matrices, neighbour lists, parsed communities and reports and the global report index
+  (:func:`warm_tenant`), then one context-only local query with no LLM and no embedding call
+  (:func:`warm_query_path`: code paths, parsed rows and token counts). The pipeline announces each change (the
+  tenant id only, :func:`announce_index_update`); every query worker process warms the tenants it caches or has
+  room for (never evicting another). The ingestion's last announcement names its job, which ends once the warmers
+  that heard it acknowledged (:func:`await_warm_ups`, at most ``workers.warm_wait_s``): a query sent as soon as the
+  job is done does not race the warm-up. Warming is idempotent: a missed announcement costs one cold query.
+* **before a query worker consumes** (:func:`prepare_query_worker`): the same for the tenants indexed most recently
+  (at most ``START_WARM_S``), the BM25 library's import (else paid by a fresh stack's first index warm-up, which its
+  first ingestion waits for), a keep-alive connection to the LLM API and the embedder probe (an API call).
+* **every worker, before its first task** (:func:`warm_worker`): the tokenizers, the runtime's clients and the Celery
+  sender (:func:`warm_sender`: its result backend, a pooled producer's connection, every queue declared); a prefork
+  child builds its own runtime and sender. The gateway warms its sender the same way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable
+
+from celery.signals import worker_init, worker_process_init, worker_ready, worker_shutdown
 
 from shared.domain.storage import VECTOR_KINDS
 from shared.infra.keys import Keys, index_updated_channel, index_updated_key
@@ -36,6 +38,7 @@ from shared.infra.store.redis_graph import GraphStore
 
 log = logging.getLogger(__name__)
 RECENT_KEPT = 1000  # tenants remembered in the recently-indexed set
+START_WARM_S = 5.0  # before consuming, recent tenants are warmed for at most this long (the rest: in the background)
 
 
 def announce_index_update(redis, tenant: str, job_id: str | None = None) -> int:
@@ -132,8 +135,7 @@ def warm_query_path(store: GraphStore, bm25: BM25Cache, vectors=None, model: str
     """A context-only local query without LLM or embedding call (``stored_vector_embed``: the vector search and
     its fusion with BM25 run as a real question's do): reads, parses and counts what a first query would, and
     books nothing; then the token counts of the tenant's source rows, and of its entity, relation and report rows
-    when it has few enough (the per-process count cache: a first query then encodes only the rows that changed).
-    A failure is logged, never raised."""
+    when it has few enough (a first query then encodes only the rows that changed). Logs a failure, never raises."""
     from shared.domain.query.context_local import report_section
     from shared.domain.query.engine import answer_query
     from shared.domain.query.line_tokens import line_counts
@@ -153,9 +155,8 @@ def warm_query_path(store: GraphStore, bm25: BM25Cache, vectors=None, model: str
 
 def stored_vector_embed(vectors, tenant: str):
     """An embedder for the warm-up query that answers every text with one of the tenant's stored vectors: no API
-    call, nothing booked, yet its searches take the path a real question's do (the matrix product, the fusion
-    with BM25), which BM25 alone would leave cold for the first query. None when the store keeps no local copy
-    (Weaviate searches on its server) or the tenant has no vectors."""
+    call, nothing booked, yet its searches take a real question's path (the matrix product, the fusion with BM25).
+    None when the store keeps no local copy (Weaviate searches on its server) or the tenant has no vectors."""
     sample = getattr(vectors, "sample_vector", None)
     if sample is None:
         return None
@@ -224,9 +225,8 @@ class CacheWarmer:
                 acknowledge_warm_up(self.redis, tenant, job_id)
 
     def _warm_recent(self, stop: threading.Event) -> None:
-        """Once per process (after subscribing, so no update meanwhile is missed): the recent tenants, but those
-        warmed before listening and not announced since (their caches are current: warming them again would only
-        take the CPU from the first queries, which a worker that just started is about to answer)."""
+        """Once per process, after subscribing (no update meanwhile is missed): the recent tenants, but those warmed
+        before listening and not announced since (current: warming again would take the first queries' CPU)."""
         recent = recent_announcements(self.redis, self.warm_recent) if self.warm_recent else {}
         self.warm_recent = 0
         for tenant, announced in recent.items():
@@ -253,7 +253,148 @@ class CacheWarmer:
                 stop.wait(self.retry_s)
             finally:
                 if pubsub is not None:
-                    try:
+                    with contextlib.suppress(Exception):
                         pubsub.close()
-                    except Exception:  # noqa: BLE001
-                        pass
+
+
+# ---- the Celery sender, in every process that sends (workers, the gateway)
+def warm_sender(celery) -> None:
+    """What a process's first send would otherwise pay, done ahead of it: Celery's result backend and task sender
+    (built on first use), a pooled producer's broker connection and the declaration of every queue (the first
+    publish to a queue declares it). Nothing is sent; declaring is idempotent (the workers declare the same)."""
+    _ = celery.backend, celery.amqp.send_task_message
+    with celery.producer_or_acquire() as producer:
+        producer.connection.ensure_connection(max_retries=1)
+        for queue in celery.amqp.queues.values():
+            producer.maybe_declare(queue)
+
+
+def _quietly(what: str, warm: Callable[[], object]) -> None:
+    try:
+        warm()
+    except Exception:  # noqa: BLE001 - Redis or the broker not up yet: the first task or send builds it instead
+        log.warning("%s not warmed before the first task", what, exc_info=True)
+
+
+# ---- worker hooks (``workers/celery_app.py`` installs them with its per-process runtime)
+_stop = threading.Event()
+_prepared: dict[str, float] = {}  # tenant -> the announcement its caches were warmed after, before consuming
+_probing = threading.Lock()  # one embedder probe at a time in this process
+
+
+def warm_worker(app, runtime: Callable[[], object]) -> None:
+    """Every worker, on ``worker_init``: each tokenizer a task may use (a BPE load is a noticeable amount of CPU),
+    the runtime's clients (their modules load before a prefork pool forks its children) and the sender."""
+    from shared.config import get_settings
+    from shared.domain.tokens import get_encoding
+
+    settings = get_settings()
+    for model in {settings.llm_model, settings.effective_summary_model, settings.embedding_model, None}:
+        get_encoding(model)
+    _quietly("worker runtime", runtime)
+    _quietly("worker sender", lambda: warm_sender(app))
+
+
+def warm_child(app, runtime: Callable[[], object]) -> None:
+    """A prefork child (merge, cluster workers) builds its own producer pool and runtime (mostly the LLM client's TLS
+    context) now, not in its first task, on an ingestion's path. In a thread: the pool waits at most
+    ``worker_proc_alive_timeout`` for a child's start-up; a task that starts meanwhile waits for the runtime's lock."""
+    def build() -> None:
+        _quietly("worker child's sender", lambda: warm_sender(app))
+        _quietly("worker child's runtime", runtime)
+
+    threading.Thread(target=build, name="warm-child", daemon=True).start()
+
+
+def _probe_embedder(runtime: Callable[[], object], tenant: str) -> None:
+    """Whether the embedder only sees words (``Runtime.lexical_embedder``: on a new deployment's first index one
+    20-word embedding call, booked to ``tenant`` as its first query's would be, then known to every process), in a
+    thread of its own: the warmer goes on to the next announcement (a job's final one, which the job's end waits for)
+    without waiting an API round trip."""
+    from shared.infra.llm.usage import CallContext
+    from shared.infra.queueing import QUERY, ROUTES
+
+    if not _probing.acquire(blocking=False):
+        return
+
+    def probe() -> None:
+        try:
+            runtime().lexical_embedder(CallContext(tenant=tenant, stage="embed", queue=ROUTES[QUERY]))
+        finally:
+            _probing.release()
+
+    threading.Thread(target=probe, name="graphfleet-embedder-probe", daemon=True).start()
+
+
+def _warmed(runtime: Callable[[], object], tenant: str, seconds: float) -> None:
+    """After a tenant's caches: the embedder probe, and, with an LLM, the metric series its next answer writes,
+    created at zero (Prometheus's advice for label sets known in advance; ``prime_query_series``)."""
+    from shared.infra.metrics import observe_cache_warmup, prime_query_series
+    from shared.infra.queueing import QUERY, ROUTES
+    from shared.infra.tiers import TIERS
+
+    observe_cache_warmup(seconds)
+    log.info("query caches of tenant %s warmed in %.3f s", tenant, seconds)
+    _probe_embedder(runtime, tenant)
+    rt = runtime()
+    if rt.llm is not None:
+        prime_query_series(rt.settings.llm_model, ROUTES[QUERY], QUERY, {tenant: TIERS.tier(rt.redis, tenant)})
+
+
+def _warmer(runtime: Callable[[], object], warm_recent: int = 0, warmed: dict[str, float] | None = None):
+    rt = runtime()
+    return CacheWarmer(rt.redis, lambda: runtime().indexes(), on_warm=lambda t, s: _warmed(runtime, t, s),
+                       vectors=rt.vectors, model=rt.settings.llm_model, warm_recent=warm_recent, warmed=warmed)
+
+
+def prepare_query_worker(runtime: Callable[[], object]) -> None:
+    """Before a query worker consumes (``worker_init``): the BM25 library, the LLM connection and the most recent
+    tenants, so that a worker reported ready answers its first query warm. Best effort: a failure leaves it cold."""
+    from shared.domain.retrieval import bm25
+
+    started = time.monotonic()
+    try:
+        bm25.preload()
+        rt = runtime()
+        if rt.llm is not None:
+            rt.llm.preconnect()
+        warmer = _warmer(runtime)
+        for tenant, announced in recent_announcements(rt.redis, CACHED_TENANTS).items():
+            if time.monotonic() - started > START_WARM_S:
+                break
+            if warmer.handle(tenant):
+                _prepared[tenant] = announced
+        if _probing.acquire(timeout=START_WARM_S):  # a probe started above ends before the worker consumes
+            _probing.release()
+    except Exception:  # noqa: BLE001 - Redis not up yet: the background warmer and the first query catch up
+        log.warning("query worker warm-up before consuming failed", exc_info=True)
+
+
+def install(app, runtime: Callable[[], object]) -> None:
+    """Connect the worker warm-ups. Query workers run a thread pool (``-P threads``): their queries share the caches
+    the warmer thread fills; other workers only announce index updates."""
+    from shared.infra.queueing import QUERY, ROUTES
+
+    def consumes_queries() -> bool:
+        return ROUTES[QUERY] in set(app.amqp.queues.consume_from or ())
+
+    @worker_init.connect(weak=False)
+    def _before_consuming(**_kwargs) -> None:
+        warm_worker(app, runtime)
+        if consumes_queries():
+            prepare_query_worker(runtime)
+
+    @worker_process_init.connect(weak=False)
+    def _in_child(**_kwargs) -> None:
+        warm_child(app, runtime)
+
+    @worker_ready.connect(weak=False)
+    def _start(**_kwargs) -> None:
+        if consumes_queries():  # the updates, and once the recent tenants not warmed before or announced since
+            _stop.clear()
+            threading.Thread(target=lambda: _warmer(runtime, CACHED_TENANTS, _prepared).run(_stop),
+                             name="graphfleet-cache-warmer", daemon=True).start()
+
+    @worker_shutdown.connect(weak=False)
+    def _halt(**_kwargs) -> None:
+        _stop.set()

@@ -1,13 +1,12 @@
 """The acks (and rejects) of finished tasks, run from the signal handler while Celery's soft shutdown blocks its
 event loop.
 
-Celery settles a delivered task's message on its event loop: the finished task's thread calls
+Upstream behaviour: Celery settles a delivered task's message on its event loop: the finished task's thread calls
 ``Consumer.call_soon_ack``, which puts ``message.ack_log_error`` (or ``reject_log_error``) on the hub. Its soft
 shutdown waits in the signal handler on top of that loop, so a task that finished in the wait kept its message
-unacked and ran again elsewhere. Taking the settles from the hub's ready set (as this module first did) missed those
-the interrupted loop had already taken off it (``Hub._pop_ready``) but not run, and all of them when the signal came
-while the loop held that set's lock: a clean-clone CI run on RabbitMQ saw a ``chunk_document`` that had finished run
-a second time (the race fits; it was not reproduced end to end).
+unacked and ran again elsewhere (the acks_late case of celery/celery#3802). Taking the settles from the hub's ready
+set misses those the interrupted loop had already taken off it (``Hub._pop_ready``) but not run, and all of them
+when the signal came while the loop held that set's lock.
 
 So :func:`install` wraps what ``call_soon_ack`` schedules for a message in a :class:`Settle`, listed until it has
 run, and :func:`flush_acks` runs every listed settle whose message is still unsettled, wherever it waits: on the hub,
@@ -16,11 +15,13 @@ claimed (or its message settled) and does nothing.
 
 py-amqp writes every frame of a connection under one lock (``method_framing.frame_writer``). A signal that comes while
 the loop writes a frame (an ack, a heartbeat) runs the handler with that lock held, and every ack the handler's thread
-sends after it waited for it for ever: a CI-like loop of the RabbitMQ SIGTERM test caught it ("the signal came in
-amqp/transport.py:350 write", both acks of the wait blocked, a finished task run twice). A worker that exits after the
-wait (its interrupted code never goes on) releases that lock for its acks, and does not send again an ack whose frame
-the interrupted code had handed to the socket. A prefork worker goes back to Celery, and its loop goes on: there the
-acks are left to the loop while it holds the lock (:func:`interrupted_write`).
+sends after it would wait for it for ever. A worker that exits after the wait (its interrupted code never goes on)
+releases that lock for its acks, and does not send again an ack whose frame the interrupted code had handed to the
+socket. A prefork worker goes back to Celery, and its loop goes on: there the acks are left to the loop while it holds
+the lock (:func:`interrupted_write`).
+
+Applies to: celery 5.7, kombu 5.7, amqp 5.4 (``APPLIES_TO``). Delete with :mod:`.soft_shutdown`, when Celery's soft
+shutdown runs the acks of the tasks that finish during its wait.
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ from dataclasses import dataclass
 from celery.worker.consumer.consumer import Consumer
 from kombu.message import Message
 
-from workers.main_stack import main_frames
+from shared.infra.celery_patches.main_stack import main_frames
+from shared.infra.celery_patches.patching import replace
 
+APPLIES_TO = {"celery": ">=5.7,<5.8", "kombu": ">=5.7,<5.8", "amqp": ">=5.4,<5.5"}
+PATCHES = ("celery.worker.consumer.consumer:Consumer.call_soon_ack",)
 log = logging.getLogger(__name__)
 ACK_JOIN_S = 5.0
 # settles scheduled and not run yet, by id. No lock: the signal handler runs on the thread it interrupted, so a lock
@@ -97,10 +101,10 @@ def interrupted_write() -> MainThread:
 
 def install() -> None:
     """List every settle Celery's consumer schedules (before a consumer exists: it binds ``call_soon_ack`` once)."""
-    if getattr(Consumer.call_soon_ack, "_graphfleet_settles", False):
-        return
-    original = Consumer.call_soon_ack
+    replace(Consumer, "call_soon_ack", _listing_settles)
 
+
+def _listing_settles(original):
     def call_soon_ack(self, p, *args, **kwargs):
         message = getattr(p, "__self__", None)
         if not isinstance(message, Message):
@@ -109,8 +113,7 @@ def install() -> None:
         _pending[id(settle)] = settle
         return original(self, settle)
 
-    call_soon_ack._graphfleet_settles = True
-    Consumer.call_soon_ack = call_soon_ack
+    return call_soon_ack
 
 
 def flush_acks(exiting: bool = True) -> int:

@@ -1,4 +1,11 @@
-"""The Redis message in flight to a worker that exits after its soft shutdown, read so that it is requeued, not lost."""
+"""The Redis message in flight to a worker that exits after its soft shutdown, read so that it is requeued, not lost.
+
+Upstream behaviour: Redis pops a message when it answers the consumer's ``BRPOP``; kombu holds it (its ``unacked``
+hash) only once it has read that answer, on the event loop the signal handler blocks. Reads kombu's private
+``Channel._brpop_read`` and ``_in_poll``, as kombu's own ``Channel.close`` does.
+
+Applies to: kombu 5.7 (``APPLIES_TO``). Delete with :mod:`.soft_shutdown`.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +13,15 @@ import logging
 import threading
 from queue import Empty
 
-from workers.main_stack import main_thread_in
+from shared.infra.celery_patches.main_stack import main_thread_in
 
+APPLIES_TO = {"kombu": ">=5.7,<5.8"}
 log = logging.getLogger(__name__)
 
 
 def read_in_flight(consumer) -> int:
     """Redis: read the answer of the consumer's ``BRPOP`` in flight, so that a message the server already popped for
     this worker is held (and requeued by ``requeue_held``) instead of lost with the exit; returns 1 when one came.
-
-    Redis pops the message when it answers ``BRPOP``; kombu holds it (its unacked hash) only once it read that answer,
-    and the event loop that reads it is blocked by the signal handler. Kombu's ``Channel.close`` reads it the same way.
     Skipped when the interrupted main thread is inside that read; on a thread of its own, joined for at most the
     ``BRPOP`` timeout and a second (the server answers within the timeout)."""
     channel = getattr(getattr(consumer, "task_consumer", None), "channel", None)

@@ -1,22 +1,23 @@
 """The threads pool in a soft shutdown: the tasks still waiting for a free thread start no more, and the wait knows
 a thread that is between taking a task and starting it.
 
-Celery hands every task message it receives to its pool at once; a threads pool (a ``ThreadPoolExecutor``) queues
-those beyond its threads. On RabbitMQ the worker's quorum queues have a prefetch per queue consumer (no global one),
-so a worker consuming five queues with four threads holds up to twenty messages, and some wait there. In the soft
-shutdown such a task started when a running one ended; the wait, which sees only the tasks that started
-(``state.active_requests``), could find none running in between, end, and the exit stopped the task just started: it
-ran again on the next worker (twice: a clean-clone CI run on RabbitMQ saw a task run twice after such an exit; this
-race fits its log, though it was not reproduced end to end).
+Upstream behaviour: Celery hands every task message it receives to its pool at once; a threads pool (a
+``ThreadPoolExecutor``) queues those beyond its threads. On RabbitMQ the worker's quorum queues have a prefetch per
+queue consumer (no global one), so a worker consuming five queues with four threads holds up to twenty messages, and
+some wait there. In the soft shutdown such a task starts when a running one ends; the wait, which sees only the tasks
+that started (``state.active_requests``), can find none running in between, end, and the exit stops the task just
+started: it runs again on the next worker.
 
 :func:`cancel_queued` cancels the queued ones when the wait begins: their messages stay unacked and go back to their
 queues with the rest. :func:`pool_busy` is true while any task handed to the pool has not ended, started or not.
 
 Both run in the signal handler, on top of the main thread it interrupted, and that thread is the one that hands tasks
 to the pool: a lock it held there would never be released. So they take none. The tracked set is changed by single
-set operations (atomic under the GIL), and the queued tasks are taken from the executor's ``SimpleQueue``, which is
-safe to use from a signal handler, rather than by ``ThreadPoolExecutor.shutdown``, whose lock ``submit`` holds: a loop
-of the RabbitMQ SIGTERM test saw a worker whose handler never got to the wait's first line, alive 120 s after SIGTERM.
+set operations (atomic under the GIL), and the queued tasks are taken from the executor's ``SimpleQueue``
+(``_work_queue``), which is safe to use from a signal handler, rather than by ``ThreadPoolExecutor.shutdown``, whose
+lock ``submit`` holds (a handler that took it could hang the worker past its stop timeout).
+
+Applies to: celery 5.7, Python 3.11 (``APPLIES_TO``). Delete with :mod:`.soft_shutdown`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from celery.concurrency.thread import TaskPool
 
+from shared.infra.celery_patches.patching import replace
+
+APPLIES_TO = {"celery": ">=5.7,<5.8", "python": ">=3.11"}
+PATCHES = ("celery.concurrency.thread:TaskPool.on_apply",)
 _not_done: set[Future] = set()  # every task handed to a threads pool of this process that has not ended
 
 
@@ -57,14 +62,13 @@ def cancel_queued(pool) -> int:
 
 def install() -> None:
     """Track every task a threads pool is handed (Celery's ``TaskPool.on_apply`` returns its future)."""
-    if getattr(TaskPool.on_apply, "_graphfleet_tracked", False):
-        return
-    original = TaskPool.on_apply
+    replace(TaskPool, "on_apply", _tracking)
 
+
+def _tracking(original):
     def on_apply(self, *args, **kwargs):
         result = original(self, *args, **kwargs)
         _track(result.f)
         return result
 
-    on_apply._graphfleet_tracked = True
-    TaskPool.on_apply = on_apply
+    return on_apply

@@ -1,5 +1,5 @@
-"""``shared.infra.kombu_client``: kombu's Redis transport sends its commands through one client per channel,
-on the channel's current pool, and acks from many threads at once all reach a real Redis."""
+"""``shared.infra.celery_patches.redis_channel_client``: kombu's Redis transport sends its commands through one client
+per channel, on the channel's current pool, and acks from many threads at once all reach a real Redis."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import pytest
 from kombu import Connection
 from kombu.transport import redis as kombu_redis
 
-from shared.infra import kombu_client
-
-SHIPPED = kombu_redis.Channel.conn_or_acquire
+from shared.infra.celery_patches import patching, redis_channel_client
 
 
 @pytest.fixture
 def installed():
-    kombu_client.install()
+    was_patched = patching.is_patched(kombu_redis.Channel, "conn_or_acquire")
+    redis_channel_client.install()
     yield
-    kombu_redis.Channel.conn_or_acquire = SHIPPED
+    if not was_patched:
+        patching.restore(kombu_redis.Channel, "conn_or_acquire")
 
 
 def test_a_channel_sends_through_one_client_until_its_pool_changes(redis_server, installed):

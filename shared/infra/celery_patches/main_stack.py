@@ -1,4 +1,12 @@
-"""The main thread's stack, read from a signal handler: the handler runs on top of the code the signal interrupted."""
+"""The main thread's stack, read from a signal handler: the handler runs on top of the code the signal interrupted.
+
+Used by the soft-shutdown patches (:mod:`.soft_shutdown`, :mod:`.shutdown_acks`, :mod:`.shutdown_inflight`) to tell
+what Celery's loop was doing when the signal came. Reading another thread's stack pauses the garbage collector around
+``sys._current_frames()``: python/cpython#106883 (a deadlock in that call under a collection).
+
+Applies to: celery 5.7 (its handler lives in ``celery/apps/worker.py``), Python 3.11 (``APPLIES_TO``). Delete with
+:mod:`.soft_shutdown`; the collector pause, once the project's minimum Python has the fix of cpython#106883.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +14,8 @@ import gc
 import sys
 import threading
 from types import FrameType
+
+APPLIES_TO = {"celery": ">=5.7,<5.8", "python": ">=3.11"}
 
 
 def main_frames() -> list[FrameType]:
@@ -15,7 +25,7 @@ def main_frames() -> list[FrameType]:
     Another thread reads it with ``sys._current_frames()``, with the garbage collector paused: on CPython 3.11 a
     collection that starts inside that call can deadlock the process (it holds the runtime's thread-list lock
     while it allocates, and a finalizer run by the collection takes the lock again; python/cpython#106883, whose
-    fix was not taken into 3.11). A worker's SIGTERM handler hung there once in the unit suite."""
+    fix was not taken into 3.11)."""
     if threading.current_thread() is threading.main_thread():
         frame = sys._getframe(1)
     else:

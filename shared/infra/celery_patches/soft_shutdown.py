@@ -3,20 +3,25 @@
 ``REMAP_SIGTERM=SIGQUIT`` (docker-compose.yml, ``graphfleet up``) makes SIGTERM Celery's cold shutdown preceded
 by its soft shutdown: running tasks get ``workers.soft_shutdown_timeout_s`` (30 s) to finish.
 
-Celery waits with a ``sleep`` in the signal handler while its event loop runs every ack (``call_soon_ack``), so
-a task that finished in the wait kept its message unacked and ran again elsewhere. :func:`soft_shutdown_wait`
-runs the acks and rejects scheduled and not run (``workers.shutdown_acks.flush_acks``) every ``POLL_S`` instead, and
-ends once every running task finished and was acked (or at the timeout). Tasks still queued for a free thread start
-no more (``workers.shutdown_pool``).
+Upstream behaviour: ``WorkController.wait_for_soft_shutdown`` sleeps the whole timeout in the signal handler, even
+once the tasks have finished (celery/celery#9505), while the event loop that would run their acks
+(``call_soon_ack``) is blocked under it, so a task that finished in the wait kept its message unacked and ran again
+elsewhere. :func:`soft_shutdown_wait` replaces it: it runs the acks and rejects scheduled and not run
+(:func:`.shutdown_acks.flush_acks`) every ``POLL_S``, and ends once every running task finished and was acked (or at
+the timeout). Tasks still queued for a free thread start no more (:mod:`.shutdown_pool`).
 
 After the wait, on a pool that cannot stop a task (``threads``, ``solo``), Celery's cancel fails and joins the
-running tasks, and its cold shutdown, even with none running, once hung past 120 s (on RabbitMQ, and on Redis in CI).
-So then this module reads the ``BRPOP`` answer in flight on Redis
-(``workers.shutdown_inflight.read_in_flight``: a message the server popped for this worker), puts every held message
-back at the head of its queue (``QoS.restore_unacked``; on RabbitMQ the exit's closed connection does it), runs the
-``worker_shutdown`` hooks and exits (:func:`_exit`). A task finishing between the requeue and the exit runs again
-(tasks are idempotent). Prefork goes on with Celery's cold shutdown. On every pool, a message delivered after the
-wait starts no task (:func:`start_nothing_more`).
+running tasks, and its cold shutdown can hang well past the stop timeout even with none running. So then this module
+reads the ``BRPOP`` answer in flight on Redis (:func:`.shutdown_inflight.read_in_flight`: a message the server popped
+for this worker), puts every held message back at the head of its queue (``QoS.restore_unacked``; on RabbitMQ the
+exit's closed connection does it), runs the ``worker_shutdown`` hooks and exits (:func:`_exit`). A task finishing
+between the requeue and the exit runs again (tasks are idempotent). Prefork goes on with Celery's cold shutdown. On
+every pool, a message delivered after the wait starts no task (:func:`start_nothing_more`). Reads kombu's private
+``QoS._delivered`` and ``QoS._dirty`` (what the channel holds, and what of it is acked).
+
+Applies to: celery 5.7, kombu 5.7 (``APPLIES_TO``). Delete (with :mod:`.shutdown_acks`, :mod:`.shutdown_pool`,
+:mod:`.shutdown_inflight`, :mod:`.main_stack`) when Celery's soft shutdown ends once its tasks are done and acked, and
+its cold shutdown requeues what a threads pool still runs: ``tests/reliability/test_shutdown.py`` passes without them.
 """
 
 from __future__ import annotations
@@ -31,11 +36,14 @@ from celery.concurrency.base import BasePool
 from celery.worker import state
 from celery.worker.worker import WorkController
 
-from workers import shutdown_acks, shutdown_pool
-from workers.main_stack import interrupted_at
-from workers.shutdown_acks import flush_acks
-from workers.shutdown_inflight import read_in_flight
+from shared.infra.celery_patches import shutdown_acks, shutdown_pool
+from shared.infra.celery_patches.main_stack import interrupted_at
+from shared.infra.celery_patches.patching import replace
+from shared.infra.celery_patches.shutdown_acks import flush_acks
+from shared.infra.celery_patches.shutdown_inflight import read_in_flight
 
+APPLIES_TO = {"celery": ">=5.7,<5.8", "kombu": ">=5.7,<5.8"}
+PATCHES = ("celery.worker.worker:WorkController.wait_for_soft_shutdown",)
 log = logging.getLogger(__name__)
 EXIT_CODE = 0  # a deliberate stop: compose's `restart: unless-stopped` and the embedded stack restart it anyway
 POLL_S = 0.05
@@ -131,4 +139,4 @@ def _exit(self: WorkController) -> None:
 def install() -> None:
     shutdown_acks.install()
     shutdown_pool.install()
-    WorkController.wait_for_soft_shutdown = _wait_then_requeue
+    replace(WorkController, "wait_for_soft_shutdown", lambda _original: _wait_then_requeue)
