@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Run the whole test suite (unit + integration with real Redis, Celery workers and the LLM simulator), once per
-# backend layout (tests/conftest.py):
-#   single            one Redis holds state and broker (what `graphfleet up` runs)
-#   cluster-rabbitmq  state on a 3-master Redis Cluster (with replicas), RabbitMQ as the broker (docs/scaling.md)
+# Run the whole test suite (unit + integration with real Redis, Celery workers and the LLM simulator) in the single
+# backend layout, then in the cluster layout the tests that a layout reaches (tests/conftest.py):
+#   single            one Redis holds state and broker (what `graphfleet up` runs): every test
+#   cluster-rabbitmq  state on a 3-master Redis Cluster (with replicas), RabbitMQ as the broker (docs/scaling.md):
+#                     the tests marked `backend` (they use the session's state Redis or broker; marked from their
+#                     fixtures), not those that touch neither or start every server they test (own_servers)
 # GRAPHFLEET_TEST_LAYOUTS picks the layouts (default: both; e.g. GRAPHFLEET_TEST_LAYOUTS=single for a quick run).
 # Arguments go to pytest (a path, -k, -x ...).
 set -euo pipefail
@@ -12,6 +14,10 @@ bash scripts/install.sh
 # without root or sudo they are not installed and those tests skip (CI installs them: .ci/run)
 bash scripts/ci_tools.sh || echo "note: could not install the tools in .ci/apt-packages; the tests needing them skip" >&2
 .venv/bin/ruff check .
+# the image-install tests' venvs, installed in the first layout and used again in the next (same declarations)
+GRAPHFLEET_TEST_VENV_CACHE=$(mktemp -d)
+export GRAPHFLEET_TEST_VENV_CACHE
+trap 'rm -rf "$GRAPHFLEET_TEST_VENV_CACHE"' EXIT
 for layout in ${GRAPHFLEET_TEST_LAYOUTS:-single cluster-rabbitmq}; do
   case "$layout" in
     single) state=single broker=redis ;;
@@ -27,8 +33,8 @@ for layout in ${GRAPHFLEET_TEST_LAYOUTS:-single cluster-rabbitmq}; do
     *) echo "unknown layout $layout (single, cluster-rabbitmq, cluster-redis)" >&2; exit 2 ;;
   esac
   echo "== test layout: state=$state broker=$broker"
-  # tests that start every server they test (the cluster and broker fault tests) run once, in the single layout
-  skip=(); [ "$layout" = single ] || skip=(-m "not own_servers")
+  # every test in the single layout; in a cluster layout only the tests it reaches (--only-backend)
+  only=(); [ "$layout" = single ] || only=(--only-backend)
   GRAPHFLEET_TEST_STATE=$state GRAPHFLEET_TEST_BROKER=$broker .venv/bin/python -m pytest -q -p no:cacheprovider \
-    "${skip[@]}" "$@"
+    "${only[@]}" "$@"
 done

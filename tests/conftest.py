@@ -4,7 +4,9 @@ The whole suite runs against the backends chosen by two variables, read once her
 fixture below clears every ``GRAPHFLEET_*`` variable): ``GRAPHFLEET_TEST_STATE`` = ``single`` (one Redis
 holds state and broker, the default) or ``cluster`` (state on a 3-master Redis Cluster with replicas, started
 by the session), and ``GRAPHFLEET_TEST_BROKER`` = ``redis`` (a Redis of its own when the state is a cluster)
-or ``rabbitmq`` (a vhost of the RabbitMQ server). ``.ci/run`` runs the suite once per layout.
+or ``rabbitmq`` (a vhost of the RabbitMQ server). ``scripts/test.sh`` runs the suite in the single layout, then
+in the cluster layout only the tests the layout reaches: those using the session's backend (the ``redis_server``
+fixture, directly or through another fixture), which the collection hook below marks ``backend``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,30 @@ SAMPLE = ROOT / "graphfleet_cli" / "sample" / "christmas_carol.txt"
 TEST_STATE = os.environ.get("GRAPHFLEET_TEST_STATE", "single")
 TEST_BROKER = os.environ.get("GRAPHFLEET_TEST_BROKER", "redis")
 _BROKER_ENV: dict[str, str] = {}  # GRAPHFLEET_BROKER_URL of the session's backend, set again for every test
+
+
+def pytest_addoption(parser):
+    parser.addoption("--only-backend", action="store_true",
+                     help="run only the tests marked backend (they use the session's state Redis or broker, the "
+                          "only things GRAPHFLEET_TEST_STATE/BROKER change), minus own_servers: scripts/test.sh's "
+                          "second layout")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``backend`` every test whose fixtures include ``redis_server`` (the session's state Redis and broker,
+    chosen by the layout): a new test is classified by what it uses, with no marker to remember. With
+    ``--only-backend`` the others are deselected: the layout changes nothing for them."""
+    for item in items:
+        if "redis_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.backend)
+    if config.getoption("--only-backend"):
+        keep, dropped = [], []
+        for item in items:
+            runs = item.get_closest_marker("backend") and not item.get_closest_marker("own_servers")
+            (keep if runs else dropped).append(item)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
 
 
 class Backend:

