@@ -15,8 +15,7 @@ the queues it binds (``DelayedDelivery._bind_queues`` no longer iterates ``app.a
 from __future__ import annotations
 
 import logging
-
-from shared.infra.queueing import is_amqp
+from urllib.parse import urlparse
 
 APPLIES_TO = {"celery": ">=5.7,<5.8"}
 log = logging.getLogger(__name__)
@@ -25,7 +24,8 @@ log = logging.getLogger(__name__)
 def declare_queues(worker) -> None:
     """RabbitMQ only: declare every configured queue (and its exchange) before the consumer starts."""
     app = getattr(worker, "app", None)
-    if app is None or not is_amqp(app.conf.broker_url):
+    # the broker's scheme read here, not through shared.infra.queueing: queueing installs this folder's patches
+    if app is None or urlparse(app.conf.broker_url or "").scheme not in ("amqp", "amqps", "pyamqp"):
         return
     try:
         with app.connection_for_write() as conn:
