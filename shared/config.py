@@ -123,6 +123,9 @@ class QuerySettings(BaseModel):
     context_limits: dict[str, int] = {}
     # tenant -> preset name ("balanced", "low_memory", "default")
     tenant_presets: dict[str, str] = {}
+    # per query worker process: the BM25 indexes and walk graphs it keeps, by their size (least recently
+    # used tenants go first; shared.infra.store.bm25_cache)
+    index_cache_mb: int = Field(1024, gt=0)
 
 
 class LLMSettings(BaseModel):

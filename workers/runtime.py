@@ -72,7 +72,8 @@ class Runtime:
         """This process's parsed BM25 indexes and graph-walk indexes (shared by the query threads and the
         cache warmer); rebuilt when the Redis client changes."""
         if self._indexes is None or self._indexes.redis is not self.redis:
-            self._indexes = BM25Cache(self.redis, synonyms=self.settings.embedding.synonym_threshold is not None)
+            self._indexes = BM25Cache(self.redis, synonyms=self.settings.embedding.synonym_threshold is not None,
+                                      max_bytes=self.settings.query.index_cache_mb * 2**20)
         return self._indexes
 
     def announce_index_update(self, tenant: str, job_id: str | None = None) -> None:

@@ -1,7 +1,8 @@
 """A small thread-safe LRU map for per-process read caches (parsed rows, indexes) keyed by tenant.
 
 Read caches only, never coordination: a miss rebuilds from Redis. Bounded so a process that serves
-many tenants keeps only the most recently used ones.
+many tenants keeps only the most recently used ones: by entry count, and optionally by bytes (``max_bytes``
+with ``size_of`` giving each value's size), since one large tenant's index can outweigh a hundred small ones.
 """
 
 from __future__ import annotations
@@ -18,11 +19,19 @@ CACHED_TENANTS = 32  # per process, for each per-tenant read cache
 
 
 class LRU(Generic[K, V]):
-    def __init__(self, capacity: int):
-        if capacity < 1:
+    def __init__(self, capacity: int | None, max_bytes: int | None = None, size_of: Callable[[V], int] | None = None):
+        """``capacity``: entries at most (None: no count bound); ``max_bytes``: the sum of ``size_of`` over
+        the entries at most (None: no byte bound). The newest entry is always kept, even alone over the bound."""
+        if capacity is not None and capacity < 1:
             raise ValueError("capacity must be at least 1")
+        if max_bytes is not None and (max_bytes < 1 or size_of is None):
+            raise ValueError("max_bytes must be at least 1 and needs size_of")
         self.capacity = capacity
+        self.max_bytes = max_bytes
+        self._size_of = size_of
         self._items: OrderedDict[K, V] = OrderedDict()
+        self._sizes: dict[K, int] = {}
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, key: K) -> V | None:
@@ -48,11 +57,25 @@ class LRU(Generic[K, V]):
             return value
 
     def put(self, key: K, value: V) -> None:
+        size = self._size_of(value) if self._size_of is not None else 0  # outside the lock: it may walk the value
         with self._lock:
+            self._bytes += size - self._sizes.get(key, 0)
+            self._sizes[key] = size
             self._items[key] = value
             self._items.move_to_end(key)
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
+            while len(self._items) > 1 and self._over():
+                old, _ = self._items.popitem(last=False)
+                self._bytes -= self._sizes.pop(old)
+
+    def _over(self) -> bool:
+        return ((self.capacity is not None and len(self._items) > self.capacity)
+                or (self.max_bytes is not None and self._bytes > self.max_bytes))
+
+    @property
+    def nbytes(self) -> int:
+        """The sum of ``size_of`` over the entries held (0 without ``size_of``)."""
+        with self._lock:
+            return self._bytes
 
     def __contains__(self, key: object) -> bool:
         with self._lock:
@@ -75,3 +98,5 @@ class LRU(Generic[K, V]):
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._sizes.clear()
+            self._bytes = 0

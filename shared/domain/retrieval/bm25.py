@@ -7,6 +7,7 @@ single tokens), English stopwords removed.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable
 
 import numpy as np
@@ -23,6 +24,14 @@ STOPWORDS = frozenset(
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 _TOKEN_RE = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
 _EMPTY = "\x00"  # placeholder token for documents with no indexable words
+
+
+DICT_ENTRY_BYTES = 100  # a dict or set entry with its int value, beyond the key string (CPython, 64-bit)
+
+
+def strings_nbytes(items: Iterable[str]) -> int:
+    """The memory of some strings with the list slot that holds each."""
+    return sum(sys.getsizeof(s) + 8 for s in items)
 
 
 def tokenize(text: str) -> list[str]:
@@ -56,6 +65,16 @@ class BM25Index:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def nbytes(self) -> int:
+        """About what the index holds in memory: its score arrays, vocabulary and ids (what a byte-bounded
+        cache counts)."""
+        if self._retriever is None:
+            return strings_nbytes(self.ids)
+        arrays = sum(a.nbytes for a in self._retriever.scores.values() if isinstance(a, np.ndarray))
+        vocab = strings_nbytes(self._retriever.vocab_dict) + DICT_ENTRY_BYTES * len(self._retriever.vocab_dict)
+        return arrays + vocab + strings_nbytes(self.ids)
 
     def scores(self, query: str) -> np.ndarray:
         terms = tokenize(query)

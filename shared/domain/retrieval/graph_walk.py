@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from shared.domain.extraction.parse import normalise_name
-from shared.domain.retrieval.bm25 import tokenize
+from shared.domain.retrieval.bm25 import DICT_ENTRY_BYTES, strings_nbytes, tokenize
 
 DAMPING = 0.5  # probability of following an edge rather than restarting (HippoRAG 2 uses 0.5)
 PASSAGE_SEED_SHARE = 0.5  # share of the restart mass on directly retrieved passages (rest: entities)
@@ -110,6 +111,18 @@ class WalkIndex:
 
     def __len__(self) -> int:
         return len(self.passages)
+
+    @property
+    def nbytes(self) -> int:
+        """About what the index holds in memory: its arrays, node names, their lookups and the name tokens
+        (what a byte-bounded cache counts)."""
+        arrays = sum(a.nbytes for a in (self.src, self.dst, self.prob, self.dangling, self.edges, self.weights,
+                                        self.entity_passages))
+        names = strings_nbytes(self.passages) + strings_nbytes(self.entities)
+        lookups = DICT_ENTRY_BYTES * (len(self.passage_index) + len(self.entity_index) + len(self.token_df))
+        tokens = sum(sys.getsizeof(t) for t in self.name_tokens) + strings_nbytes(self.by_token)
+        postings = sum(8 * len(js) + 56 for js in self.by_token.values())
+        return arrays + names + lookups + tokens + postings
 
     @property
     def node_count(self) -> int:
