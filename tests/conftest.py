@@ -35,23 +35,29 @@ def pytest_addoption(parser):
                      help="run only the tests marked backend (they use the session's state Redis or broker, the "
                           "only things GRAPHFLEET_TEST_STATE/BROKER change), minus own_servers: scripts/test.sh's "
                           "second layout")
+    parser.addoption("--serial", choices=("all", "without", "only"), default="all",
+                     help="the tests marked serial (they disturb what other tests share): run with the others (all), "
+                          "leave them out (without: scripts/test.sh's parallel run) or run only them (only)")
 
 
 def pytest_collection_modifyitems(config, items):
     """Mark ``backend`` every test whose fixtures include ``redis_server`` (the session's state Redis and broker,
     chosen by the layout): a new test is classified by what it uses, with no marker to remember. With
-    ``--only-backend`` the others are deselected: the layout changes nothing for them."""
+    ``--only-backend`` the others are deselected: the layout changes nothing for them. ``--serial`` keeps or
+    leaves out the tests marked ``serial``."""
     for item in items:
         if "redis_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.backend)
-    if config.getoption("--only-backend"):
-        keep, dropped = [], []
-        for item in items:
-            runs = item.get_closest_marker("backend") and not item.get_closest_marker("own_servers")
-            (keep if runs else dropped).append(item)
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-            items[:] = keep
+    only_backend, serial = config.getoption("--only-backend"), config.getoption("--serial")
+    keep, dropped = [], []
+    for item in items:
+        runs = not only_backend or (item.get_closest_marker("backend") and not item.get_closest_marker("own_servers"))
+        if serial != "all":
+            runs = runs and (item.get_closest_marker("serial") is not None) == (serial == "only")
+        (keep if runs else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 class Backend:
@@ -106,6 +112,19 @@ class Backend:
             os.environ.pop("GRAPHFLEET_BROKER_URL", None)
         _BROKER_ENV.clear()
         self.exits.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stack_start_budget():
+    """``Stack.start`` waits for its workers to consume (``wait_ready``, 60 s by default). With scripts/test.sh's
+    several test processes each starting stacks on a loaded machine, importing a worker can take longer than
+    that: the tests' stacks get 240 s to come up (how long they take is no test's subject)."""
+    from graphfleet_cli.stack import Stack
+
+    defaults = Stack.wait_ready.__defaults__
+    Stack.wait_ready.__defaults__ = (240.0,)
+    yield
+    Stack.wait_ready.__defaults__ = defaults
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ there from the same declarations is used again: the second layout runs its job w
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -42,10 +43,13 @@ def image_venv(tmp_path: Path, sources: list[Path], *pip_args: str, cwd: Path) -
     if not VENV_CACHE:
         return make_venv(tmp_path / "venv", *pip_args, cwd=cwd)
     path = Path(VENV_CACHE) / f"venv-{tree_digest(sources, pip_args)}"
-    if not (path / "installed").exists():
-        shutil.rmtree(path, ignore_errors=True)  # a run stopped halfway through an install
-        make_venv(path, *pip_args, cwd=cwd)
-        (path / "installed").touch()
+    # locked: a test in another pytest-xdist process may want the same venv while this one installs it
+    with open(f"{path}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (path / "installed").exists():
+            shutil.rmtree(path, ignore_errors=True)  # a run stopped halfway through an install
+            make_venv(path, *pip_args, cwd=cwd)
+            (path / "installed").touch()
     return path / "bin" / "python"
 
 

@@ -101,6 +101,7 @@ def test_sentinel_primary_failover_mid_ingestion_loses_and_duplicates_nothing(tm
         assert group.master_addr() != before
 
 
+@pytest.mark.serial  # stops the machine's RabbitMQ: every vhost's connections break, other tests' too
 def test_rabbitmq_restart_mid_job_loses_nothing(tmp_path, state, monkeypatch):
     """The broker is RabbitMQ (quorum queues, publisher confirms); it is stopped mid-extraction, for longer than
     the watchdog's stall window, and started again.
