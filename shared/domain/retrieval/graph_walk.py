@@ -53,7 +53,7 @@ class WalkIndex:
     indptr: np.ndarray  # CSR rows: the arcs out of node u are indptr[u]:indptr[u + 1] (each edge both ways)
     indices: np.ndarray  # the arc's far end
     prob: np.ndarray  # transition probability of the arc (its weight / the strength of its source)
-    strength: np.ndarray  # weighted degree per node (0: no edge, the walk restarts from there)
+    degree: np.ndarray  # weighted degree per node (the sum of its edges' weights; 1 for a node with no edge)
     passages: list[str]  # node i < len(passages) is passage i
     entities: list[str]  # node len(passages) + j is entity j
     passage_index: dict[str, int]
@@ -99,7 +99,8 @@ class WalkIndex:
         strength = np.bincount(src, weights=ww, minlength=n)
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
-        index = cls(indptr, dst.astype(np.int32 if n < 2**31 else np.int64), ww / strength[src], strength,
+        degree = np.where(strength > 0, strength, 1.0)
+        index = cls(indptr, dst.astype(np.int32 if n < 2**31 else np.int64), ww / strength[src], degree,
                     passages, entities, p_index, {e: i - len(passages) for e, i in e_index.items()},
                     np.maximum(counts, 1.0))
         index._index_names()
@@ -128,7 +129,7 @@ class WalkIndex:
     @property
     def nbytes(self) -> int:
         """Memory of the graph's arrays."""
-        return self.indptr.nbytes + self.indices.nbytes + self.prob.nbytes + self.strength.nbytes
+        return self.indptr.nbytes + self.indices.nbytes + self.prob.nbytes + self.degree.nbytes
 
     def pagerank(self, seeds: dict[int, float], damping: float = DAMPING, epsilon: float = EPSILON) -> Push:
         """Personalized PageRank by forward push: restart distribution ``seeds`` (node -> weight, scaled to
@@ -138,12 +139,11 @@ class WalkIndex:
         restart = np.fromiter(seeds.values(), dtype=np.float64, count=len(seeds))
         restart /= restart.sum()
         n, keep = self.node_count, 1.0 - damping
-        floor = np.where(self.strength > 0, self.strength, 1.0)  # threshold degree (a node with no edge: 1)
         residual = np.zeros(n, dtype=np.float64)  # zero pages are mapped lazily: only touched ones cost
         estimate = np.zeros(n, dtype=np.float64)
         residual[nodes] = restart
         touched = [nodes]
-        frontier = nodes[residual[nodes] >= epsilon * floor[nodes]]
+        frontier = nodes[residual[nodes] >= epsilon * self.degree[nodes]]
         for _ in range(MAX_ROUNDS):
             if not frontier.size:
                 break
@@ -164,7 +164,7 @@ class WalkIndex:
             reached, where = np.unique(targets, return_inverse=True)
             residual[reached] += np.bincount(where, weights=share, minlength=len(reached))
             touched.append(reached)
-            frontier = reached[residual[reached] >= epsilon * floor[reached]]
+            frontier = reached[residual[reached] >= epsilon * self.degree[reached]]
         seen = np.unique(np.concatenate(touched))
         # the residual's first step belongs to the node that holds it: a closer lower bound, at no cost
         left = residual[seen]
@@ -235,7 +235,8 @@ def _top(scores: np.ndarray, nodes: np.ndarray, ids: Sequence[str], k: int) -> l
     k = min(k, len(scores))
     part = np.argpartition(-scores, k - 1)[:k]
     order = part[np.lexsort((part, -scores[part]))]
-    return [(ids[nodes[i]], float(scores[i])) for i in order if scores[i] > 0]
+    return [(ids[node], score) for node, score in zip(nodes[order].tolist(), scores[order].tolist(), strict=True)
+            if score > 0]
 
 
 def passage_titles(reader) -> dict[str, str]:
