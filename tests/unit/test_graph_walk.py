@@ -156,18 +156,87 @@ def test_local_context_entities_section_is_not_empty_when_the_top_entity_descrip
     assert count_tokens(ctx, "gpt-4") <= rep.total_allowed
 
 
-def test_power_iteration_matches_igraphs_personalized_pagerank():
-    import igraph as ig
+def _exact_pagerank(index: WalkIndex, seeds: dict[int, float], damping: float = 0.5):
+    """Personalized PageRank by power iteration to convergence over a dense transition matrix built from
+    the CSR arrays' weights (rows of nodes with no edge restart at the seeds)."""
     import numpy as np
 
-    index = _index()
-    reset = np.zeros(index.node_count)
-    reset[[0, 3, len(index.passages) + 2]] = [1.0, 0.5, 2.0]
-    g = ig.Graph(n=index.node_count, edges=index.edges.tolist(), directed=False)
-    g.es["weight"] = index.weights.tolist()
-    expected = np.asarray(g.personalized_pagerank(directed=False, damping=0.5, reset=reset.tolist(),
-                                                  weights="weight"))
-    assert np.abs(index.pagerank(reset, 0.5) - expected).max() < 1e-6
+    n = index.node_count
+    weights = np.zeros((n, n))
+    for u in range(n):
+        for arc in range(index.indptr[u], index.indptr[u + 1]):
+            weights[u, index.indices[arc]] += index.prob[arc] * index.degree[u]
+    assert np.allclose(weights, weights.T)  # undirected: each edge both ways, with one weight
+    restart = np.zeros(n)
+    restart[list(seeds)] = list(seeds.values())
+    restart /= restart.sum()
+    out = weights.sum(axis=1)
+    step = np.where(out[:, None] > 0, weights / np.where(out > 0, out, 1.0)[:, None], restart[None, :])
+    x = restart.copy()
+    for _ in range(200):
+        x = damping * x @ step + (1 - damping) * restart
+    return x
+
+
+def _random_graph(passages: int = 400, seed: int = 5) -> WalkIndex:
+    """Passages of ~6 entities each, a few names shared by many passages, relations between entities."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    sources: dict[str, list[str]] = {}
+    for i in range(passages):
+        for e in set(rng.zipf(1.8, size=6) % (passages * 3)):
+            sources.setdefault(f"E{e}", []).append(f"p{i}")
+    names = sorted(sources)
+    edges = [(names[a], names[b], float(rng.integers(1, 6))) for a, b in rng.integers(0, len(names), (300, 2))]
+    return WalkIndex.build([f"p{i}" for i in range(passages + 3)], sources, edges)  # 3 passages with no edge
+
+
+def _best(scores, k: int) -> list[int]:
+    import numpy as np
+
+    return [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
+
+
+def test_push_is_within_its_bound_of_the_exact_pagerank_and_ranks_the_same():
+    import numpy as np
+
+    from shared.domain.retrieval.graph_walk import EPSILON
+
+    for index, seeds in ((_index(), {0: 1.0, 3: 0.5, 17: 2.0}),
+                         (_random_graph(), {5: 1.0, 77: 0.5, 402: 0.25, 410: 1.0, 450: 2.0})):
+        exact = _exact_pagerank(index, seeds)
+        push = index.pagerank(seeds, 0.5)
+        approx = np.zeros(index.node_count)
+        approx[push.nodes] = push.scores
+        error = exact - approx
+        degree = index.degree
+        assert error.min() > -1e-12 and (error < EPSILON * degree).all()  # below, by under eps per degree
+        assert abs(error.sum() - push.residual) < 1e-9  # the L1 error is the residual it reports,
+        assert push.residual < 0.5 * EPSILON * degree.sum()  # under damping * eps * the graph's volume
+        n_p = len(index.passages)  # the walk ranks passages and entities apart: each ranking is the same
+        for part in (slice(0, n_p), slice(n_p, None)):
+            assert _best(approx[part], 10) == _best(exact[part], 10)
+
+
+def test_a_coarser_push_does_less_work_and_keeps_its_bound():
+    import numpy as np
+
+    index = _random_graph()
+    seeds = {5: 1.0, 450: 2.0}
+    exact = _exact_pagerank(index, seeds)
+    fine, coarse = index.pagerank(seeds, 0.5, 1e-6), index.pagerank(seeds, 0.5, 1e-3)
+    assert coarse.residual > fine.residual
+    approx = np.zeros(index.node_count)
+    approx[coarse.nodes] = coarse.scores
+    degree = index.degree
+    assert ((exact - approx) < 1e-3 * degree).all() and abs((exact - approx).sum() - coarse.residual) < 1e-9
+
+
+def test_a_seed_with_no_edge_keeps_its_restart_mass():
+    index = _random_graph()
+    push = index.pagerank({401: 1.0}, 0.5)  # passage 401 has no entity: every step restarts there
+    assert list(push.nodes) == [401] and abs(push.scores[0] - 1.0) < 1e-4
 
 
 def test_global_context_shows_the_groups_relevant_to_the_question_first():
