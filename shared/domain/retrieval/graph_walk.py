@@ -123,8 +123,7 @@ class WalkIndex:
     def nbytes(self) -> int:
         """About what the index holds in memory: its arrays, node names, their lookups and the name tokens
         (what a byte-bounded cache counts)."""
-        arrays = sum(a.nbytes for a in (self.src, self.dst, self.prob, self.dangling, self.edges, self.weights,
-                                        self.entity_passages))
+        arrays = sum(a.nbytes for a in (self.indptr, self.indices, self.prob, self.degree, self.entity_passages))
         names = strings_nbytes(self.passages) + strings_nbytes(self.entities)
         lookups = DICT_ENTRY_BYTES * (len(self.passage_index) + len(self.entity_index) + len(self.token_df))
         tokens = sum(sys.getsizeof(t) for t in self.name_tokens) + strings_nbytes(self.by_token)
@@ -138,11 +137,6 @@ class WalkIndex:
     @property
     def edge_count(self) -> int:
         return len(self.indices) // 2
-
-    @property
-    def nbytes(self) -> int:
-        """Memory of the graph's arrays."""
-        return self.indptr.nbytes + self.indices.nbytes + self.prob.nbytes + self.degree.nbytes
 
     def pagerank(self, seeds: dict[int, float], damping: float = DAMPING, epsilon: float = EPSILON) -> Push:
         """Personalized PageRank by forward push: restart distribution ``seeds`` (node -> weight, scaled to
