@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from bench.datasets import Dataset
-from bench.report_retrieval_sets import set_target, sets_tables
-from bench.retrieval_answers import answer_in_context, gold_answers, normalize
-from bench.retrieval_baselines import BUDGET_MODEL, Baselines, Ranking, hybrid
-from bench.retrieval_records import mode_stats, question_record
+from bench.harness.datasets import Dataset
+from bench.harness.retrieval_answers import answer_in_context, gold_answers, normalize
+from bench.harness.retrieval_baselines import BUDGET_MODEL, Baselines, Ranking, hybrid
+from bench.harness.retrieval_records import mode_stats, question_record
+from bench.report.retrieval_sets import set_target, sets_tables
 from shared.domain.retrieval.fusion import zscore
 from shared.domain.tokens import count_tokens
 
