@@ -22,7 +22,7 @@ Written: ``retrieval_set`` per set, LLM setting and system, ``retrieval_macro`` 
 (shapes: bench/retrieval_records.py) to ``--out``, and one ``retrieval_question`` line per set, LLM setting,
 mode and question to ``--questions-out`` (default ``<out stem>.questions.jsonl`` beside ``--out``).
 With ``--systems ... nano lightrag`` the same passages also go to nano-graphrag and LightRAG (simulator
-only; run by ``bench/peers/peer_run.py`` in the peers' own venv, each with its own budget knobs set to
+only; run by ``bench/harness/peers/peer_run.py`` in the peers' own venv, each with its own budget knobs set to
 ``--budget``).
 """
 

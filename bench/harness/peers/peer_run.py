@@ -1,9 +1,9 @@
 """Run nano-graphrag or LightRAG on a corpus against the LLM simulator; print one JSON line per phase.
 
-Runs inside the peers' virtual environment (``bench/peers/setup.sh``), never the project's, and
+Runs inside the peers' virtual environment (``bench/harness/peers/setup.sh``), never the project's, and
 imports nothing from graphfleet. ``bench/compare.py`` and ``bench/retrieval_eval.py`` drive it:
 
-    .bench/peers-venv/bin/python bench/peers/peer_run.py spec.json
+    .bench/peers-venv/bin/python bench/harness/peers/peer_run.py spec.json
 
 The spec (JSON): ``system`` (nano | lightrag), ``base_url`` (simulator ``.../v1``), ``workdir``,
 ``docs`` (list of texts), ``queries`` (list of ``{id, mode, query, only_need_context}``), ``model``,
