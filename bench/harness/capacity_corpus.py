@@ -1,13 +1,4 @@
-"""The capacity bench's corpora: real text first, then renamed copies, cut at a target chunk count.
-
-The pool, in this order: the Christmas Carol, the 41 Microsoft earnings-call transcripts, the 994 HotpotQA
-passages, the 4,543 distinct MuSiQue paragraphs and the 1,294 distinct 2WikiMultihopQA paragraphs
-(``/work/shared/data``; see each folder's README). Short passages are packed into documents of about
-``PACK_TOKENS`` tokens (an ingestion batch holds at most 10,000 documents). Past the real text come copies of
-the pool with every capitalised name given a per-copy suffix (``Scrooge`` -> ``Scrooge-c7``), so a copy makes
-new entities instead of merging into the old ones, as a growing corpus would. Chunks are counted exactly as
-``shared.domain.chunking.chunk_by_tokens`` cuts them (``size``/``overlap`` tokens).
-"""
+"""The capacity bench's corpora: real text first, then renamed copies, cut at a target chunk count."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""The public multi-hop dev sets of ``../shared/data`` as (questions, pooled passages) for bench/retrieval_eval.py.
-
-Every set is pooled into one corpus; each question gets ``gold``, the keys of its supporting passages, and
-``answers``, its gold answer and aliases (``answer``; MuSiQue also ``answer_aliases``; none for a record
-without an answer).
-Formats (each folder's README.md): HotpotQA and 2WikiMultihopQA records carry ``context`` = [[title,
-[sentences]]] and ``supporting_facts`` = [[title, sentence index]] (gold = the titles named there);
-MuSiQue records carry ``paragraphs`` = [{title, paragraph_text, is_supporting}] (gold marked per paragraph:
-titles repeat). HotpotQA sentences carry their own spaces and are joined with ""; 2WikiMultihopQA's are
-joined with " ". Records without passages (36 of the 2WikiMultihopQA sample lack ``context``) are skipped;
-a question id seen in an earlier file of the same set is skipped too (MuSiQue's two samples share 8).
-"""
+"""The public multi-hop dev sets of ``../shared/data`` as (questions, pooled passages) for bench/retrieval_eval.py."""
 
 from __future__ import annotations
 

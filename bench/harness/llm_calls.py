@@ -1,20 +1,4 @@
-"""Where an ingestion's wall time goes against its LLM calls, measured from the job's own usage records.
-
-Each record ends at ``ts`` and lasted ``latency_s``, as graphfleet's client measured the call: the request sent,
-the simulator's queue and work, the answer read. Over the ingestion's wall time:
-
-- ``llm_in_flight_s``: the time at least one of the job's calls was in flight (the union of the calls' intervals).
-  With a hosted model this is the model's time on the path; with the simulator it is its latency plus the CPU it
-  spends answering, one process on the same 2 cores as everything else (a wave of 42 extraction answers is
-  serialized through it);
-- ``llm_idle_s``: the rest, when no call was in flight: graphfleet's own time on the path (queues, barriers,
-  the CPU between one wave's last answer and the next wave's first request).
-
-A critical path of ``n`` waves × latency counts neither the simulator's CPU nor the spread of a wave's calls (its
-slowest call ends it); ``llm_idle_s`` is what graphfleet adds whatever the LLM. ``llm_stages`` says, per stage,
-when its first call was sent and its last answered (seconds from the submission), and how long its calls took
-(median and longest): a stage whose calls took ~latency each but spread over much longer was sent out slowly.
-"""
+"""Where an ingestion's wall time goes against its LLM calls, measured from the job's own usage records."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""Answer-in-context: a question's gold answer, or one of its aliases, appears in the context as whole words.
-
-So a context that carries the answer counts whether it came as a passage or as a graph row (an entity's
-description, a relation). Normalisation is SQuAD's (lower case, punctuation removed, the articles a/an/the
-dropped, whitespace collapsed); whole words = the answer's token sequence inside the context's. Contexts are
-CSV tables, where removing punctuation glues the words either side of a cell boundary (``7,Ann Lee`` ->
-``7ann lee``), so the match is also tried with punctuation turned into spaces on both sides; either counts.
-Questions whose answer is yes or no (comparisons: the word says nothing about retrieval) or empty are left
-out (None), and so are yes/no or empty aliases.
-"""
+"""Answer-in-context: a question's gold answer, or one of its aliases, appears in the context as whole words."""
 
 from __future__ import annotations
 

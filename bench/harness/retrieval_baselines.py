@@ -1,19 +1,4 @@
-"""bench/retrieval_eval.py's baselines: whole passage documents ranked without a graph, packed by one packer.
-
-- ``bm25``: BM25 (``shared.domain.retrieval.bm25``) over the set's documents ``"<title>\\n<text>"``, its top
-  ``top_k`` with a positive score.
-- ``dense``: cosine of the question's vector with each document's (``LocalEmbedder``: unit vectors, so a dot
-  product), top ``top_k``.
-- ``hybrid_baseline``: the "no graph" hybrid: both lists (each its top ``top_k``) fused with
-  ``shared.domain.retrieval.fusion.zscore`` at weights (W, 1 - W), W the BM25 share, top ``top_k`` of the
-  fused order.
-
-The documents are embedded once per set (the vectors serve every LLM setting) and each question once; that
-one pass over the passages is also the in-process embedding cost (``embed_cost``). Every baseline's context is
-``Packer.pack``: each document that still fits (+1 token for its line break), in rank order, into the
-allowance it is given. ``context_ms`` of a baseline's question is its ranking (the question's embedding
-included where it needs one) plus its packing.
-"""
+"""bench/retrieval_eval.py's baselines: whole passage documents ranked without a graph, packed by one packer."""
 
 from __future__ import annotations
 

@@ -1,32 +1,6 @@
 """bench/retrieval_eval.py's records, without a stack: recall, the chunk -> passage map, BM25's allowance,
 the per-question record, the per-set summary and the macro average over sets (their report tables:
-bench/report_retrieval_sets.py).
-
-Records (JSON lines):
-
-- ``retrieval_question`` (the ``.questions.jsonl`` file): run, set, llm, system, mode, qid, source (the
-  question's file), gold = [{key, candidate_rank (1-based position of the passage's first chunk in
-  ``details.candidates``; None when the mode reports no candidates or the passage is not among them), kept
-  (a chunk of it is in ``sources.chunks``; None when unknown), in_context (its whole text is in the
-  context)}], candidates (how many; None: not reported), section_tokens {section: tokens_used},
-  total_tokens, allowance (``budget.total_allowed``), carries_passages, context_tokens (cl100k count of the
-  context), recall, answer_in_context (bench/retrieval_answers.py: the gold answer or an alias is in the
-  context as whole words; None: a yes/no or empty answer, not counted), seconds, context_ms
-  (``details.context_ms``), error (failed queries only). The baselines' lines (bench/retrieval_baselines.py:
-  system and mode "bm25" or "bm25_full", "hybrid_baseline", "dense") have their rank and packing,
-  allowance_from (the mode whose allowance they got; None: the whole budget), and context_ms = ranking (the
-  question's embedding included) + packing.
-- ``retrieval_set``: run, set, llm, system, questions, passages, budget, budget_encoding, modes = {label:
-  stats}, and for graphfleet the baselines bm25 (same allowance), bm25_full (whole budget),
-  hybrid_baseline and dense (same allowance) with the same stats: questions, recall, answer_in_context
-  (share of the counted questions), answer_questions (how many counted), all_gold_share,
-  gold_in_candidates, gold_kept, context_tokens_median, over_budget, errors, allowance_median,
-  allowance_used_median, seconds_p50, context_ms_p50; embed_cost (the baselines' one embedding pass over
-  the passages: model, passages, seconds, cpu_seconds, passages_per_s) and hybrid_bm25_weight.
-- ``retrieval_macro``: run, llm, system, sets, questions, recall = {label: mean over sets; None unless every
-  set has it}, bm25, bm25_full, hybrid_baseline, dense (their recall), answer_in_context = {label or
-  baseline: mean over sets}.
-"""
+bench/report_retrieval_sets.py)."""
 
 from __future__ import annotations
 

@@ -70,16 +70,3 @@ def stack(redis_url: str, llm_url: str | None, concurrency: int = 16, processes:
 
 def sim_stats(llm_url: str) -> dict:
     return httpx.get(llm_url.removesuffix("/v1") + "/stats").json()
-
-
-def wait_gateway(url: str, timeout: float = 60.0) -> None:
-    """Wait until the gateway at ``url`` answers ``/healthz`` with 200."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError("gateway did not start")

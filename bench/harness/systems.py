@@ -1,10 +1,5 @@
 """Running one system on a corpus against a simulator: graphfleet on a fresh stack, a peer (nano-graphrag,
-LightRAG) in its own venv through ``peers/peer_run.py``; the compare and cost-table suites' rounds and medians.
-
-Calls, tokens and embedding calls come from the simulator's counters (``GET /stats`` before and after each
-phase), the same counters for every system; context tokens are the returned context counted with gpt-4o-mini's
-tokenizer (o200k).
-"""
+LightRAG) in its own venv through ``peers/peer_run.py``; the compare and cost-table suites' rounds and medians."""
 
 from __future__ import annotations
 

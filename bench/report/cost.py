@@ -1,9 +1,4 @@
-"""Issue 21's table in docs/benchmarks.md, from the newest run of bench/results/cost_table.jsonl.
-
-Each row of the table is built by one function from the run's records: the figures, their ratio, the
-target and whether it is met. A row whose records are missing says "not measured"; nothing is estimated
-except the critical path, which ``bench.suites.cost_table`` records with where its wave count came from.
-"""
+"""Issue 21's table in docs/benchmarks.md, from the newest run of bench/results/cost_table.jsonl."""
 
 from __future__ import annotations
 

@@ -33,24 +33,14 @@ def _over_trials(figs: list[dict]) -> dict:
 
 
 def gateway_figures(rows: list[dict]) -> dict:
-    """p50 / p95 / n of warm local queries and the first query's seconds, from ``bench.suites.gateway_latency`` (its
-    phase records, one per stack, or ``gateway_latency`` + ``first_query`` records) or ``bench.gateway_flow``
-    (one query)."""
+    """p50 / p95 / n of warm local queries and the first query's seconds, from ``bench.suites.gateway_latency``'s
+    phase records (one per stack)."""
     out: dict = {}
     phases: dict[str, list[dict]] = {}
     for r in rows:
-        bench = r.get("bench")
-        if bench == "gateway_latency" and "phase" in r:
+        if r.get("bench") == "gateway_latency" and "phase" in r:
             phase = {"after_ingest": "ingest", "fresh_stack": "fresh"}.get(r["phase"], r["phase"])
             phases.setdefault(phase, []).append(_phase_figures(r))
-        elif bench == "gateway_latency":
-            out.setdefault("ingest", {}).update({"p50": r.get("p50"), "p95": r.get("p95"), "n": r.get("n")})
-        elif bench == "first_query":
-            out["fresh"] = {**out.get("fresh", {}), "first": r.get("fresh_s"), "p50": r.get("warm_s"),
-                            "p95": r.get("warm_p95_s", r.get("warm_s"))}
-        elif bench == "gateway_flow" and r.get("latency_ms") == 0:
-            x = (r.get("steps_s") or {}).get("query local")
-            out.setdefault("ingest", {"p50": x, "p95": x, "n": 1})
     for phase, figs in phases.items():
         out[phase] = figs[0] if len(figs) == 1 else _over_trials(figs)
     return out

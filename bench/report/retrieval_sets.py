@@ -1,15 +1,7 @@
 """The multi-set retrieval tables of docs/benchmarks.md (bench/retrieval_eval.py's records; rendered by
 bench/make_report.py), per LLM setting: passage recall and answer-in-context per set and macro for the
 baselines and every mode (variants and peers included), the best graph mode against the hybrid baseline with
-the targets judged met or not, allowance/tokens/time per mode, and each set's ingestion with its embedding cost.
-
-The targets (issue 58): on every set the best graph mode is at least 5 points of passage recall above the
-hybrid baseline, or, where the hybrid baseline is above 0.95, closes at least half of what it leaves; the
-best graph mode's macro average is at least 8 points above the hybrid's; naive is at most 1 point below the
-hybrid on every set; every mode and baseline has an answer-in-context figure; no context is over the budget;
-the context build's p50 is at most 100 ms on the sets of at most 2,000 passages. Graph modes: graphfleet's
-modes at their defaults other than naive (variants are ablations, not candidates).
-"""
+the targets judged met or not, allowance/tokens/time per mode, and each set's ingestion with its embedding cost."""
 
 from __future__ import annotations
 

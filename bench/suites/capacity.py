@@ -4,16 +4,7 @@ ingested chunk (by stage) and per query (by mode and stage), broker messages per
     .venv/bin/python -m bench.suites.capacity [--sizes 1000 10000 50000] [--llm-up-to 1000] [--both-at 1000]
         [--size-tokens 300] [--overlap 30] [--batch-chunks 0] [--processes 1] [--concurrency 16]
         [--query-repeat 3] [--out bench/results/capacity.jsonl]
-    .venv/bin/python -m bench.report.capacity bench/results/capacity.jsonl > bench/results/capacity.md
-
-State and broker are two redis-server processes, so ``INFO commandstats`` of each counts only its own
-traffic: the workers get ``GRAPHFLEET_REDIS_URL`` = the state and ``GRAPHFLEET_BROKER_URL`` = the broker. Each
-size is a fresh stack, fresh Redis servers and one ingestion job of the corpus of ``bench.capacity_corpus``
-(real text, then renamed copies). The LLM is the simulator at 0 ms; sizes up to ``--llm-up-to`` chunks
-extract with the LLM (``extraction.strategy=auto``), bigger ones with the LLM-free extractor
-(``GRAPHFLEET_EXTRACTION__STRATEGY=fast``; reports, embeddings and query answers still call the simulator).
-Stage ops are the state-Redis commands between the first start of a stage and the first start of the next one
-(``stage_times`` of the job, read every 0.25 s), less the bench's own job reads.
+    .venv/bin/python -m bench.report.capacity bench/results/capacity.jsonl
 """
 
 from __future__ import annotations

@@ -1,12 +1,4 @@
-"""Benchmark ``shared.domain.clustering.hierarchical_leiden`` on seeded power-law graphs.
-
-Prints one JSON line per (graph, implementation). With ``--graspologic-python PATH`` the same
-edge list is also clustered by graspologic's ``hierarchical_leiden`` in that interpreter (a
-separate venv: graspologic pins old numpy/scipy and must not enter the project venv).
-
-    .venv/bin/python -m bench.suites.clustering --sizes 10k 100k 500k
-    .venv/bin/python -m bench.suites.clustering --graspologic-python /tmp/gsp-venv/bin/python
-"""
+"""Benchmark ``shared.domain.clustering.hierarchical_leiden`` on seeded power-law graphs."""
 
 from __future__ import annotations
 

@@ -2,10 +2,6 @@
 
     .venv/bin/python -m bench.suites.compare [--latency 0 200] [--repeat 3] [--systems graphfleet nano lightrag]
         [--corpus FILE] [--peers-python PATH] [--out bench/results/compare.jsonl]
-
-Per latency one simulator serves every system; each run ingests the corpus into a fresh store, then asks every
-query mode the system has, with and without the answer call. Rounds alternate the systems' order; ``--warmup``
-unmeasured rounds come first (the simulator memoizes its per-chunk analysis). Medians: ``compare_median`` lines.
 """
 
 from __future__ import annotations

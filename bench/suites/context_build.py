@@ -4,18 +4,6 @@ default) and 30,000, on the same corpus ingested with the LLM simulator at 0 ms.
     bash bench/harness/peers/setup.sh      # once: nano-graphrag's venv (.bench/peers-venv)
     .venv/bin/python -m bench.suites.context_build [--repeat 20] [--budgets 12000 30000] [--modes local naive]
         [--systems graphfleet nano] [--out bench/results/context_build.jsonl]
-
-Both systems answer ``only_need_context`` queries in one process that has already answered one (warm):
-graphfleet's ``answer_query`` with the worker's collaborators (``workers.runtime``: Redis store, vector store,
-embedder over HTTP, BM25 and walk caches), nano's ``aquery`` (``bench/harness/peers/peer_run.py``, its own venv). Each
-run embeds its question once (one call to the simulator, the same for both) and assembles the context; the
-questions cycle through 40 distinct ones about the Carol (``bench.common.CAROL_QUESTIONS``), the same sequence for
-both systems, so that each run packs rows and sections its process has not counted before (one question asked
-again would time graphfleet's per-process memo of token counts, not a new question's context build). Each case
-(mode, budget) starts where the one before stopped (``case_questions``), so a later case does not re-ask the
-earlier cases' questions (until the 40 run out: ``(repeat + 1) x cases`` above 40 wraps around). nano's
-budget for 30,000 keeps its local shares (0.33 / 0.40 / 0.27).
-Context tokens are the returned context counted with the model's tokenizer (gpt-4o-mini, o200k).
 """
 
 from __future__ import annotations

@@ -2,25 +2,6 @@
 
     .venv/bin/python -m bench.suites.cost_table [--repeat 3] [--peers-python PATH] [--out-dir bench/results] [--quick]
     .venv/bin/python -m bench.report        # renders the section "Cost and latency per question"
-
-One invocation, appended to ``<out-dir>/cost_table.jsonl`` under one ``run_id`` (the report shows the newest):
-
-* ``bench.suites.compare``'s runs (its functions, one simulator per configuration): the Carol ingested at 0 and
-  200 ms by graphfleet with 1 and 2 worker processes per queue group and with ``graphfleet up``'s default
-  (``auto``: the processes per group that the machine's cores warrant, ``graphfleet_cli.stack.plan_workers``),
-  and by nano-graphrag, and at
-  ``--ms-per-completion-token`` (12.5 ms: a model generating 80 tokens/s); every query mode after each
-  ingestion (global answer at 200 ms and local answer at 0 ms are read from these);
-* the critical path of each graphfleet ingestion with a latency (sequential LLM waves: extract, gleaning
-  rounds, summaries, one per report wave of the job's stage timeline, each as long as an average call of its
-  kind) and graphfleet's ratio to it;
-* the other benches as subprocesses (``SUB_BENCHES``): the local query through the gateway (p50 / p95, first
-  query of a fresh stack), global tokens, calls and coverage per question on a >= 2,000-passage corpus, and the
-  in-process context build at ``max_total_tokens`` 12,000 and 30,000. A bench that is missing or fails leaves a
-  ``cost_missing`` record, and its rows render as "not measured".
-
-Every record carries ``bench``, ``row``, ``system`` and ``run_id``. ``--quick``: one run, latency 0 only,
-short sub-bench runs (a smoke test of the whole chain in a few minutes, not figures to publish).
 """
 
 from __future__ import annotations

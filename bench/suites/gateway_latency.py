@@ -1,36 +1,10 @@
 """Local-query latency through the gateway, as a user of the service sees it: ``POST /v1/queries?wait=60``
 from send to answer, p50 / p95 over warm queries, and the first query of a fresh stack against the warm ones.
 
-    .venv/bin/python -m bench.suites.gateway_latency [--latency 0] [--repeat 40] [--mode local] [--trials 3] [--ingestions 3]
+    .venv/bin/python -m bench.suites.gateway_latency [--latency 0] [--repeat 40] [--mode local] [--trials 3]
+        [--ingestions 3]
         [--idle 2]
         [--out bench/results/gateway_latency.jsonl]
-
-One simulator, one embedded Redis: the Christmas Carol is ingested through the gateway, then
-
-1. ``after_ingest``: the first query after the ingestion finished, then ``--repeat`` warm ones; ``--ingestions``
-   times, each a tenant of its own ingesting the same document on the same stack (``trial`` in the record; the
-   first is the stack's first ingestion), so the row is judged on several first queries, not on one;
-2. ``fresh_stack``: the workers and the gateway are stopped and started again on the same Redis (a
-   restart, or a new deployment over existing data); its first query, then ``--repeat`` warm ones; ``--trials``
-   times (``trial`` in the record): one first query per stack is one sample.
-
-The questions cycle through 40 distinct ones about the Carol (``bench.common.CAROL_QUESTIONS``), each marked
-``(run i)`` so that no LLM cache answers: every query builds a context the process has not packed before, as a
-new user question does (one question asked again would find its context's token counts memoized). Wall seconds
-are measured by the client (httpx, keep-alive); ``seconds`` (submission to result, written by the worker) is
-recorded beside, and where a first query's extra time goes: its queue pickup (submission to a worker starting it)
-and its context build, against the warm queries' medians (``first_pickup_ms``, ``first_context_ms``,
-``warm_pickup_ms_p50``, ``warm_context_ms_p50``); and the CPU each process group used while the first query ran
-(``first_cpu_ms``, read from the kernel's per-thread ``schedstat`` in ns: clock ticks are 10 ms, longer than a
-query) against its warm share per query (``warm_cpu_ms_per_query``).
-
-The simulator's answer is most of a query's wall time at 0 ms and its CPU varies by question (40-60 ms here: it
-reads the whole 30,000-token context), so a first query's wall time against the warm p95 mixes which question
-came first with any first-query cost. ``first_own_ms`` against ``warm_own_ms_p50``/``warm_own_ms_p95`` compares
-graphfleet's own time instead: each query's wall time less the time its LLM calls were in flight (its usage
-records, as graphfleet's client timed them; ``first_llm_ms``, ``warm_llm_ms_p50``). And the warm queries run back
-to back while a first query comes after a pause: ``--idle`` more queries per phase, each after ``IDLE_S`` with
-none (``idle_wall_s``, ``idle_own_ms``), say what any query pays after a pause on a warm stack.
 """
 
 from __future__ import annotations

@@ -1,25 +1,4 @@
-"""Global search cost and coverage per question: graphfleet's default selection vs its full scan vs nano-graphrag.
-
-For each corpus (A Christmas Carol; the first 2,000 pooled passages of a public dev set of ``../shared/data``:
-MuSiQue for the issue's table; 2WikiMultihopQA and HotpotQA, the other sets the default is measured on) one
-simulator at 0 ms serves every system. graphfleet ingests into a fresh stack (LLM answer cache off, so
-every call reaches the simulator's meter), then asks each question twice through the queue and the
-workers: with ``global_selection="all"`` (the full scan: every report at or above the query level, as
-nano-graphrag and Microsoft GraphRAG's static search read them) and with the default (``auto``). Tokens
-and calls per question come from the simulator's counters (``GET /stats`` before and after each query).
-
-Coverage (issue 21): the simulator's map answers are deterministic, so the full scan's positive-score
-points, by the report they cite, are the reference; ``coverage`` = the share of those reports the
-default scan's points also cite (``--shares``: the same for other allowances, the cost/coverage curve).
-``score_coverage`` weighs each report by its best full-scan score (a point the reduce ranks first counts
-more than one it drops first). When the selected reports fit one call, the default answers from them directly
-(``global_direct_answer``: no map phase, so no points): its tokens are the direct call's, and its coverage is
-that of the same selection mapped (``coverage_basis``).
-
-    .venv/bin/python -m bench.suites.global_cost [--corpora carol musique] [--questions 10] \
-        [--systems graphfleet nano] [--shares 0.05 0.1] [--peers-python .bench/peers-venv/bin/python] \
-        [--out bench/results/global_cost.jsonl]
-"""
+"""Global search cost and coverage per question: graphfleet's default selection vs its full scan vs nano-graphrag."""
 
 from __future__ import annotations
 

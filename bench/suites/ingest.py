@@ -1,23 +1,12 @@
 """Ingest the Christmas Carol through a running stack with the simulator at 0 ms and 200 ms.
 
     .venv/bin/python -m bench.suites.ingest [--latency 0 200] [--repeat 3] [--ms-per-completion-token 12.5]
-        [--processes 1|N|auto] [--concurrency 16] [--warm-stack] [--warm-simulator] [--out bench/results/ingest.jsonl]
-
-Prints wall seconds, LLM calls by stage, prompt/completion tokens, when each stage first started and the CPU
-seconds of each process (with the cores busy on average) per run, then medians. ``--ms-per-completion-token``
-adds generation time per answer token (12.5: ~80 tokens/s); ``--processes auto`` sizes the worker groups as
-``graphfleet up`` does (``--concurrency 0``: the configured threads per LLM-bound worker). Each run starts a
-fresh stack, so by default it measures a stack's first ingestion; ``--warm-stack`` measures its second (the same
-document under another tenant first, not measured): a running deployment's steady state. ``--warm-simulator``
-serves every run from one simulator that has answered an unmeasured ingestion first, as ``bench.suites.compare``'s rounds
-do: each run is a fresh stack's first ingestion on a warm LLM (a simulator's first answers cost it more CPU, on the
-same cores).
+        [--processes 1|N|auto] [--concurrency 16] [--out bench/results/ingest.jsonl]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
 import time
@@ -30,17 +19,12 @@ from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.stack import parse_processes
 
 
-def run_once(latency: float, concurrency: int, run: int, processes: int | str = 1, ms_per_token: float = 0.0,
-             warm_stack: bool = False, llm_url: str | None = None) -> dict:
-    """One ingestion of the Carol on a fresh stack; on a simulator of its own unless ``llm_url`` is given."""
-    sim = (contextlib.nullcontext(llm_url) if llm_url
-           else simulator(latency_ms=latency, ms_per_completion_token=ms_per_token))
+def run_once(latency: float, concurrency: int, run: int, processes: int | str = 1, ms_per_token: float = 0.0) -> dict:
+    """One ingestion of the Carol on a fresh simulator, Redis and worker stack: a stack's first ingestion."""
+    sim = simulator(latency_ms=latency, ms_per_completion_token=ms_per_token)
     with sim as llm, redis_server() as redis_url, stack(redis_url, llm, concurrency or None, processes) as st:
         client = LocalClient(redis_url)
         tenant = f"bench{run}"
-        if warm_stack:  # the same document under another tenant first, unmeasured: a stack past its first ingestion
-            warm = client.ingest_files(f"warm{run}", [SAMPLE])
-            client.wait(f"warm{run}", warm["job_id"], timeout=1800)
         procs = stack_processes(st, llm, redis_url)
         cpu_before = group_cpu(procs)
         started = time.perf_counter()
@@ -53,8 +37,7 @@ def run_once(latency: float, concurrency: int, run: int, processes: int | str = 
         usage = view["usage"]
         return {
             "bench": "ingest", "latency_ms": latency, "ms_per_completion_token": ms_per_token,
-            "concurrency": concurrency, "processes": processes, "run": run, "warm_stack": warm_stack,
-            "warm_simulator": bool(llm_url),
+            "concurrency": concurrency, "processes": processes, "run": run,
             "status": view["status"], "seconds": round(seconds, 3),
             "llm_calls": usage["calls"], "calls_by_stage": {s: v.get("calls", 0) for s, v in usage["by_stage"].items()},
             "prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
@@ -77,28 +60,16 @@ def main() -> None:
     ap.add_argument("--processes", type=parse_processes, default=1, help="worker processes per queue group, or auto")
     ap.add_argument("--ms-per-completion-token", type=float, default=0.0,
                     help="simulated generation time per completion token (default 0)")
-    ap.add_argument("--warm-stack", action="store_true",
-                    help="measure each stack's second ingestion (the first, of the same document, is not measured)")
-    ap.add_argument("--warm-simulator", action="store_true",
-                    help="one simulator for every run, warmed by an unmeasured ingestion on a stack of its own first "
-                         "(as bench.suites.compare's rounds): each run is then a fresh stack's first ingestion on a warm LLM")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     emit({"bench": "machine", **machine()}, args.out)
     for latency in args.latency:
-        with contextlib.ExitStack() as shared:
-            llm = None
-            if args.warm_simulator:  # one simulator for every run, past one unmeasured ingestion on a stack of its own
-                llm = shared.enter_context(simulator(latency_ms=latency,
-                                                     ms_per_completion_token=args.ms_per_completion_token))
-                run_once(latency, args.concurrency, -1, args.processes, args.ms_per_completion_token, llm_url=llm)
-            runs = [run_once(latency, args.concurrency, i, args.processes, args.ms_per_completion_token,
-                             args.warm_stack, llm) for i in range(args.repeat)]
+        runs = [run_once(latency, args.concurrency, i, args.processes, args.ms_per_completion_token)
+                for i in range(args.repeat)]
         for r in runs:
             emit(r, args.out)
         emit({"bench": "ingest_median", "latency_ms": latency, "ms_per_completion_token": args.ms_per_completion_token,
-              "processes": args.processes, "warm_stack": args.warm_stack, "warm_simulator": args.warm_simulator,
-              "runs": len(runs),
+              "processes": args.processes, "runs": len(runs),
               "seconds_median": statistics.median(r["seconds"] for r in runs),
               "cpu_seconds_median": statistics.median(r["cpu_seconds_total"] for r in runs),
               "cores_busy_median": statistics.median(r["cores_busy"] for r in runs),

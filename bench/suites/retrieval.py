@@ -4,26 +4,6 @@
         [--modes local global naive hybrid causal graph] [--budget 4000] [--limit N] [--latency-ms 0]
         [--questions Q.json [--corpus C.json] [--join ""]] [--out bench/results/retrieval.jsonl]
         [--questions-out PATH] [--bm25-top-k 300] [--hybrid-bm25-weight 0.5]
-
-No real LLM answers here, so the context itself is measured. Each public multi-hop dev set of
-``../shared/data`` (bench/datasets.py; or any set by ``--questions``/``--corpus``) is pooled into one corpus
-and, per LLM setting (the simulator over HTTP, or none: the LLM-free extractor), ingested into its own
-fresh stack (Redis, Celery workers), one document ``"<title>\\n<text>"`` per passage. For each question
-and mode graphfleet builds its context with ``only_need_context`` under ``--budget`` tokens counted with
-cl100k (the query model is ``gpt-4``, a cl100k model); a passage counts as retrieved when its whole text
-appears in the context, as a sequence of lower-cased word tokens (so CSV quoting and reflowed whitespace do
-not hide it). The baselines (bench/retrieval_baselines.py) rank whole passage documents without a graph and
-pack them, best first, with one packer: BM25 (top ``--bm25-top-k``), ``dense`` (cosine with the local embedder,
-``LocalEmbedder``) and ``hybrid_baseline`` (the two fused by z-score at BM25 weight ``--hybrid-bm25-weight``).
-Each gets the largest context allowance (``budget.total_allowed``: the budget less system prompt, query and
-buffer) any passage-carrying graphfleet mode got for that question; BM25 is also packed into the whole budget.
-
-Written: ``retrieval_set`` per set, LLM setting and system, ``retrieval_macro`` per LLM setting and system
-(shapes: bench/retrieval_records.py) to ``--out``, and one ``retrieval_question`` line per set, LLM setting,
-mode and question to ``--questions-out`` (default ``<out stem>.questions.jsonl`` beside ``--out``).
-With ``--systems ... nano lightrag`` the same passages also go to nano-graphrag and LightRAG (simulator
-only; run by ``bench/harness/peers/peer_run.py`` in the peers' own venv, each with its own budget knobs set to
-``--budget``).
 """
 
 from __future__ import annotations

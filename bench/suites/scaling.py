@@ -3,11 +3,6 @@ Christmas Carol and on a corpus 20x its size.
 
     .venv/bin/python -m bench.suites.scaling [--processes 1 2 4] [--corpora carol x20] [--latency 0]
         [--repeat 1] [--out bench/results/scaling.jsonl]
-
-The 20x corpus is real text first: the 41 Microsoft earnings-call transcripts (~10x the Carol in
-tokens), the 994 pooled HotpotQA passages (~2.7x), the Carol itself, then copies of the Carol with
-every capitalised name given a per-copy suffix (``Scrooge`` -> ``Scrooge-c7``) until the token count
-reaches 20x; renamed copies make new entities (no cross-copy merge or dedup), as a growing corpus would.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """Cost of the graph walk (``shared.domain.retrieval.graph_walk``) at 10k and 100k passages.
 
     .venv/bin/python -m bench.suites.walk [--passages 10000 100000] [--queries 50] --out bench/results/walk.jsonl
-
-A synthetic passage-entity graph shaped like the ingested dev sets: ~8 entity mentions per passage
-(the simulator's extraction gives 6.5-8), 30% of them drawn from a Zipf law (a few names recur in
-thousands of passages) and the rest uniform over 6 entities per passage (names of one or two
-passages), and ~3 relations per entity between entities that share a passage.
-Each query seeds 3 entities and 5 passages (as a question that names one
-or two things does). Reported: build seconds, memory of the arrays, and per-query milliseconds (p50,
-p95) of the walk alone (seeds -> ranked passages and entities), medians over ``--queries`` queries.
 """
 
 from __future__ import annotations

@@ -1,19 +1,4 @@
-"""Run nano-graphrag or LightRAG on a corpus against the LLM simulator; print one JSON line per phase.
-
-Runs inside the peers' virtual environment (``bench/harness/peers/setup.sh``), never the project's, and
-imports nothing from graphfleet. ``bench/compare.py`` and ``bench/retrieval_eval.py`` drive it:
-
-    .bench/peers-venv/bin/python bench/harness/peers/peer_run.py spec.json
-
-The spec (JSON): ``system`` (nano | lightrag), ``base_url`` (simulator ``.../v1``), ``workdir``,
-``docs`` (list of texts), ``queries`` (list of ``{id, mode, query, only_need_context}``), ``model``,
-``embedding_dim``, ``budget`` (context tokens, or null for the peer's defaults), ``llm_concurrency``,
-``out`` (a JSON-lines file to append to; stdout when absent). A query with ``repeat`` N (``bench/context_build.py``)
-is asked N times in this process (warm after the first) and its line carries every run's seconds
-(``seconds_all``) and the median; ``budget`` may then differ per query (``budget`` in the query).
-Each phase line carries wall seconds and the simulator's counters for that phase (``GET /stats``
-before and after), so LLM calls, tokens and embedding calls are counted by the server that answered.
-"""
+"""Run nano-graphrag or LightRAG on a corpus against the LLM simulator; print one JSON line per phase."""
 
 from __future__ import annotations
 
