@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.suites import cost_table
 from bench.report.cost import cost_rows, cost_section, newest_run
 from bench.report.gateway import gateway_figures
+from bench.suites import cost_table
 from graphfleet_cli.stack import available_cores
 
 RUN = {"run_id": "20261125T190000Z"}
