@@ -1,4 +1,4 @@
-"""The public multi-hop dev sets of ``../shared/data`` as (questions, pooled passages) for bench/retrieval_eval.py."""
+"""The public multi-hop dev sets of ``../shared/data`` as (questions, pooled passages) for bench/suites/retrieval.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""bench/retrieval_eval.py's baselines: whole passage documents ranked without a graph, packed by one packer."""
+"""bench/suites/retrieval.py's baselines: whole passage documents ranked without a graph, packed by one packer."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""bench/retrieval_eval.py's records, without a stack: recall, the chunk -> passage map, BM25's allowance,
+"""bench/suites/retrieval.py's records, without a stack: recall, the chunk -> passage map, BM25's allowance,
 the per-question record, the per-set summary and the macro average over sets (their report tables:
-bench/report_retrieval_sets.py)."""
+bench/report/retrieval_sets.py)."""
 
 from __future__ import annotations
 

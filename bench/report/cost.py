@@ -89,7 +89,7 @@ def ingest_row(rows, latency: float, processes: int | str, ms_per_token: float =
 
 
 def _measured_path(path: dict) -> str:
-    """The measured split of graphfleet's ingestion (``bench.llm_path``), when the run recorded it."""
+    """The measured split of graphfleet's ingestion (``bench.harness.llm_calls``), when the run recorded it."""
     if path.get("llm_in_flight_s") is None:
         return ""
     sim = f", the simulator using {_s(path['simulator_cpu_s'])} of CPU" if path.get("simulator_cpu_s") else ""

@@ -1,4 +1,4 @@
-"""The gateway rows of issue 21's table (``bench.report_cost``): warm local queries through the gateway, and the
+"""The gateway rows of issue 21's table (``bench.report.cost``): warm local queries through the gateway, and the
 first query of a fresh stack and after an ingestion against the warm ones (``bench.suites.gateway_latency``; a phase
 measured on several stacks, or after several ingestions, is judged on the medians of its records)."""
 

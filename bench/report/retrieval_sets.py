@@ -1,5 +1,5 @@
-"""The multi-set retrieval tables of docs/benchmarks.md (bench/retrieval_eval.py's records; rendered by
-bench/make_report.py), per LLM setting: passage recall and answer-in-context per set and macro for the
+"""The multi-set retrieval tables of docs/benchmarks.md (bench/suites/retrieval.py's records; rendered by
+bench/report), per LLM setting: passage recall and answer-in-context per set and macro for the
 baselines and every mode (variants and peers included), the best graph mode against the hybrid baseline with
 the targets judged met or not, allowance/tokens/time per mode, and each set's ingestion with its embedding cost."""
 

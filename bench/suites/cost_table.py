@@ -133,7 +133,7 @@ def _waves(calls_by_type: dict, stage_times: dict | None) -> tuple[list[str], st
     return waves + ["community_report"] * 2, "issue 21's estimate (2 report waves; no stage timeline recorded)"
 
 
-# the simulator's call kinds -> the stages of graphfleet's usage records (``bench.llm_path.stage_spans``)
+# the simulator's call kinds -> the stages of graphfleet's usage records (``bench.harness.llm_calls.stage_spans``)
 STAGE_OF = {"extract": "extract", "glean_continue": "glean", "glean_loop": "glean", "summarize": "summarize",
             "community_report": "report"}
 
@@ -198,7 +198,7 @@ def critical_path(cfg: dict, medians: list[dict], rows: list[dict], in_flight: i
             "average_waves_s": average, "longest_calls": chain is not None,
             "ratio": round(gf["seconds_median"] / seconds, 2) if seconds else None,
             "in_flight": in_flight, "in_flight_bound_s": bound,
-            # measured: graphfleet's wall time split by whether one of its LLM calls was in flight (bench.llm_path)
+            # measured: graphfleet's wall time split by whether one of its LLM calls was in flight (llm_calls)
             **{k: gf[k] for k in ("llm_in_flight_s", "llm_idle_s", "simulator_cpu_s") if gf.get(k) is not None}}
 
 

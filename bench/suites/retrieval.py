@@ -310,7 +310,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.modes_skipped = rejected_modes(DEFAULT_MODES)
         args.modes = [m for m in DEFAULT_MODES if m not in args.modes_skipped]
         if args.modes_skipped:
-            print(f"retrieval_eval: this checkout's QueryParam rejects {args.modes_skipped}: left out", file=sys.stderr)
+            print(f"retrieval: this checkout's QueryParam rejects {args.modes_skipped}: left out", file=sys.stderr)
     elif bad := rejected_modes(args.modes):
         ap.error(f"this checkout's QueryParam rejects mode(s) {bad}: pass --modes without them")
     if not args.sets and not args.questions:

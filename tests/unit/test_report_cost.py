@@ -1,4 +1,4 @@
-"""Issue 21's table renderer (bench/report_cost.py) and the critical path of bench/cost_table.py, on synthetic
+"""Issue 21's table renderer (bench/report/cost.py) and the critical path of bench/suites/cost_table.py, on synthetic
 records: ratios, met / unmet against each target, rows without records shown as not measured."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The retrieval benchmark's baselines and report (bench/retrieval_baselines.py, bench/retrieval_answers.py,
-bench/report_retrieval_sets.py): answer-in-context's normalisation and whole-word match, the no-graph
+"""The retrieval benchmark's baselines and report (bench/harness/retrieval_baselines.py, retrieval_answers.py,
+bench/report/retrieval_sets.py): answer-in-context's normalisation and whole-word match, the no-graph
 baselines packed into the same allowance (the real local embedder), the targets and the report tables.
 No stack."""
 

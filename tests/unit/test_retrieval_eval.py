@@ -1,5 +1,5 @@
-"""The retrieval-quality harness's pure parts (bench/datasets.py, bench/retrieval_records.py,
-bench/retrieval_eval.py): the four public sets' loaders, recall on CSV-quoted contexts, the chunk -> passage
+"""The retrieval-quality harness's pure parts (bench/harness/datasets.py, bench/harness/retrieval_records.py,
+bench/suites/retrieval.py): the four public sets' loaders, recall on CSV-quoted contexts, the chunk -> passage
 map, BM25's allowance and packing, the per-question record, the set summary, the macro average and the
 options (the baselines, answer-in-context and the report tables: test_retrieval_baselines.py). No stack."""
 
