@@ -5,25 +5,25 @@
 # evaluation (HotpotQA, 4,000-token budget) for all three (and graphfleet without an LLM), graphfleet's
 # scaling bench (1/2/4 processes, the Carol and a 20x corpus), hierarchical
 # Leiden vs graspologic (10k/100k/500k-edge power-law graphs), issue 21's cost and latency table
-# (bench.cost_table: every row in one run), and renders bench/results/*.jsonl into docs/benchmarks.md.
+# (bench.suites.cost_table: every row in one run), and renders bench/results/*.jsonl into docs/benchmarks.md.
 #   bash bench/compare.sh                 # everything (about two hours on 2 cores)
 #   REPEAT=1 bash bench/compare.sh        # one run per figure instead of 3
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 [ -x .venv/bin/python ] || bash scripts/install.sh
-PEERS_PY="$(bash bench/peers/setup.sh | tail -n 1)"
+PEERS_PY="$(bash bench/harness/peers/setup.sh | tail -n 1)"
 REPEAT="${REPEAT:-3}"
 R=bench/results
-.venv/bin/python -m bench.compare --repeat "$REPEAT" --peers-python "$PEERS_PY" --out $R/compare.jsonl
+.venv/bin/python -m bench.suites.compare --repeat "$REPEAT" --peers-python "$PEERS_PY" --out $R/compare.jsonl
 # graphfleet on every public dev set, with the simulator and without an LLM; the peers on HotpotQA only
 # (LightRAG takes ~25 min for its 994 passages; MuSiQue has 4,543)
-.venv/bin/python -m bench.retrieval_eval --llm both --out $R/retrieval.jsonl
-.venv/bin/python -m bench.retrieval_eval --sets hotpotqa --systems graphfleet nano lightrag \
+.venv/bin/python -m bench.suites.retrieval --llm both --out $R/retrieval.jsonl
+.venv/bin/python -m bench.suites.retrieval --sets hotpotqa --systems graphfleet nano lightrag \
   --peers-python "$PEERS_PY" --out $R/retrieval.jsonl
-.venv/bin/python -m bench.walk_bench --out $R/walk.jsonl
-.venv/bin/python -m bench.scaling_bench --repeat "$REPEAT" --out $R/scaling.jsonl
-.venv/bin/python bench/clustering_bench.py --repeat "$REPEAT" --graspologic-python "$PEERS_PY" --out $R/clustering.jsonl
+.venv/bin/python -m bench.suites.walk --out $R/walk.jsonl
+.venv/bin/python -m bench.suites.scaling --repeat "$REPEAT" --out $R/scaling.jsonl
+.venv/bin/python -m bench.suites.clustering --repeat "$REPEAT" --graspologic-python "$PEERS_PY" --out $R/clustering.jsonl
 # issue 21's table in one run: ingestion at 0 / 200 ms and 12.5 ms per completion token (1 and 2 processes),
 # answers, the gateway's p50 / p95 and first query, global tokens and coverage, the context build
-.venv/bin/python -m bench.cost_table --repeat "$REPEAT" --peers-python "$PEERS_PY" --out-dir $R
-.venv/bin/python -m bench.make_report
+.venv/bin/python -m bench.suites.cost_table --repeat "$REPEAT" --peers-python "$PEERS_PY" --out-dir $R
+.venv/bin/python -m bench.report

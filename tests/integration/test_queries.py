@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from bench.common import simulator as sim_process
+from bench.harness.stacks import simulator as sim_process
 from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.query_client import run_query
 from shared.domain.query.params import QueryParam

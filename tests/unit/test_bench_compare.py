@@ -1,14 +1,16 @@
 """The side-by-side benchmark's pure parts: per-phase simulator deltas, medians, the report tables and the
-20x corpus's renamed copies (bench/compare.py, bench/peers/peer_run.py, bench/make_report.py,
-bench/scaling_bench.py)."""
+20x corpus's renamed copies (bench/harness/systems.py, bench/harness/peers/peer_run.py, bench/report/,
+bench/suites/scaling.py)."""
 
 from __future__ import annotations
 
-from bench.compare import medians, question, schedule
-from bench.context_build import case_questions
-from bench.make_report import by_stage, compare_tables, retrieval_runs, retrieval_table, scaling_table
-from bench.peers.peer_run import delta
-from bench.scaling_bench import renamed
+from bench.harness.peers.peer_run import delta
+from bench.harness.systems import medians, question, schedule
+from bench.report.compare import by_stage, compare_tables
+from bench.report.retrieval import retrieval_runs, retrieval_table
+from bench.report.tables import scaling_table
+from bench.suites.context_build import case_questions
+from bench.suites.scaling import renamed
 
 
 def stats(calls: dict[str, int], emb: int) -> dict:
@@ -146,7 +148,7 @@ def test_precise_cpu_reads_the_threads_schedstat_in_ns_and_misses_nothing_of_a_s
 
     import psutil
 
-    from bench.cpu_timeline import _scheduled_s, cpu_of
+    from bench.harness.cpu import _scheduled_s, cpu_of
 
     before = cpu_of({"me": [psutil.Process()]}, precise=True)["me"]
     sum(i * i for i in range(200_000))  # a few ms of CPU: less than one 10 ms clock tick

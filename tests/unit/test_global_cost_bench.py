@@ -1,6 +1,6 @@
-"""bench/global_cost.py's coverage arithmetic (the figures docs/benchmarks.md reports for issue 21)."""
+"""bench/suites/global_cost.py's coverage arithmetic (the figures docs/benchmarks.md reports for issue 21)."""
 
-from bench.global_cost import coverage, point_reports
+from bench.suites.global_cost import coverage, point_reports
 
 
 def test_point_reports_split_multi_report_citations_and_keep_the_best_positive_score():

@@ -1,5 +1,5 @@
-"""The retrieval benchmark's baselines and report (bench/retrieval_baselines.py, bench/retrieval_answers.py,
-bench/report_retrieval_sets.py): answer-in-context's normalisation and whole-word match, the no-graph
+"""The retrieval benchmark's baselines and report (bench/harness/retrieval_baselines.py, retrieval_answers.py,
+bench/report/retrieval_sets.py): answer-in-context's normalisation and whole-word match, the no-graph
 baselines packed into the same allowance (the real local embedder), the targets and the report tables.
 No stack."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from bench.datasets import Dataset
-from bench.report_retrieval_sets import set_target, sets_tables
-from bench.retrieval_answers import answer_in_context, gold_answers, normalize
-from bench.retrieval_baselines import BUDGET_MODEL, Baselines, Ranking, hybrid
-from bench.retrieval_records import mode_stats, question_record
+from bench.harness.datasets import Dataset
+from bench.harness.retrieval_answers import answer_in_context, gold_answers, normalize
+from bench.harness.retrieval_baselines import BUDGET_MODEL, Baselines, Ranking, hybrid
+from bench.harness.retrieval_records import mode_stats, question_record
+from bench.report.retrieval_sets import set_target, sets_tables
 from shared.domain.retrieval.fusion import zscore
 from shared.domain.tokens import count_tokens
 

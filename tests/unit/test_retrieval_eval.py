@@ -1,5 +1,5 @@
-"""The retrieval-quality harness's pure parts (bench/datasets.py, bench/retrieval_records.py,
-bench/retrieval_eval.py): the four public sets' loaders, recall on CSV-quoted contexts, the chunk -> passage
+"""The retrieval-quality harness's pure parts (bench/harness/datasets.py, bench/harness/retrieval_records.py,
+bench/suites/retrieval.py): the four public sets' loaders, recall on CSV-quoted contexts, the chunk -> passage
 map, BM25's allowance and packing, the per-question record, the set summary, the macro average and the
 options (the baselines, answer-in-context and the report tables: test_retrieval_baselines.py). No stack."""
 
@@ -14,10 +14,9 @@ from collections import Counter
 
 import pytest
 
-from bench.datasets import DATA_ROOT, Dataset, _question_passages, load_files, load_named_set, load_set
-from bench.retrieval_baselines import BUDGET_MODEL, Bm25
-from bench.retrieval_eval import DEFAULT_MODES, parse_args, parse_variant, rejected_modes
-from bench.retrieval_records import (
+from bench.harness.datasets import DATA_ROOT, Dataset, _question_passages, load_files, load_named_set, load_set
+from bench.harness.retrieval_baselines import BUDGET_MODEL, Bm25
+from bench.harness.retrieval_records import (
     bm25_allowances,
     chunk_passage_map,
     graphfleet_keys,
@@ -27,6 +26,7 @@ from bench.retrieval_records import (
     recall,
     set_summary,
 )
+from bench.suites.retrieval import DEFAULT_MODES, parse_args, parse_variant, rejected_modes
 from shared.domain.tokens import count_tokens
 
 QUESTIONS = [

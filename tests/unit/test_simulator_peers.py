@@ -3,7 +3,7 @@ extraction rule as the project's own prompts (so the side-by-side benchmark comp
 
 The prompts below follow the peers' templates (nano-graphrag 0.0.8.2 ``prompt.py``, LightRAG 1.5.7
 ``prompt.py``) in the parts the simulator reads; the peers themselves are not installed in the
-project's environment (bench/peers/setup.sh puts them in their own).
+project's environment (bench/harness/peers/setup.sh puts them in their own).
 """
 
 from __future__ import annotations

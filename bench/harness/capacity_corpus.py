@@ -1,0 +1,100 @@
+"""The capacity bench's corpora: real text first, then renamed copies, cut at a target chunk count."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+from bench.harness.results import ROOT
+from shared.domain.tokens import count_tokens_batch
+
+DATA = ROOT.parent / "shared" / "data"
+MODEL = "gpt-4o-mini"
+PACK_TOKENS = 2000  # short passages are joined into documents of about this many tokens
+_NAME = re.compile(r"\b([A-Z][a-z]{2,})\b")
+
+
+def chunks_of(tokens: int, size: int, overlap: int) -> int:
+    """How many chunks ``chunk_by_tokens`` makes of a text of ``tokens`` tokens."""
+    return len(range(0, max(tokens - overlap, 1), size - overlap))
+
+
+def _paragraphs() -> Iterator[tuple[str, str]]:
+    hotpot = json.loads((DATA / "hotpotqa_hipporag100" / "hotpotqa_train_corpus.json").read_text(encoding="utf-8"))
+    for title, sentences in hotpot.items():
+        yield title, "".join(sentences) if isinstance(sentences, list) else str(sentences)
+    seen: set[tuple[str, str]] = set()
+    for line in (DATA / "musique_dev" / "migres_musique_200.jsonl").read_text(encoding="utf-8").splitlines():
+        for p in json.loads(line).get("paragraphs", []):
+            key = (p["title"], p["paragraph_text"])
+            if key not in seen:
+                seen.add(key)
+                yield key
+    for line in (DATA / "2wikimultihopqa_dev" / "migres_wikihop_200.jsonl").read_text(encoding="utf-8").splitlines():
+        for title, sentences in json.loads(line).get("context", []):
+            key = (title, "".join(sentences))
+            if key not in seen:
+                seen.add(key)
+                yield key
+
+
+def real_pool() -> list[tuple[str, str]]:
+    """(title, text) documents of the real text, short passages packed to about ``PACK_TOKENS`` tokens."""
+    docs = [("A Christmas Carol", (DATA / "christmas_carol.txt").read_text(encoding="utf-8-sig"))]
+    docs += [(f"msft {d['doc_id']}", d["text"]) for d in
+             json.loads((DATA / "msft_earnings_calls" / "corpus.json").read_text(encoding="utf-8"))]
+    paragraphs = list(_paragraphs())
+    sizes = count_tokens_batch([t for _, t in paragraphs], MODEL)
+    pack: list[str] = []
+    pack_tokens = 0
+    for (title, text), n in zip(paragraphs, sizes, strict=True):
+        pack.append(f"{title}\n{text}")
+        pack_tokens += n
+        if pack_tokens >= PACK_TOKENS:
+            docs.append((f"passages {len(docs)}", "\n\n".join(pack)))
+            pack, pack_tokens = [], 0
+    if pack:
+        docs.append((f"passages {len(docs)}", "\n\n".join(pack)))
+    return docs
+
+
+def renamed(text: str, copy: int) -> str:
+    return _NAME.sub(lambda m: f"{m.group(1)}-c{copy}", text)
+
+
+def corpus(target_chunks: int, size: int, overlap: int) -> dict:
+    """Documents making at least ``target_chunks`` chunks (the last document may overshoot by a few chunks):
+    ``{"docs": [(title, text)], "chunks": n, "tokens": n, "renamed_copies": n, "real_documents": n}``."""
+    pool = real_pool()
+    docs: list[tuple[str, str]] = []
+    doc_chunks: list[int] = []
+    chunks = tokens = copy = 0
+    while chunks < target_chunks:
+        batch = pool if copy == 0 else [(f"{t} (renamed copy {copy})", renamed(x, copy)) for t, x in pool]
+        for (title, text), n in zip(batch, count_tokens_batch([x for _, x in batch], MODEL), strict=True):
+            docs.append((title, text))
+            doc_chunks.append(chunks_of(n, size, overlap))
+            chunks += doc_chunks[-1]
+            tokens += n
+            if chunks >= target_chunks:
+                break
+        copy += 1
+    real = min(len(docs), len(pool))
+    return {"docs": docs, "doc_chunks": doc_chunks, "chunks": chunks, "tokens": tokens, "renamed_copies": copy - 1,
+            "real_documents": real}
+
+
+def batches(built: dict, batch_chunks: int) -> list[list[tuple[str, str]]]:
+    """The corpus's documents in consecutive batches of about ``batch_chunks`` chunks (0: one batch)."""
+    if batch_chunks <= 0:
+        return [built["docs"]]
+    out: list[list[tuple[str, str]]] = [[]]
+    filled = 0
+    for doc, n in zip(built["docs"], built["doc_chunks"], strict=True):
+        if filled >= batch_chunks:
+            out.append([])
+            filled = 0
+        out[-1].append(doc)
+        filled += n
+    return out

@@ -1,0 +1,61 @@
+"""Where an ingestion's wall time goes against its LLM calls, measured from the job's own usage records."""
+
+from __future__ import annotations
+
+import statistics
+
+
+def union_s(intervals: list[tuple[float, float]], start: float, end: float) -> float:
+    """Seconds of ``[start, end]`` covered by at least one of ``intervals`` (pure)."""
+    covered, reach = 0.0, start
+    for lo, hi in sorted((max(lo, start), min(hi, end)) for lo, hi in intervals):
+        if hi <= reach:
+            continue
+        covered += hi - max(lo, reach)
+        reach = hi
+    return covered
+
+
+def job_calls(redis_url: str, tenant: str, job_ids: list[str], started: float, ended: float) -> dict[str, list]:
+    """Per job, the usage records of its LLM calls (chat and embedding, retries included, cache hits left out)
+    between ``started`` and ``ended`` (``time.time()``, a second of slack each side)."""
+    from shared.infra.llm.usage import read_usage
+    from shared.infra.redis_conn import connect
+
+    redis = connect(redis_url)
+    try:
+        records = [r for r in read_usage(redis, tenant, started - 1, ended + 1) if not r.cache_hit]
+    finally:
+        redis.close()
+    return {job_id: [r for r in records if r.job_id == job_id] for job_id in job_ids}
+
+
+def in_flight_s(records, start: float = float("-inf"), end: float = float("inf")) -> float:
+    """Seconds some call of ``records`` was in flight, within ``[start, end]`` (pure)."""
+    return union_s([(r.ts - r.latency_s, r.ts) for r in records], start, end)
+
+
+def llm_path(redis_url: str, tenant: str, job_id: str, started: float, ended: float) -> dict:
+    """The job's calls (chat and embedding, retries included) against its wall time ``[started, ended]``
+    (``time.time()``); see the module's docstring."""
+    records = job_calls(redis_url, tenant, [job_id], started, ended)[job_id]
+    busy = in_flight_s(records, started, ended)
+    return {"llm_in_flight_s": round(busy, 3), "llm_idle_s": round(ended - started - busy, 3),
+            "llm_calls_timed": len(records), "llm_stages": stage_spans(records, started)}
+
+
+def stage_spans(records, started: float) -> dict[str, dict]:
+    """Per stage: calls, first sent and last answered (s from ``started``), median and longest call, shortest and
+    longest answer in completion tokens (pure)."""
+    out: dict[str, dict] = {}
+    for stage in sorted({r.stage for r in records}):
+        mine = [r for r in records if r.stage == stage]
+        out[stage] = {"calls": len(mine), "first_sent": round(min(r.ts - r.latency_s for r in mine) - started, 3),
+                      "last_answered": round(max(r.ts for r in mine) - started, 3),
+                      "call_p50_s": round(statistics.median(r.latency_s for r in mine), 3),
+                      "call_max_s": round(max(r.latency_s for r in mine), 3),
+                      # the shortest and longest answer: what a call of the stage lasts at least and at most at a
+                      # simulator setting of a latency plus a time per completion token (``bench.suites.cost_table``)
+                      "completion_min": min(r.completion_tokens for r in mine),
+                      "completion_max": max(r.completion_tokens for r in mine)}
+    return out

@@ -1,0 +1,219 @@
+"""Run nano-graphrag or LightRAG on a corpus against the LLM simulator; print one JSON line per phase."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+
+def sim_stats(base_url: str) -> dict:
+    return httpx.get(base_url.removesuffix("/v1") + "/stats", timeout=30).json()
+
+
+def delta(before: dict, after: dict) -> dict:
+    """Counters of one phase: calls and tokens by prompt type, embeddings."""
+    by_type = {}
+    for kind, now in after["chat"]["by_type"].items():
+        was = before["chat"]["by_type"].get(kind, {})
+        d = {k: now[k] - was.get(k, 0) for k in ("calls", "prompt_tokens", "completion_tokens")}
+        if d["calls"]:
+            by_type[kind] = d
+    chat = {k: after["chat"][k] - before["chat"][k] for k in ("calls", "prompt_tokens", "completion_tokens")}
+    emb = {k: after["embeddings"][k] - before["embeddings"][k] for k in ("calls", "inputs", "tokens")}
+    return {"llm_calls": chat["calls"], "prompt_tokens": chat["prompt_tokens"],
+            "completion_tokens": chat["completion_tokens"], "calls_by_type": by_type,
+            "embedding_calls": emb["calls"], "embedding_inputs": emb["inputs"]}
+
+
+def emit(record: dict, out: Path | None = None) -> None:
+    """One JSON line to ``out`` (the peers print progress tickers on stdout), else to stdout."""
+    line = json.dumps(record, ensure_ascii=False)
+    if out is None:
+        print(line, flush=True)
+        return
+    with out.open("a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+
+
+def graph_counts(workdir: Path) -> dict:
+    import networkx as nx
+
+    files = sorted(workdir.glob("*.graphml"))
+    if not files:
+        return {"entities": 0, "relations": 0}
+    g = nx.read_graphml(files[0])
+    return {"entities": g.number_of_nodes(), "relations": g.number_of_edges()}
+
+
+# ---- nano-graphrag ---------------------------------------------------------------------------------
+
+async def nano_rag(spec: dict):
+    from nano_graphrag import GraphRAG
+    from nano_graphrag._llm import openai_complete_if_cache
+    from nano_graphrag._utils import wrap_embedding_func_with_attrs
+    from openai import AsyncOpenAI
+
+    dim, model = spec["embedding_dim"], spec["model"]
+    client = AsyncOpenAI(base_url=spec["base_url"], api_key="sk-bench")
+
+    @wrap_embedding_func_with_attrs(embedding_dim=dim, max_token_size=8192)
+    async def embed(texts: list[str]) -> np.ndarray:
+        resp = await client.embeddings.create(model="text-embedding-3-small", input=texts, dimensions=dim,
+                                              encoding_format="float")
+        return np.array([d.embedding for d in resp.data])
+
+    async def complete(prompt, system_prompt=None, history_messages=[], **kwargs):  # noqa: B006 (nano's signature)
+        return await openai_complete_if_cache(model, prompt, system_prompt=system_prompt,
+                                              history_messages=history_messages, **kwargs)
+
+    import graspologic  # noqa: F401  (imported lazily by nano at clustering; warm it like a running service)
+
+    # The simulator's embeddings are bags of hashed words: cosines run lower than a real model's, so
+    # the 0.2 cut-off meant for real embeddings would drop every chunk. 0 keeps nano's top-k ranking.
+    return GraphRAG(working_dir=spec["workdir"], enable_naive_rag=True, embedding_func=embed,
+                    best_model_func=complete, cheap_model_func=complete, query_better_than_threshold=0.0,
+                    best_model_max_async=spec["llm_concurrency"], cheap_model_max_async=spec["llm_concurrency"])
+
+
+def nano_param(mode: str, only_context: bool, budget: int | None):
+    from nano_graphrag import QueryParam
+
+    param = QueryParam(mode=mode, only_need_context=only_context)
+    if budget:  # nano's local split is 0.33 / 0.40 / 0.27 of 12,000 tokens: keep the shares
+        param.local_max_token_for_text_unit = int(budget * 0.33)
+        param.local_max_token_for_local_context = int(budget * 0.40)
+        param.local_max_token_for_community_report = int(budget * 0.27)
+        param.naive_max_token_for_text_unit = budget
+        param.global_max_token_for_community_report = budget
+    return param
+
+
+async def nano_communities(rag) -> dict:
+    keys = await rag.community_reports.all_keys()
+    levels: dict[int, int] = {}
+    for item in await rag.community_reports.get_by_ids(keys):
+        if item:
+            levels[int(item.get("level", 0))] = levels.get(int(item.get("level", 0)), 0) + 1
+    return {"communities": len(keys), "communities_by_level": dict(sorted(levels.items()))}
+
+
+# ---- LightRAG --------------------------------------------------------------------------------------
+
+async def lightrag_rag(spec: dict):
+    from lightrag import LightRAG
+    from lightrag.llm.openai import openai_complete_if_cache
+    from lightrag.utils import EmbeddingFunc
+    from openai import AsyncOpenAI
+
+    dim, model, base = spec["embedding_dim"], spec["model"], spec["base_url"]
+    client = AsyncOpenAI(base_url=base, api_key="sk-bench")
+
+    async def embed(texts: list[str], **_kw) -> np.ndarray:
+        resp = await client.embeddings.create(model="text-embedding-3-small", input=texts, dimensions=dim,
+                                              encoding_format="float")
+        return np.array([d.embedding for d in resp.data])
+
+    async def complete(prompt, system_prompt=None, history_messages=None, keyword_extraction=False, **kwargs):
+        kwargs.pop("hashing_kv", None)
+        return await openai_complete_if_cache(model, prompt, system_prompt=system_prompt,
+                                              history_messages=history_messages or [], base_url=base,
+                                              api_key="sk-bench", **kwargs)
+
+    rag = LightRAG(working_dir=spec["workdir"], llm_model_func=complete, llm_model_name=model,
+                   llm_model_max_async=spec["llm_concurrency"], embedding_func_max_async=spec["llm_concurrency"],
+                   embedding_func=EmbeddingFunc(embedding_dim=dim, max_token_size=8192, func=embed),
+                   cosine_better_than_threshold=0.0,  # as for nano: the simulator's cosines run low
+                   vector_db_storage_cls_kwargs={"cosine_better_than_threshold": 0.0})
+    await rag.initialize_storages()
+    try:
+        from lightrag.kg.shared_storage import initialize_pipeline_status
+
+        await initialize_pipeline_status()
+    except ImportError:
+        pass
+    return rag
+
+
+def lightrag_param(mode: str, only_context: bool, budget: int | None):
+    from lightrag import QueryParam
+
+    param = QueryParam(mode=mode, only_need_context=only_context, enable_rerank=False)  # no rerank model here
+    if budget:  # LightRAG's own budget knobs; entity/relation shares as in its defaults (6k/8k of 30k)
+        param.max_total_tokens = budget
+        param.max_entity_tokens = int(budget * 0.2)
+        param.max_relation_tokens = int(budget * 0.27)
+    return param
+
+
+async def timed_repeats(rag, q: dict, param) -> dict:
+    """The same query ``q["repeat"]`` times in this process: seconds of each run, the median, and the last
+    output's length in characters."""
+    seconds, out, error = [], "", None
+    for _ in range(q["repeat"]):
+        started = time.perf_counter()
+        try:
+            out = await rag.aquery(q["query"], param=param)
+        except Exception as exc:  # reported, not raised
+            error = f"{type(exc).__name__}: {exc}"
+        seconds.append(round(time.perf_counter() - started, 5))
+    text = out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, default=str)
+    ordered = sorted(seconds)
+    return {"phase": "repeat", "id": q.get("id"), "mode": q["mode"], "only_need_context": q["only_need_context"],
+            "budget": q.get("budget"), "runs": len(seconds), "seconds_all": seconds,
+            "seconds_median": ordered[len(ordered) // 2], "error": error, "output": text}
+
+
+# ---- driver ----------------------------------------------------------------------------------------
+
+async def main(spec: dict) -> None:
+    system, base = spec["system"], spec["base_url"]
+    workdir = Path(spec["workdir"])
+    workdir.mkdir(parents=True, exist_ok=True)
+    make = nano_rag if system == "nano" else lightrag_rag
+    param_of = nano_param if system == "nano" else lightrag_param
+    out_path = Path(spec["out"]) if spec.get("out") else None
+    rag = await make(spec)
+    if spec.get("docs"):
+        before, started = sim_stats(base), time.perf_counter()
+        await rag.ainsert(spec["docs"])
+        seconds = time.perf_counter() - started
+        record = {"phase": "ingest", "system": system, "seconds": round(seconds, 3), "docs": len(spec["docs"]),
+                  **delta(before, sim_stats(base)), **graph_counts(workdir)}
+        if system == "nano":
+            record.update(await nano_communities(rag))
+        else:
+            record.update({"communities": 0, "communities_by_level": {}})
+        emit(record, out_path)
+    for q in spec.get("queries", []):
+        if q.get("repeat"):
+            emit(await timed_repeats(rag, q, param_of(q["mode"], q["only_need_context"], q.get("budget",
+                                                                                                spec.get("budget")))),
+                 out_path)
+            continue
+        before, started = sim_stats(base), time.perf_counter()
+        error = None
+        try:
+            out = await rag.aquery(q["query"], param=param_of(q["mode"], q["only_need_context"], spec.get("budget")))
+        except Exception as exc:  # a peer's failure is a result to report, not a crash of the benchmark
+            out, error = "", f"{type(exc).__name__}: {exc}"
+        seconds = time.perf_counter() - started
+        text = out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, default=str)
+        emit({"phase": "query", "system": system, "id": q.get("id"), "mode": q["mode"],
+              "only_need_context": q["only_need_context"], "seconds": round(seconds, 4), "error": error,
+              "output": text if spec.get("return_output", True) else None, **delta(before, sim_stats(base))}, out_path)
+    if system == "lightrag":
+        await rag.finalize_storages()
+
+
+if __name__ == "__main__":
+    spec = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
+    os.environ.setdefault("OPENAI_BASE_URL", spec["base_url"])
+    asyncio.run(main(spec))

@@ -1,0 +1,88 @@
+"""What every suite records: the repository paths, the Carol and its questions, JSON lines, the machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "graphfleet_cli" / "sample" / "christmas_carol.txt"
+
+# Distinct local questions about the Carol (people, places, things of the story): a bench that asks one
+# question again and again measures the per-process memo of its context's token counts, not the context
+# build a new question pays. Benches cycle through these (`carol_question`).
+_CAROL_SUBJECTS = (
+    "Ebenezer Scrooge", "Jacob Marley", "Bob Cratchit", "Tiny Tim", "Scrooge's nephew Fred", "Mrs. Cratchit",
+    "Mr. Fezziwig", "Belle", "the Ghost of Christmas Past", "the Ghost of Christmas Present",
+    "the Ghost of Christmas Yet to Come", "Martha Cratchit", "Peter Cratchit", "Topper", "Dick Wilkins", "Old Joe",
+    "Mrs. Dilber", "Fan, Scrooge's sister", "Ignorance and Want", "the portly gentlemen collecting for the poor",
+)
+_CAROL_TEMPLATES = ("Who is {} and what do they do in the story?", "What happens to {} and why does it matter?")
+CAROL_QUESTIONS = tuple(t.format(s) for t in _CAROL_TEMPLATES for s in _CAROL_SUBJECTS)
+
+
+def carol_question(i: int) -> str:
+    """The ``i``-th question of the cycle, marked with ``i`` so that no LLM cache answers a repeat."""
+    return f"{CAROL_QUESTIONS[i % len(CAROL_QUESTIONS)]} (run {i})"
+
+
+# One question per query mode about the Carol (the ingest, query and compare suites ask these).
+QUERIES = {
+    "local": "Who is Ebenezer Scrooge and how does he change?",
+    "global": "What are the main themes of the story?",
+    "naive": "What happens on Christmas morning?",
+    "hybrid": "How is Bob Cratchit related to Scrooge?",
+    "causal": "Why does Scrooge change his ways?",
+}
+
+
+def emit(record: dict, out: Path | None = None) -> None:
+    line = json.dumps(record)
+    print(line, flush=True)
+    if out:
+        with out.open("a") as fh:
+            fh.write(line + "\n")
+
+
+def machine() -> dict:
+    """What the figures were measured on: CPU model and count, memory, kernel, Python."""
+    import platform
+
+    cpu = next((line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines()
+                if line.startswith("model name")), platform.processor() or platform.machine())
+    mem_kb = next((int(line.split()[1]) for line in _read("/proc/meminfo").splitlines()
+                   if line.startswith("MemTotal:")), 0)
+    return {"cpus": os.cpu_count(), "cpu_model": cpu, "memory_gib": round(mem_kb / 1024**2, 1),
+            "kernel": platform.release(), "arch": platform.machine(), "python": sys.version.split()[0],
+            "platform": sys.platform}
+
+
+def own_versions() -> dict:
+    """graphfleet's side of the measurement: the project and the libraries its hot paths run on."""
+    import importlib.metadata as md
+
+    from shared.infra.redis_conn import redis_server_binary
+
+    out = {}
+    for dist in ("graphfleet", "celery", "kombu", "redis", "igraph", "leidenalg", "tiktoken", "openai", "numpy",
+                 "bm25s", "pydantic"):
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            out[dist] = None
+    try:
+        server = subprocess.run([redis_server_binary(), "--version"], capture_output=True, text=True, timeout=10)
+        out["redis-server"] = next((w.split("=", 1)[1] for w in server.stdout.split() if w.startswith("v=")), None)
+    except (OSError, RuntimeError, subprocess.SubprocessError):
+        out["redis-server"] = None
+    return out
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""

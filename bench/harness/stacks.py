@@ -1,0 +1,72 @@
+"""Stacks a suite runs against: the LLM simulator in a subprocess, an embedded Redis, a worker stack."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from bench.harness.results import ROOT
+from shared.infra.redis_conn import EmbeddedRedis, free_port
+
+
+@contextlib.contextmanager
+def simulator(latency_ms: float = 0.0, seed: int = 7, ms_per_completion_token: float = 0.0, **flags):
+    """The LLM simulator in a subprocess: ``latency_ms`` per request, plus ``ms_per_completion_token`` per token
+    of a chat answer (12.5: a model generating 80 tokens/s); other ``flags`` become its ``--flags``."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "llm_simulator", "--port", str(port), "--latency-ms", str(latency_ms),
+           "--seed", str(seed)]
+    if ms_per_completion_token:
+        cmd += ["--ms-per-completion-token", str(ms_per_completion_token)]
+    for key, value in flags.items():
+        cmd += [f"--{key.replace('_', '-')}", str(value)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                httpx.get(base + "/v1/models", timeout=0.5)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield base + "/v1"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@contextlib.contextmanager
+def redis_server():
+    with tempfile.TemporaryDirectory() as tmp:
+        server = EmbeddedRedis(Path(tmp), persist=False).start()
+        try:
+            yield server.url
+        finally:
+            server.stop()
+
+
+@contextlib.contextmanager
+def stack(redis_url: str, llm_url: str | None, concurrency: int = 16, processes: int = 1, **env):
+    from graphfleet_cli.stack import Stack
+
+    extra = {"GRAPHFLEET_LLM_BASE_URL": llm_url or "", "GRAPHFLEET_LLM_API_KEY": "sk-bench",
+             **{k: str(v) for k, v in env.items()}}
+    with tempfile.TemporaryDirectory() as tmp:
+        s = Stack(data_dir=Path(tmp), redis_url=redis_url, worker_concurrency=concurrency, processes=processes,
+                  extra_env=extra)
+        s.start()
+        try:
+            yield s
+        finally:
+            s.stop()
+
+
+def sim_stats(llm_url: str) -> dict:
+    return httpx.get(llm_url.removesuffix("/v1") + "/stats").json()

@@ -1,0 +1,182 @@
+"""Running one system on a corpus against a simulator: graphfleet on a fresh stack, a peer (nano-graphrag,
+LightRAG) in its own venv through ``peers/peer_run.py``; the compare and cost-table suites' rounds and medians."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from bench.harness.cpu import cpu_seconds
+from bench.harness.llm_calls import llm_path
+from bench.harness.peers.peer_run import delta
+from bench.harness.results import QUERIES, ROOT
+from bench.harness.stacks import redis_server, sim_stats, stack
+from shared.domain.tokens import count_tokens
+
+MODEL = "gpt-4o-mini"
+EMBEDDING_DIM = 256  # graphfleet's default; the peers are given the same
+MODES = {
+    "graphfleet": ["local", "global", "naive", "hybrid", "causal"],
+    "nano": ["local", "global", "naive"],
+    "lightrag": ["local", "global", "hybrid", "naive"],
+}
+NANO_BUDGET = 12_000  # nano-graphrag's local max_total_tokens (graphfleet's default is 30,000, seed 004)
+PEERS_VENV = ROOT / ".bench" / "peers-venv"
+PEERS_TIKTOKEN = ROOT / ".bench" / "tiktoken"
+
+
+def peer_versions(python: str) -> dict:
+    code = ("import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in "
+            "('nano-graphrag', 'lightrag-hku', 'graspologic', 'openai', 'tiktoken', 'networkx')}))")
+    return json.loads(subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout)
+
+
+def question(mode: str, run: int, only_context: bool) -> str:
+    """A text no earlier query of the run used, so no system's LLM cache (keywords, map, answer) answers."""
+    return f"{QUERIES[mode]} (run {run}{', context' if only_context else ''})"
+
+
+def graphfleet_run(llm: str, corpus: Path, latency: float, run: int, concurrency: int, processes: int) -> list[dict]:
+    from graphfleet_cli.local_client import LocalClient
+    from graphfleet_cli.query_client import run_query
+    from shared.domain.query.params import QueryParam
+
+    out = []
+    base = {"system": "graphfleet", "latency_ms": latency, "run": run}
+    with redis_server() as url, stack(url, llm, concurrency, processes) as st:
+        client = LocalClient(url)
+        tenant = f"cmp{run}"
+        cpu_before, before = cpu_seconds(st, llm, url), sim_stats(llm)
+        started, wall = time.perf_counter(), time.time()
+        job_id = client.ingest_files(tenant, [corpus])["job_id"]
+        view = client.wait(tenant, job_id, timeout=3600)
+        seconds = time.perf_counter() - started
+        path = llm_path(url, tenant, job_id, wall, wall + seconds)
+        cpu = {k: round(v - cpu_before.get(k, 0.0), 2) for k, v in cpu_seconds(st, llm, url).items()}
+        stats = client.stats(tenant)
+        levels = stats["communities_by_level"]
+        out.append({"bench": "compare_ingest", **base, "status": view["status"], "seconds": round(seconds, 3),
+                    **delta(before, sim_stats(llm)), "ledger_llm_calls": view["usage"]["calls"],
+                    "chunks": stats["chunks"], "entities": stats["entities"], "relations": stats["relations"],
+                    "communities": sum(levels.values()), "communities_by_level": levels,
+                    "reports": stats["reports"], "stage_times": view.get("stage_times"), **path,
+                    "cpu_seconds": cpu})
+        # (label, mode, context only, QueryParam overrides): every mode, and local at nano's budget
+        cases = [(mode, mode, only, {}) for mode in MODES["graphfleet"] for only in (True, False)]
+        cases.append((f"local@{NANO_BUDGET}", "local", False, {"max_total_tokens": NANO_BUDGET}))
+        for label, mode, only, extra in cases:
+            param = QueryParam(query=question(mode, run, only) + (" (budget)" if extra else ""), mode=mode,
+                               only_need_context=only, model=MODEL, **extra)
+            before = sim_stats(llm)
+            res = run_query(client, tenant, param, 600)
+            out.append({"bench": "compare_query", **base, "mode": label, "only_need_context": only,
+                        "seconds": res["seconds"], "status": res["status"],
+                        "context_tokens": count_tokens(res["context"] or "", MODEL) if only else None,
+                        **delta(before, sim_stats(llm))})
+    return out
+
+
+def run_peer_process(python: str, system: str, llm: str, docs: list[str], queries: list[dict],
+                     budget: int | None, concurrency: int) -> tuple[list[dict], subprocess.CompletedProcess]:
+    """Run ``peers/peer_run.py`` in the peers' venv on a fresh working directory; its JSON lines."""
+    python = os.path.abspath(python) if os.sep in python else python  # it runs from the temporary dir
+    with tempfile.TemporaryDirectory(prefix=f"gf-{system}-") as tmp:
+        results = Path(tmp) / "results.jsonl"
+        spec = {"system": system, "base_url": llm, "workdir": str(Path(tmp) / "work"), "model": MODEL,
+                "docs": docs, "queries": queries, "embedding_dim": EMBEDDING_DIM, "budget": budget,
+                "llm_concurrency": concurrency, "out": str(results)}
+        spec_path = Path(tmp) / "spec.json"
+        spec_path.write_text(json.dumps(spec), encoding="utf-8")
+        env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(PEERS_TIKTOKEN), "OPENAI_BASE_URL": llm,
+               "OPENAI_API_KEY": "sk-bench", "PYTHONPATH": ""}
+        proc = subprocess.run([python, str(Path(__file__).parent / "peers" / "peer_run.py"), str(spec_path)],
+                              cwd=tmp, env=env, capture_output=True, text=True, timeout=7200)
+        lines = [json.loads(ln) for ln in results.read_text().splitlines()] if results.exists() else []
+    return lines, proc
+
+
+def peer_run(python: str, system: str, llm: str, corpus: Path, latency: float, run: int, concurrency: int,
+             budget: int | None = None) -> list[dict]:
+    queries = [{"id": f"{mode}-{only}", "mode": mode, "query": question(mode, run, only),
+                "only_need_context": only} for mode in MODES[system] for only in (True, False)]
+    lines, proc = run_peer_process(python, system, llm, [corpus.read_text(encoding="utf-8")], queries, budget,
+                                   concurrency)
+    base = {"system": system, "latency_ms": latency, "run": run}
+    out = []
+    for rec in lines:
+        if rec["phase"] == "ingest":
+            out.append({"bench": "compare_ingest", **base, "status": "succeeded" if proc.returncode == 0 else "failed",
+                        **{k: v for k, v in rec.items() if k not in ("phase", "system")}})
+        else:
+            text = rec.pop("output") or ""
+            out.append({"bench": "compare_query", **base, "status": "failed" if rec["error"] else "succeeded",
+                        "context_tokens": count_tokens(text, MODEL) if rec["only_need_context"] else None,
+                        **{k: v for k, v in rec.items() if k not in ("phase", "system", "id")}})
+    if proc.returncode != 0 or not any(r["bench"] == "compare_ingest" for r in out):
+        out.append({"bench": "compare_error", **base, "returncode": proc.returncode, "stderr": proc.stderr[-2000:]})
+    return out
+
+
+def schedule(systems: list[str], repeat: int, warmup: int) -> list[tuple[int, str, bool]]:
+    """(run, system, is warm-up) in running order: ``warmup`` rounds, then ``repeat`` measured ones, each round
+    every system once, in the reverse order of the round before (so no system always runs first)."""
+    out = []
+    for run in range(warmup + repeat):
+        out += [(run, system, run < warmup) for system in (systems if run % 2 == 0 else systems[::-1])]
+    return out
+
+
+def marked(recs: list[dict], warmup: bool) -> list[dict]:
+    """A run's records, marked ``warmup`` when the run was one (no median counts them)."""
+    return [{**r, "warmup": True} for r in recs] if warmup else recs
+
+
+def run_system(system: str, llm: str, corpus: Path, latency: float, run: int, warmup: bool, args,
+               graphfleet_concurrency: int) -> list[dict]:
+    """One ingestion and its queries of ``system``; warm-up records are marked so no median counts them."""
+    if system == "graphfleet":
+        recs = graphfleet_run(llm, corpus, latency, run, graphfleet_concurrency, args.processes)
+    else:
+        recs = peer_run(args.peers_python, system, llm, corpus, latency, run, args.concurrency)
+    return marked(recs, warmup)
+
+
+def medians(rows: list[dict]) -> list[dict]:
+    """One ``compare_median`` line per (system, latency) for ingestion and per query mode (warm-ups left out)."""
+    out = []
+    rows = [r for r in rows if not r.get("warmup")]
+    ingests = [r for r in rows if r["bench"] == "compare_ingest" and r["status"] == "succeeded"]
+    for key in sorted({(r["system"], r["latency_ms"]) for r in ingests}):
+        runs = [r for r in ingests if (r["system"], r["latency_ms"]) == key]
+        first = runs[0]
+        out.append({"bench": "compare_median", "phase": "ingest", "system": key[0], "latency_ms": key[1],
+                    "runs": len(runs), "seconds_median": round(statistics.median(r["seconds"] for r in runs), 3),
+                    "seconds_all": [r["seconds"] for r in runs],
+                    **{k: first.get(k) for k in ("llm_calls", "prompt_tokens", "completion_tokens", "calls_by_type",
+                                                 "embedding_calls", "embedding_inputs", "chunks", "entities",
+                                                 "relations", "communities", "communities_by_level")},
+                    **_path_medians(runs)})
+    queries = [r for r in rows if r["bench"] == "compare_query"]
+    for key in sorted({(r["system"], r["latency_ms"], r["mode"], r["only_need_context"]) for r in queries}):
+        runs = [r for r in queries if (r["system"], r["latency_ms"], r["mode"], r["only_need_context"]) == key]
+        last = runs[-1]
+        out.append({"bench": "compare_median", "phase": "query", "system": key[0], "latency_ms": key[1],
+                    "mode": key[2], "only_need_context": key[3], "runs": len(runs),
+                    "failed": sum(r["status"] != "succeeded" for r in runs),
+                    "seconds_median": round(statistics.median(r["seconds"] for r in runs), 4),
+                    **{k: last.get(k) for k in ("context_tokens", "llm_calls", "prompt_tokens", "completion_tokens",
+                                                "calls_by_type", "embedding_calls")}})
+    return out
+
+
+def _path_medians(runs: list[dict]) -> dict:
+    """Medians of the LLM-path split (``llm_calls.llm_path``) and of the simulator's CPU, where the runs have them."""
+    out = {k: round(statistics.median(r[k] for r in runs), 3) for k in ("llm_in_flight_s", "llm_idle_s")
+           if all(r.get(k) is not None for r in runs)}
+    sim = [r["cpu_seconds"]["simulator"] for r in runs if "simulator" in (r.get("cpu_seconds") or {})]
+    return {**out, "simulator_cpu_s": round(statistics.median(sim), 2)} if len(sim) == len(runs) else out

@@ -1,0 +1,57 @@
+"""What every table of the report uses: the results files, the system names, ratios, recorded commands."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "bench" / "results"
+SYSTEMS = ("graphfleet", "nano", "lightrag")
+NAMES = {"graphfleet": "graphfleet", "nano": "nano-graphrag", "lightrag": "LightRAG"}
+SYSTEM_MODES = ("local", "global", "naive", "hybrid", "mix", "causal")
+NOT_MEASURED = "not measured"
+
+
+def load_results(name: str) -> list[dict]:
+    path = RESULTS / name
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def newest(rows: list[dict], *keys: str) -> list[dict]:
+    """The last row per key (results files are appended to by every run), in first-seen key order."""
+    out: dict[tuple, dict] = {}
+    for r in rows:
+        out[tuple(r.get(k) for k in keys)] = r
+    return list(out.values())
+
+
+def fmt_ratio(ours, theirs) -> str:
+    return f"{ours / theirs:.2f}" if ours is not None and theirs else "-"
+
+
+@dataclass
+class Row:
+    """One row of a target table: the figures, their ratio, the target, whether it is met and why not."""
+
+    label: str
+    graphfleet: str = NOT_MEASURED
+    nano: str = NOT_MEASURED
+    ratio: str = "-"
+    target: str = ""
+    met: bool | None = None  # None: not measured
+    gap: str = ""  # why it is unmet, in measured figures
+
+
+# A suite's recorded command, with the module under its current name (the suites moved to bench.suites).
+_MOVED = {"compare": "compare", "cost_table": "cost_table", "gateway_latency": "gateway_latency",
+          "global_cost": "global_cost", "context_build": "context_build", "ingest_bench": "ingest",
+          "query_bench": "query", "scaling_bench": "scaling", "walk_bench": "walk", "retrieval_eval": "retrieval",
+          "capacity": "capacity"}
+_OLD_MODULE = re.compile(r"(?<![\w.])bench\.(" + "|".join(_MOVED) + r")\b")
+
+
+def current_command(command: str) -> str:
+    return _OLD_MODULE.sub(lambda m: f"bench.suites.{_MOVED[m.group(1)]}", command)

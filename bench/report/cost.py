@@ -1,0 +1,336 @@
+"""Issue 21's table in docs/benchmarks.md, from the newest run of bench/results/cost_table.jsonl."""
+
+from __future__ import annotations
+
+import statistics
+
+from bench.report.common import NOT_MEASURED, Row, current_command
+from bench.report.gateway import first_query_rows, gateway_row
+from shared.domain.query.params import QueryParam
+
+LOCAL_SLACK_S = 0.020  # local answer: <= nano + 20 ms
+GLOBAL_TOKENS_RATIO, GLOBAL_COVERAGE = 0.1, 0.9
+INGEST_TARGETS = {"0": 0.8, "200": 0.5, "token": 0.3}  # graphfleet/nano seconds
+CRITICAL_PATH_FACTOR = 1.5
+
+
+def newest_run(rows: list[dict]) -> list[dict]:
+    """The records of the newest ``run_id`` (the file is appended to by every run)."""
+    ids = [r["run_id"] for r in rows if r.get("run_id")]
+    return [r for r in rows if r.get("run_id") == ids[-1]] if ids else []
+
+
+def _s(x: float) -> str:
+    return f"{x:.3f} s"
+
+
+def _median(rows, system, latency, mode=None, processes=1, ms_per_token=0.0) -> dict | None:
+    """A ``compare_median`` record: ingestion (``mode`` None) or the answer (not context-only) of ``mode``."""
+    for r in rows:
+        if (r.get("bench") == "compare_median" and r["system"] == system and r["latency_ms"] == latency
+                and r.get("ms_per_token", 0.0) == ms_per_token
+                and (system != "graphfleet" or r.get("processes", 1) == processes)
+                and (r["phase"] == "ingest" if mode is None
+                     else r["phase"] == "query" and r["mode"] == mode and not r["only_need_context"])):
+            return r
+    return None
+
+
+def answer_row(rows, label: str, mode: str, latency: float, nano_mode: str | None = None) -> Row:
+    gf, nano = _median(rows, "graphfleet", latency, mode), _median(rows, "nano", latency, nano_mode or mode)
+    row = Row(label, target="≤ 1.0× nano" if mode == "global" else "≤ nano + 20 ms")
+    if gf:
+        row.graphfleet = _s(gf["seconds_median"]) + (f" ({gf['failed']} failed)" if gf.get("failed") else "")
+    if nano:
+        row.nano = _s(nano["seconds_median"]) + (f" ({nano['failed']} failed)" if nano.get("failed") else "")
+    if not (gf and nano):
+        return row
+    g, n = gf["seconds_median"], nano["seconds_median"]
+    row.ratio = f"{g / n:.2f}"
+    limit = n if mode == "global" else n + LOCAL_SLACK_S
+    row.met = g <= limit
+    if not row.met:
+        row.gap = f"graphfleet {_s(g)} vs ≤ {_s(limit)}: {(g - limit) * 1000:.0f} ms over"
+    return row
+
+
+def processes_label(processes: int | str) -> str:
+    """``1 process``, ``2 processes``, or ``graphfleet up``'s default (``auto``: processes from the cores)."""
+    if processes == "auto":
+        return "processes auto, `graphfleet up`'s default"
+    return f"{processes} process{'es' if int(processes) > 1 else ''}"
+
+
+def ingest_row(rows, latency: float, processes: int | str, ms_per_token: float = 0.0) -> Row:
+    key = "token" if ms_per_token else f"{latency:g}"
+    what = f"{ms_per_token:g} ms per completion token" + (f" + {latency:g} ms" if latency else "") \
+        if ms_per_token else f"{latency:g} ms"
+    factor = INGEST_TARGETS.get(key, INGEST_TARGETS["0"])
+    path = next((r for r in rows if r.get("bench") == "critical_path" and r["latency_ms"] == latency
+                 and r.get("ms_per_token", 0.0) == ms_per_token and r.get("processes", 1) == processes), None)
+    with_path = key == "200"
+    row = Row(f"ingest at {what} (Carol, {processes_label(processes)})",
+              target=f"≤ {factor}× nano" + (f", and ≤ {CRITICAL_PATH_FACTOR}× the critical path"
+                                            + (f" ({_s(path['seconds'])})" if path else "") if with_path else ""))
+    gf = _median(rows, "graphfleet", latency, None, processes, ms_per_token)
+    nano = _median(rows, "nano", latency, None, processes, ms_per_token)
+    if gf:
+        row.graphfleet = _s(gf["seconds_median"])
+    if nano:
+        row.nano = _s(nano["seconds_median"])
+    if not (gf and nano) or (with_path and not path):
+        return row
+    g, n = gf["seconds_median"], nano["seconds_median"]
+    row.ratio = f"{g / n:.2f}" + (f"; {g / path['seconds']:.2f}× critical path" if path else "")
+    cpu = _median(rows, "graphfleet", 0.0, None, processes) if latency or ms_per_token else None
+    gaps = _ingest_gaps(g, n, factor, path, with_path, cpu)
+    row.met, row.gap = not gaps, "; ".join(gaps)
+    return row
+
+
+def _measured_path(path: dict) -> str:
+    """The measured split of graphfleet's ingestion (``bench.harness.llm_calls``), when the run recorded it."""
+    if path.get("llm_in_flight_s") is None:
+        return ""
+    sim = f", the simulator using {_s(path['simulator_cpu_s'])} of CPU" if path.get("simulator_cpu_s") else ""
+    return (f"; measured, some LLM call of the job was in flight for {_s(path['llm_in_flight_s'])}{sim}, and none "
+            f"for {_s(path['llm_idle_s'])} (graphfleet's own time on the path)")
+
+
+def _ingest_gaps(g: float, n: float, factor: float, path: dict | None, with_path: bool, cpu: dict | None) -> list[str]:
+    """Why an ingestion misses its targets, in measured figures: the excess over each target, and what bounds it
+    from below (the critical path of the LLM waves; the same ingestion with a 0 ms LLM, i.e. CPU and queues)."""
+    limit = factor * n
+    gaps = [] if g <= limit else [f"{_s(g)} = {g / n:.2f}× nano {_s(n)} (≤ {factor}×: ≤ {_s(limit)}, "
+                                  f"{g - limit:.2f} s over)"]
+    if with_path and g > CRITICAL_PATH_FACTOR * path["seconds"]:
+        gaps.append(f"{g / path['seconds']:.1f}× the critical path {_s(path['seconds'])} ({len(path['waves'])} LLM "
+                    f"waves, {path['waves_source']}; ≤ {CRITICAL_PATH_FACTOR}×: "
+                    f"{g - CRITICAL_PATH_FACTOR * path['seconds']:.2f} s over){_measured_path(path)}")
+    if not gaps:
+        return []
+    if path and g > limit and path["seconds"] > limit:
+        gaps.append(f"the target ({_s(limit)}) is below the critical path ({_s(path['seconds'])}): no schedule "
+                    "reaches it at this simulator setting")
+    elif path and g > limit and (path.get("in_flight_bound_s") or 0) > limit:
+        gaps.append(f"the target ({_s(limit)}) is below the time the same waves take with {path['in_flight']} calls "
+                    f"in flight ({_s(path['in_flight_bound_s'])}): it needs more calls in flight")
+    if cpu:
+        cpu_s = cpu["seconds_median"]
+        gaps.append(f"the same ingestion with a 0 ms LLM (CPU and queues only) takes {_s(cpu_s)}"
+                    + (", above the target by itself" if g > limit and cpu_s > limit else ""))
+    return gaps
+
+
+def global_cost(rows: list[dict]) -> dict[str, dict[str, dict]]:
+    """corpus -> system -> mean tokens / calls / map calls / coverage over the questions that succeeded, with the
+    question counts; corpora with the most passages (``global_cost_ingest`` documents) first."""
+    out: dict[str, dict[str, dict]] = {}
+    recs = [r for r in rows if r.get("bench") == "global_cost"]
+    passages = {r["corpus"]: r.get("documents") for r in rows if r.get("bench") == "global_cost_ingest"}
+    for corpus in sorted(dict.fromkeys(r["corpus"] for r in recs), key=lambda c: -(passages.get(c) or 0)):
+        for system in dict.fromkeys(r["system"] for r in recs if r["corpus"] == corpus):
+            mine = [r for r in recs if (r["corpus"], r["system"]) == (corpus, system)]
+            ok = [r for r in mine if r.get("status", "succeeded") == "succeeded" and r.get("tokens") is not None]
+            if not ok:
+                continue
+            cov = [r["coverage"] for r in ok if r.get("coverage") is not None]
+            out.setdefault(corpus, {})[system] = {
+                "questions": len(ok), "failed": len(mine) - len(ok), "tokens": statistics.mean(r["tokens"] for r in ok),
+                "calls": statistics.mean(r["calls"] for r in ok),
+                "map_calls": statistics.mean(r.get("map_calls") or 0 for r in ok),
+                "coverage": statistics.mean(cov) if cov else None, "min_coverage": min(cov) if cov else None,
+                "direct": sum(r.get("answer_path") == "direct" for r in ok), "passages": passages.get(corpus)}
+    return out
+
+
+def global_tokens_rows(rows) -> list[Row]:
+    out = []
+    costs = global_cost(rows) or {"~2,000-passage corpus": {}}
+    for corpus, by_system in costs.items():
+        gf, nano = by_system.get("graphfleet"), by_system.get("nano")
+        size = f", {gf['passages']:,} passages" if gf and (gf.get("passages") or 0) > 1 else ""
+        row = Row(f"global answer, LLM tokens per question, {corpus}{size}",
+                  target=f"≤ {GLOBAL_TOKENS_RATIO}× nano at ≥ {GLOBAL_COVERAGE:.0%} coverage")
+        if gf:
+            cov = f", coverage {gf['coverage']:.0%}" if gf["coverage"] is not None else ""
+            direct = f", {gf['direct']} of {gf['questions']} answered in one call" if gf.get("direct") else ""
+            row.graphfleet = f"{gf['tokens']:,.0f} (≈ {gf['map_calls']:.0f} map calls{direct}{cov})"
+        if nano:
+            row.nano = f"{nano['tokens']:,.0f}"
+        if gf and nano and nano["tokens"] and gf["coverage"] is not None:
+            ratio = gf["tokens"] / nano["tokens"]
+            row.ratio = f"{ratio:.3f}"
+            gaps = ([f"{ratio:.3f}× nano's tokens > {GLOBAL_TOKENS_RATIO}×"] if ratio > GLOBAL_TOKENS_RATIO else []) + \
+                ([f"coverage {gf['coverage']:.0%} < {GLOBAL_COVERAGE:.0%}"] if gf["coverage"] < GLOBAL_COVERAGE else [])
+            row.met, row.gap = not gaps, "; ".join(gaps)
+        out.append(row)
+    return out
+
+
+def cost_rows(rows: list[dict]) -> list[Row]:
+    """Issue 21's table, top to bottom, from one run's records."""
+    procs = sorted({r.get("processes", 1) for r in rows if r.get("bench") == "compare_median"},
+                   key=lambda p: (p == "auto", 0 if p == "auto" else int(p))) or [1]
+    token = sorted({(r["latency_ms"], r["ms_per_token"]) for r in rows
+                    if r.get("bench") == "compare_median" and r.get("ms_per_token")}) or [(0.0, 12.5)]
+    return [*global_tokens_rows(rows),
+            answer_row(rows, "global answer at 200 ms (Carol)", "global", 200.0),
+            answer_row(rows, "local answer at 0 ms (Carol)", "local", 0.0),
+            answer_row(rows, "local answer at 0 ms (Carol), both at nano's max_total_tokens 12,000", "local@12000",
+                       0.0, "local"),
+            gateway_row(rows), *first_query_rows(rows),
+            *(ingest_row(rows, 200.0, p) for p in procs), *(ingest_row(rows, 0.0, p) for p in procs),
+            *(ingest_row(rows, lat, p, mt) for lat, mt in token for p in procs)]
+
+
+def _met(met: bool | None) -> str:
+    return "-" if met is None else ("yes" if met else "**no**")
+
+
+def coverage_table(rows: list[dict]) -> list[str]:
+    """Per question: graphfleet's (selected) tokens, calls and coverage beside the full scan's and nano's."""
+    recs = [r for r in rows if r.get("bench") == "global_cost"]
+    if not recs:
+        return [f"Global cost per question: {NOT_MEASURED}.", ""]
+    out = ["| corpus | question | graphfleet tokens | calls (map / reduce) | coverage | full scan tokens "
+           "| full scan calls | nano-graphrag tokens | nano calls | graphfleet/nano tokens |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    cells = {(r["corpus"], r["question"], r["system"]): r for r in recs}
+    for corpus, question in dict.fromkeys((r["corpus"], r["question"]) for r in recs):
+        gf, full, nano = (cells.get((corpus, question, s)) for s in ("graphfleet", "graphfleet-full", "nano"))
+
+        def get(r, key, fmt="{:,}"):
+            return NOT_MEASURED if r is None or r.get(key) is None else fmt.format(r[key])
+
+        calls = NOT_MEASURED if gf is None else f"{gf['calls']} ({gf.get('map_calls')} / {gf.get('reduce_calls')})"
+        if gf is not None and gf.get("answer_path") == "direct":
+            calls = f"{gf['calls']} (direct: no map, no reduce)"
+        ratio = f"{gf['tokens'] / nano['tokens']:.3f}" if gf and nano and nano.get("tokens") else "-"
+        out.append(f"| {corpus} | {question} | {get(gf, 'tokens')} | {calls} | {get(gf, 'coverage', '{:.0%}')} "
+                   f"| {get(full, 'tokens')} | {get(full, 'calls')} | {get(nano, 'tokens')} | {get(nano, 'calls')} "
+                   f"| {ratio} |")
+    return out + [""]
+
+
+def _ms(r: dict | None, key: str = "seconds_median") -> float | None:
+    """A context build's milliseconds: ``p50_ms``, or ``bench.suites.context_build``'s seconds."""
+    if r is None:
+        return None
+    if key == "seconds_median" and r.get("p50_ms") is not None:
+        return r["p50_ms"]
+    return r[key] * 1000 if r.get(key) is not None else None
+
+
+def context_table(rows: list[dict]) -> list[str]:
+    recs = [r for r in rows if r.get("bench") == "context_build"]
+    if not recs:
+        return [f"Context build in-process: {NOT_MEASURED}.", ""]
+    cells = {(r["system"], r.get("mode") or "-", r["max_total_tokens"]): r for r in recs}
+    out = ["| mode | max_total_tokens | graphfleet p50 / p95 ms | context tokens | nano-graphrag p50 / p95 ms "
+           "| context tokens | graphfleet/nano p50 |", "|---|---|---|---|---|---|---|"]
+
+    def cell(r):
+        if _ms(r) is None:
+            return f"{NOT_MEASURED} | -"
+        p95 = _ms(r, "seconds_p95")
+        tokens = r.get("context_tokens")
+        return f"{_ms(r):.1f}" + (f" / {p95:.1f}" if p95 is not None else "") + \
+            (f" | {tokens:,}" if isinstance(tokens, int) else " | -")
+
+    for mode, budget in sorted({k[1:] for k in cells}):
+        gf, nano = cells.get(("graphfleet", mode, budget)), cells.get(("nano", mode, budget))
+        ratio = f"{_ms(gf) / _ms(nano):.2f}" if _ms(gf) is not None and _ms(nano) else "-"
+        out.append(f"| {mode} | {budget:,} | {cell(gf)} | {cell(nano)} | {ratio} |")
+    return out + [""]
+
+
+def _last_line(text: str | None) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def _commands(rows: list[dict]) -> list[str]:
+    head = next((r for r in rows if r.get("bench") == "cost_run"), {})
+    subs = dict.fromkeys(r["command"] for r in rows if r.get("command") and r.get("bench") != "cost_run")
+    missing = [f"- `{r['row']}` ({r.get('module')}): {_last_line(r.get('reason'))}"
+               for r in rows if r.get("bench") == "cost_missing"]
+    missing += [f"- `{r['bench']}`: {r['system']} in `{r.get('row')}`" + (f", run {r['run']}" if "run" in r else "")
+                + f" failed: {_last_line(r.get('error') or r.get('stderr'))}"
+                for r in rows if str(r.get("bench")).endswith("_error")]
+    end = next((r for r in rows if r.get("bench") == "cost_run_end"), {})
+    command = current_command(head.get("command", "python -m bench.suites.cost_table"))
+    out = [f"Command: `.venv/bin/{command}` (run `{head.get('run_id')}`, "
+           f"{end.get('seconds', '?')} s; medians of {head.get('repeat')} runs per compare configuration"
+           f"{', after ' + str(head['warmup']) + ' unmeasured warm-up round' if head.get('warmup') else ''}; "
+           f"nano-graphrag "
+           f"{(head.get('peer_versions') or {}).get('nano-graphrag', '?')}). It ran: `bench.harness.systems`' runs per "
+           "configuration" + "".join(f", `{current_command(c)}`" for c in subs) + "."]
+    if head.get("quick"):
+        out.append("**Quick run** (`--quick`: one run, latency 0 only, short sub-benches): a smoke test of the "
+                   "harness, not figures to compare.")
+    if missing:
+        out += ["", "Not measured or failed in this run:", *missing]
+    return out + [""]
+
+
+def curve_table(rows: list[dict]) -> list[str]:
+    """Mean tokens per global question (and their ratio to nano-graphrag's) against mean and worst coverage, for
+    the default selection, the other allowances measured (``graphfleet@<share>``) and the full scan."""
+    stats = global_cost(rows)
+    lines = []
+    for corpus, systems in stats.items():
+        nano = systems.get("nano")
+        for system, st in systems.items():
+            if system == "nano" or st.get("coverage") is None:
+                continue
+            ratio = f"{st['tokens'] / nano['tokens']:.3f}" if nano else "-"
+            lines.append(f"| {corpus} | {system} | {st['tokens']:,.0f} | {ratio} | {st['map_calls']:.1f} | "
+                         f"{st['coverage']:.0%} | {st['min_coverage']:.0%} |")
+    if not lines:
+        return []
+    return ["### Global answer: cost against coverage", "",
+            "Means over each corpus's questions: `graphfleet` is the default (`global_selection=auto`, allowance "
+            f"`global_selection_share` {QueryParam().global_selection_share:g}), `graphfleet@<share>` the same with "
+            "another allowance, `graphfleet-full` the full scan.", "",
+            "| corpus | system | tokens per question | / nano | map calls | coverage (mean) | coverage (worst) |",
+            "|---|---|---|---|---|---|---|", *lines, ""]
+
+
+def cost_section(all_rows: list[dict]) -> list[str]:
+    """The section "Cost and latency per question (issue 21 table)" of docs/benchmarks.md."""
+    rows = newest_run(all_rows)
+    out = ["## Cost and latency per question (issue 21 table)", ""]
+    if not rows:
+        return out + ["(no results yet: `.venv/bin/python -m bench.suites.cost_table`)", ""]
+    table = cost_rows(rows)
+    out += [*_commands(rows),
+            "| | graphfleet | nano-graphrag | ratio | target | met? |", "|---|---|---|---|---|---|",
+            *(f"| {r.label} | {r.graphfleet} | {r.nano} | {r.ratio} | {r.target} | {_met(r.met)} |" for r in table), ""]
+    unmet = [r for r in table if r.met is False]
+    if unmet:
+        out += ["Unmet targets, by how much:", "", *(f"- {r.label}: {r.gap}." for r in unmet), ""]
+    paths = [r for r in rows if r.get("bench") == "critical_path"]
+    if paths:
+        out += ["Critical path: the LLM waves of one ingestion one after another (extract, gleaning rounds, "
+                "summaries, one per report wave), a lower bound on any schedule of the job's calls at the "
+                "simulator's setting (a call lasts the latency plus its completion tokens at the time per token). "
+                "Each wave lasts at least as long as its longest call: the chunk with the longest extraction (or "
+                "gleaning) answer takes that call plus at least the shortest call of its other rounds, the summary "
+                "wave at least its longest summary, and of the report waves one holds the longest report and the "
+                "others at least the shortest (from the shortest and longest answer per stage of the job's usage "
+                "records); where the run recorded no answers per stage, or the sum of average calls per wave is "
+                "longer, that sum.", "",
+                *(f"- {r['latency_ms']:g} ms + {r.get('ms_per_token', 0):g} ms/token, "
+                  f"{processes_label(r.get('processes', 1))}: {_s(r['seconds'])} ({' → '.join(r['waves'])}; "
+                  f"{r['waves_source']}"
+                  + (f"; longest calls, the average calls' sum {_s(r['average_waves_s'])}"
+                     if r.get("longest_calls") else "") + "); graphfleet "
+                  f"{_s(r['graphfleet_s'])} = {r['ratio']}×"
+                  + (f"; with {r['in_flight']} calls in flight (concurrency × processes) the waves take "
+                     f"{_s(r['in_flight_bound_s'])}" if r.get("in_flight_bound_s") else "") + _measured_path(r)
+                  for r in paths), ""]
+    return [*out, *curve_table(rows), "### Global answer: tokens, calls and coverage per question", "",
+            "Coverage: the share of the full scan's positive-score map points (by report) that the selected scan also "
+            "finds (the simulator's map answers are deterministic).", "", *coverage_table(rows),
+            "### Context build in-process", "", *context_table(rows)]

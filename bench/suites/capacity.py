@@ -1,0 +1,240 @@
+"""Capacity figures per unit: Redis memory per chunk / entity / relation / vector, state-Redis operations per
+ingested chunk (by stage) and per query (by mode and stage), broker messages per chunk, worker CPU per chunk.
+
+    .venv/bin/python -m bench.suites.capacity [--sizes 1000 10000 50000] [--llm-up-to 1000] [--both-at 1000]
+        [--size-tokens 300] [--overlap 30] [--batch-chunks 0] [--processes 1] [--concurrency 16]
+        [--query-repeat 3] [--out bench/results/capacity.jsonl]
+    .venv/bin/python -m bench.report.capacity bench/results/capacity.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from bench.harness import capacity_probe as probe
+from bench.harness.capacity_corpus import batches, corpus
+from bench.harness.cpu import cpu_seconds
+from bench.harness.results import emit, machine, own_versions
+from bench.harness.stacks import redis_server, sim_stats, simulator, stack
+
+QUERIES = {
+    "local": "What did Microsoft say about the growth of Azure and the commercial cloud?",
+    "global": "What are the main themes across these documents?",
+    "naive": "What happens to Scrooge on Christmas morning?",
+}
+POLL_S = 0.25
+
+
+def _env(broker_url: str, args, fast: bool) -> dict:
+    env = {"GRAPHFLEET_BROKER_URL": broker_url, "GRAPHFLEET_CHUNKING__SIZE_TOKENS": args.size_tokens,
+           "GRAPHFLEET_CHUNKING__OVERLAP_TOKENS": args.overlap}
+    if fast:
+        env["GRAPHFLEET_EXTRACTION__STRATEGY"] = "fast"
+    return env
+
+
+def _use_broker(state_url: str, broker_url: str) -> None:
+    """This process (the stack's readiness check, the submitting client) uses the workers' state and broker:
+    ``Stack`` takes the configured broker only for the configured state Redis (``queueing.settings_for``)."""
+    from shared.config import reset_settings_cache
+
+    os.environ["GRAPHFLEET_REDIS_URL"] = state_url
+    os.environ["GRAPHFLEET_BROKER_URL"] = broker_url
+    reset_settings_cache()
+
+
+class StageRecorder:
+    """Snapshots both Redis servers and the stack's CPU whenever a new stage of the job has started."""
+
+    def __init__(self, st, llm: str, state, broker, state_url: str):
+        self.st, self.llm, self.state, self.broker, self.state_url = st, llm, state, broker, state_url
+        self.marks: list[tuple[str, dict, dict, dict, int]] = []  # (stage, state snap, broker snap, cpu, polls)
+        self.seen: set[str] = set()
+        self.polls = 0
+
+    def mark(self, stage: str) -> None:
+        self.marks.append((stage, probe.snapshot(self.state), probe.snapshot(self.broker),
+                           cpu_seconds(self.st, self.llm, self.state_url), self.polls))
+
+    def poll(self, view: dict | None) -> None:
+        self.polls += 1
+        times = (view or {}).get("stage_times") or {}
+        new = sorted((t, s) for s, t in times.items() if s not in self.seen)
+        if new:
+            self.seen.update(s for _t, s in new)
+            self.mark("+".join(s for _t, s in new))
+
+    def segments(self, per_view: dict) -> list[dict]:
+        out = []
+        for (stage, s0, b0, c0, p0), (_n, s1, b1, c1, p1) in zip(self.marks, self.marks[1:], strict=False):
+            state = probe.minus(probe.delta(s0, s1), per_view, p1 - p0)
+            cpu = {k: round(v - c0.get(k, 0.0), 2) for k, v in c1.items()}
+            out.append({"stage": stage, "state": state, "broker": probe.broker_messages(probe.delta(b0, b1)),
+                        "cpu_seconds": cpu})
+        return out
+
+
+def ingest(client, rec: StageRecorder, docs: list[tuple[str, str]], timeout: float) -> tuple[dict, float]:
+    from shared.infra.ingest_submit import DocumentInput, submit_ingestion
+
+    rec.seen.clear()
+    rec.mark("submit")
+    started = time.perf_counter()
+    job = submit_ingestion(client.redis, client.celery, "cap", [DocumentInput(text=t, title=title)
+                                                                 for title, t in docs], client.settings)
+    while True:
+        view = client.job("cap", job["job_id"])
+        rec.poll(view)
+        if view and view["status"] in ("succeeded", "failed", "cancelled"):
+            break
+        if time.perf_counter() - started > timeout:
+            raise TimeoutError(f"ingestion not finished after {timeout} s")
+        time.sleep(POLL_S)
+    seconds = time.perf_counter() - started
+    rec.mark("end")
+    return view, seconds
+
+
+def per_view_cost(client, state, job_id: str, n: int = 20) -> dict:
+    """The state-Redis commands of one job read by the bench (subtracted from the stages)."""
+    before = probe.snapshot(state)
+    for _ in range(n):
+        client.job("cap", job_id)
+    d = probe.delta(before, probe.snapshot(state))
+    return {"ops": d["ops"] / n, "by_command": {k: v / n for k, v in d["by_command"].items()},
+            "usec_by_command": {k: v / n for k, v in d["usec_by_command"].items()}, "redis_cpu_s": 0}
+
+
+def measure_queries(client, state, broker, repeat: int) -> list[dict]:
+    from shared.domain.query.params import QueryParam
+
+    out = []
+    for mode, text in QUERIES.items():
+        for only_context in (True, False):
+            s0, b0, t0 = probe.snapshot(state), probe.snapshot(broker), time.perf_counter()
+            statuses = [client.query("cap", QueryParam(query=f"{text} (run {i} {only_context})", mode=mode,
+                                                       only_need_context=only_context), timeout=900)["status"]
+                        for i in range(repeat)]
+            s = probe.delta(s0, probe.snapshot(state))
+            b = probe.broker_messages(probe.delta(b0, probe.snapshot(broker)))
+            out.append({"mode": mode, "stage": "context" if only_context else "full", "queries": repeat,
+                        "statuses": statuses, "seconds_per_query": round((time.perf_counter() - t0) / repeat, 3),
+                        "state_ops_per_query": round(s["ops"] / repeat, 1),
+                        "state_by_command": {k: round(v / repeat, 1) for k, v in s["by_command"].items()},
+                        "state_redis_cpu_ms_per_query": round(1000 * s["redis_cpu_s"] / repeat, 2),
+                        "state_usec_per_query": round(s["usec"] / repeat, 1),
+                        "broker_messages_per_query": round(b["messages"] / repeat, 2),
+                        "broker_ops_per_query": round(b["ops"] / repeat, 1)})
+    return out
+
+
+def run_size(target: int, fast: bool, args) -> dict:
+    from graphfleet_cli.local_client import LocalClient
+
+    built = corpus(target, args.size_tokens, args.overlap)
+    with simulator(latency_ms=0.0) as llm, redis_server() as state_url, redis_server() as broker_url:
+        _use_broker(state_url, broker_url)
+        with stack(state_url, llm, args.concurrency, args.processes, **_env(broker_url, args, fast)) as st:
+            client = LocalClient(state_url)
+            state, broker = probe_client(state_url), probe_client(broker_url)
+            b_idle = probe.snapshot(broker)
+            time.sleep(5.0)
+            idle = probe.delta(b_idle, probe.snapshot(broker))
+            mem0 = probe.memory(state)
+            rec = StageRecorder(st, llm, state, broker, state_url)
+            sim0 = sim_stats(llm)
+            views, jobs = [], []
+            for i, docs in enumerate(batches(built, args.batch_chunks)):
+                before, b_before, chunks_before = probe.snapshot(state), probe.snapshot(broker), stored(client)
+                view, seconds = ingest(client, rec, docs, args.timeout)
+                views.append(view)
+                jobs.append(job_record(i, chunks_before, stored(client), seconds, view,
+                                       probe.delta(before, probe.snapshot(state)),
+                                       probe.broker_messages(probe.delta(b_before, probe.snapshot(broker)))))
+            sim1 = sim_stats(llm)
+            mem1, families = probe.memory(state), probe.memory_by_family(state, "cap")
+            stats = client.stats("cap")
+            vectors = {sub.split(":", 1)[1]: probe.hash_len(state, f"gf:t:{{cap}}:{sub}")
+                       for sub in families["subfamilies"] if sub.startswith("vec:")}
+            per_view = per_view_cost(client, state, views[-1]["id"])
+            queries = measure_queries(client, state, broker, args.query_repeat)
+            mem2 = probe.memory(state)
+            broker_mem = probe.memory(broker)
+    usage = [v["usage"] for v in views]
+    return {"bench": "capacity", "target_chunks": target, "extraction": "fast" if fast else "llm",
+            "size_tokens": args.size_tokens, "overlap_tokens": args.overlap, "processes": args.processes,
+            "concurrency": args.concurrency, "status": ",".join(sorted({v["status"] for v in views})),
+            "seconds": round(sum(j["seconds"] for j in jobs), 2), "jobs": jobs,
+            "documents": len(built["docs"]), "corpus_tokens": built["tokens"],
+            "renamed_copies": built["renamed_copies"], **stats,
+            "communities": sum(stats["communities_by_level"].values()), "vectors": vectors,
+            "memory_before": mem0, "memory_after_ingest": mem1, "memory_after_queries": mem2,
+            "broker_memory_after": broker_mem, "families": families,
+            "stages": rec.segments(per_view), "poll_cost_per_view": per_view["ops"],
+            "broker_idle_ops_per_s": round(idle["ops"] / 5.0, 1), "broker_idle_by_command": idle["by_command"],
+            "llm_calls": sum(u["calls"] for u in usage), "prompt_tokens": sum(u["prompt_tokens"] for u in usage),
+            "completion_tokens": sum(u["completion_tokens"] for u in usage),
+            "calls_by_stage": by_stage(usage, ("calls",)),
+            "tokens_by_stage": by_stage(usage, ("prompt_tokens", "completion_tokens")),
+            "sim_embedding_calls": sim1["embeddings"]["calls"] - sim0["embeddings"]["calls"],
+            "queries": queries}
+
+
+def stored(client) -> int:
+    return int(client.redis.scard("gf:t:{cap}:chunks") or 0)
+
+
+def job_record(i: int, before: int, after: int, seconds: float, view: dict, state: dict, broker: dict) -> dict:
+    """One ingestion job of a batched run: what it cost while the tenant already held ``before`` chunks
+    (the bench's own job reads, ~12 commands every 0.25 s, are included here)."""
+    n = max(1, after - before)
+    return {"job": i, "chunks_before": before, "chunks_added": after - before, "status": view["status"],
+            "seconds": round(seconds, 2), "state_ops_per_chunk": round(state["ops"] / n, 1),
+            "state_usec_per_chunk": round(state["usec"] / n, 1),
+            "state_redis_cpu_us_per_chunk": round(1e6 * state["redis_cpu_s"] / n, 1),
+            "top_usec_per_chunk": {k: round(v / n, 1) for k, v in list(state["usec_by_command"].items())[:6]},
+            "broker_messages_per_chunk": round(broker["messages"] / n, 2)}
+
+
+def by_stage(usage: list[dict], fields: tuple[str, ...]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for u in usage:
+        for stage, v in u["by_stage"].items():
+            out[stage] = out.get(stage, 0) + sum(v.get(f, 0) for f in fields)
+    return out
+
+
+def probe_client(url: str):
+    from shared.infra.redis_conn import connect
+
+    return connect(url)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 50000], help="target chunks per run")
+    ap.add_argument("--llm-up-to", type=int, default=1000, help="LLM extraction up to this size, fast above")
+    ap.add_argument("--both-at", type=int, nargs="*", default=[], help="sizes also run with the other extraction")
+    ap.add_argument("--size-tokens", type=int, default=300)
+    ap.add_argument("--overlap", type=int, default=30)
+    ap.add_argument("--processes", type=int, default=1)
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--query-repeat", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=3600.0)
+    ap.add_argument("--batch-chunks", type=int, default=0,
+                    help="ingest in consecutive jobs of about this many chunks (0: one job)")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    emit({"bench": "machine", **machine(), "versions": own_versions(), "command": "python -m bench.suites.capacity",
+          "args": {k: v for k, v in vars(args).items() if k != "out"}, "started": time.time()}, args.out)
+    for target in args.sizes:
+        fast = target > args.llm_up_to
+        for mode in [fast, *([not fast] if target in args.both_at else [])]:
+            emit(run_size(target, mode, args), args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""Global search cost and coverage per question: graphfleet's default selection vs its full scan vs nano-graphrag."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from bench.harness.peers.peer_run import delta
+from bench.harness.results import SAMPLE, emit
+from bench.harness.stacks import redis_server, sim_stats, simulator, stack
+
+CAROL_QUESTIONS = [
+    "What are the main themes of the story?",
+    "Who is Ebenezer Scrooge and how does he change?",
+    "What role do the spirits play?",
+    "How does Bob Cratchit's family celebrate Christmas?",
+    "What does Marley's ghost warn Scrooge about?",
+    "How is Christmas described across the story?",
+    "What do the poor and the rich characters have in common?",
+    "What happens to Tiny Tim?",
+    "Which places does Scrooge visit with the ghosts?",
+    "What lessons does the story teach about money and generosity?",
+]
+POOL_PASSAGES = 2000  # a dev set corpus: the first this many passages of its pool (MuSiQue: the table's)
+CORPORA = ("carol", "musique", "2wiki", "hotpotqa")
+
+
+def corpus_docs(name: str, questions: int) -> tuple[list, list[str]]:
+    """(documents to ingest, questions) of a corpus."""
+    from shared.infra.ingest_submit import DocumentInput
+
+    if name == "carol":
+        return [DocumentInput(text=SAMPLE.read_text(encoding="utf-8"), title=SAMPLE.name)], CAROL_QUESTIONS[:questions]
+    from bench.harness.datasets import load_named_set
+
+    ds = load_named_set(name)
+    keys = list(ds.passages)[:POOL_PASSAGES]
+    docs = [DocumentInput(text=ds.docs[k], title=ds.titles.get(k, k)) for k in keys]
+    return docs, [q["question"] for q in ds.questions[:questions]]
+
+
+def _tokens(before: dict, after: dict) -> dict:
+    """The simulator's counters of one query (``peer_run.delta``), with calls by prompt type as counts."""
+    d = delta(before, after)
+    by_type = d["calls_by_type"]
+    return {"calls": d["llm_calls"], "prompt_tokens": d["prompt_tokens"], "completion_tokens": d["completion_tokens"],
+            "tokens": d["prompt_tokens"] + d["completion_tokens"],
+            "calls_by_type": {kind: v["calls"] for kind, v in by_type.items()},
+            "tokens_by_type": {kind: v["prompt_tokens"] + v["completion_tokens"] for kind, v in by_type.items()},
+            "completion_by_type": {kind: v["completion_tokens"] for kind, v in by_type.items()},
+            "embedding_calls": d["embedding_calls"]}
+
+
+def point_reports(points: list) -> dict[str, float]:
+    """Report id -> best score over the positive points citing it (a point may cite several reports)."""
+    out: dict[str, float] = {}
+    for cid, score in points or []:
+        for rid in str(cid).split(","):
+            rid = rid.strip()
+            if rid and score > 0:
+                out[rid] = max(out.get(rid, 0.0), float(score))
+    return out
+
+
+def coverage(full: dict[str, float], selected: dict[str, float]) -> tuple[float, float]:
+    """(share of the full scan's reports found, the same weighted by their full-scan score); 1.0 when the
+    full scan found nothing."""
+    if not full:
+        return 1.0, 1.0
+    found = [r for r in full if r in selected]
+    return len(found) / len(full), sum(full[r] for r in found) / sum(full.values())
+
+
+def mapped_points(client, question: str, extra: dict, details: dict) -> dict:
+    """A direct answer (the selected reports fit one call: no map phase) has no map points to measure coverage
+    by: the same question with the same selection, mapped (``global_direct_answer=False``), gives the points its
+    reports hold. The selection must be the same one (it is chosen before the answer path)."""
+    from shared.domain.query.params import QueryParam
+
+    res = client.query("gc", QueryParam(query=question, mode="global", global_direct_answer=False, **extra),
+                       timeout=900)
+    mapped = res["result"].get("details", {})
+    if mapped.get("selection") != details.get("selection"):
+        raise RuntimeError(f"the mapped run selected other reports than the direct answer: {question!r}")
+    return {"points": point_reports(mapped.get("points")), "basis": "the same selection, mapped"}
+
+
+def graphfleet_run(name: str, docs: list, questions: list[str], out: Path | None, shares: tuple = ()) -> None:
+    from graphfleet_cli.local_client import LocalClient
+    from shared.domain.query.params import QueryParam
+    from shared.infra.ingest_submit import submit_ingestion
+
+    with simulator(0.0) as llm, redis_server() as url, stack(url, llm, 16, 1, GRAPHFLEET_LLM__CACHE_ENABLED="false"):
+        client = LocalClient(url)
+        started = time.perf_counter()
+        job = submit_ingestion(client.redis, client.celery, "gc", docs, client.settings)
+        view = client.wait("gc", job["job_id"], timeout=7200)
+        stats = client.stats("gc")
+        emit({"bench": "global_cost_ingest", "corpus": name, "system": "graphfleet", "status": view["status"],
+              "seconds": round(time.perf_counter() - started, 2), "documents": len(docs), "chunks": stats["chunks"],
+              "reports": stats.get("reports"), "communities_by_level": stats["communities_by_level"]}, out)
+        for i, q in enumerate(questions):
+            runs = {}
+            variants = [("graphfleet", {}), ("graphfleet-full", {"global_selection": "all"})]
+            variants += [(f"graphfleet@{share:g}", {"global_selection_share": share}) for share in shares]
+            for system, extra in variants:
+                before = sim_stats(llm)
+                res = client.query("gc", QueryParam(query=q, mode="global", **extra), timeout=900)
+                details = res["result"].get("details", {})
+                runs[system] = {"usage": _tokens(before, sim_stats(llm)), "details": details, "status": res["status"],
+                                "error": res.get("error"), "points": point_reports(details.get("points")),
+                                "basis": "points"}
+                if details.get("answer_path") == "direct":
+                    runs[system].update(mapped_points(client, q, extra, details))
+            full = runs["graphfleet-full"]["points"]
+            for system, run in runs.items():
+                cov, score_cov = coverage(full, run["points"])
+                sel = run["details"].get("selection") or {}
+                emit({"bench": "global_cost", "corpus": name, "question_index": i, "question": q, "system": system,
+                      "status": run["status"], "error": run.get("error"), **run["usage"],
+                      "map_calls": run["usage"]["calls_by_type"].get("global_map", 0),
+                      "reduce_calls": run["usage"]["calls_by_type"].get("global_reduce", 0),
+                      "reduce": run["details"].get("reduce"), "groups": run["details"].get("groups"),
+                      "answer_path": run["details"].get("answer_path", "map"), "coverage_basis": run["basis"],
+                      "reports_found": len(run["points"]), "full_scan_reports": len(full),
+                      "coverage": round(cov, 4), "score_coverage": round(score_cov, 4),
+                      "strategy": sel.get("strategy"), "reports_read": sel.get("read"),
+                      "reports_touched": sel.get("relevant"), "selected_tokens": sel.get("selected_tokens"),
+                      "full_scan_report_tokens": sel.get("full_scan_tokens")}, out)
+
+
+def nano_run(name: str, docs: list, questions: list[str], peers_python: str, out: Path | None) -> None:
+    from bench.harness.systems import run_peer_process
+
+    queries = [{"id": str(i), "mode": "global", "query": q, "only_need_context": False}
+               for i, q in enumerate(questions)]
+    with simulator(0.0) as llm:
+        lines, proc = run_peer_process(peers_python, "nano", llm, [d.text for d in docs], queries, None, 16)
+    if proc.returncode != 0:
+        emit({"bench": "global_cost_error", "corpus": name, "system": "nano", "stderr": proc.stderr[-2000:]}, out)
+    for rec in lines:
+        if rec.get("phase") == "ingest":
+            emit({"bench": "global_cost_ingest", "corpus": name, "system": "nano", "seconds": rec.get("seconds"),
+                  "documents": len(docs), "communities_by_level": rec.get("communities_by_level")}, out)
+        if rec.get("phase") != "query":
+            continue
+        by_type = {k: v["calls"] for k, v in (rec.get("calls_by_type") or {}).items()}
+        i = int(rec["id"])
+        emit({"bench": "global_cost", "corpus": name, "question_index": i, "question": questions[i], "system": "nano",
+              "status": "failed" if rec.get("error") else "succeeded", "calls": rec.get("llm_calls"),
+              "prompt_tokens": rec.get("prompt_tokens"), "completion_tokens": rec.get("completion_tokens"),
+              "tokens": (rec.get("prompt_tokens") or 0) + (rec.get("completion_tokens") or 0), "calls_by_type": by_type,
+              "map_calls": sum(v for k, v in by_type.items() if "map" in k),
+              "reduce_calls": sum(v for k, v in by_type.items() if "reduce" in k or "answer" in k),
+              "answered": not str(rec.get("output") or "").startswith("Sorry")}, out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--corpora", nargs="+", default=["carol", "musique"], choices=CORPORA,
+                    help="the Carol and the first 2,000 pooled passages of a public dev set (musique is the table's)")
+    ap.add_argument("--questions", type=int, default=10, help="questions per corpus")
+    ap.add_argument("--systems", nargs="+", default=["graphfleet", "nano"], choices=["graphfleet", "nano"])
+    ap.add_argument("--peers-python", default=".bench/peers-venv/bin/python")
+    ap.add_argument("--shares", type=float, nargs="*", default=[],
+                    help="also run the selection with these global_selection_share values (the cost/coverage curve)")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    for name in args.corpora:
+        docs, questions = corpus_docs(name, args.questions)
+        if "graphfleet" in args.systems:
+            graphfleet_run(name, docs, questions, args.out, tuple(args.shares))
+        if "nano" in args.systems:
+            nano_run(name, docs, questions, args.peers_python, args.out)
+
+
+if __name__ == "__main__":
+    main()
