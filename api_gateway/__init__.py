@@ -1,4 +1,4 @@
 """The HTTP gateway: tenants and API keys, ingestion, jobs, queries, usage, quotas, graph access.
 
-It enqueues by task name (``shared.infra.queueing``) and never imports ``workers``.
+It enqueues by task name (``shared.infra.messaging.queueing``) and never imports ``workers``.
 """

@@ -15,12 +15,12 @@ from api_gateway.routes import admin, documents, graph, health, jobs, metrics, q
 from api_gateway.routes.ui import install_ui
 from api_gateway.state import Gateway
 from shared.config import get_settings
-from shared.infra.job_metrics import JobMetrics
-from shared.infra.jobs import add_job_listener
-from shared.infra.log_setup import configure_logging
-from shared.infra.metrics import prime_gateway_series
-from shared.infra.tracing import flush as flush_traces
-from shared.infra.tracing import instrument_gateway
+from shared.infra.jobs.store import add_job_listener
+from shared.infra.observability.job_metrics import JobMetrics
+from shared.infra.observability.log_setup import configure_logging
+from shared.infra.observability.metrics import prime_gateway_series
+from shared.infra.observability.tracing import flush as flush_traces
+from shared.infra.observability.tracing import instrument_gateway
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +130,8 @@ def create_app(settings=None, max_body_bytes: int | None = None) -> FastAPI:
     app.state.gateway = gateway
     install_error_handlers(app)
     install_openapi(app)  # exact error models, headers and stable operation ids (api_gateway/openapi.py)
-    configure_logging(settings)  # GRAPHFLEET_LOG_FORMAT=json (shared/infra/log_setup.py)
-    instrument_gateway(app, settings)  # GRAPHFLEET_OTEL_ENABLED (shared/infra/tracing.py)
+    configure_logging(settings)  # GRAPHFLEET_LOG_FORMAT=json (shared/infra/observability/log_setup.py)
+    instrument_gateway(app, settings)  # GRAPHFLEET_OTEL_ENABLED (shared/infra/observability/tracing.py)
     install_docs(app)  # Swagger UI from local assets, no CDN
     for module in (health, metrics, admin, documents, jobs, queries, query_events, usage, graph):
         app.include_router(module.router)

@@ -10,8 +10,8 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 
 from api_gateway.errors import ApiError
 from api_gateway.state import Gateway
-from shared.infra.quotas import Limits, check_rate, effective_limits
-from shared.infra.tenants import Tenant
+from shared.infra.tenancy.quotas import Limits, check_rate, effective_limits
+from shared.infra.tenancy.tenants import Tenant
 
 _api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="tenant or admin API key")
 _bearer = HTTPBearer(auto_error=False, description="the same key as a bearer token")

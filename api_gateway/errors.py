@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from shared.infra.quotas import QuotaExceeded
+from shared.infra.tenancy.quotas import QuotaExceeded
 
 log = logging.getLogger("api_gateway")
 

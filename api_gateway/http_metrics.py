@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from shared.infra.metrics import record_http
+from shared.infra.observability.metrics import record_http
 
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 

@@ -12,7 +12,7 @@ import hashlib
 import json
 
 from api_gateway.errors import ApiError
-from shared.infra.keys import Keys
+from shared.infra.redis.keys import Keys
 
 DONE_TTL_S = 24 * 3600
 PENDING_TTL_S = 60

@@ -1,11 +1,11 @@
 """Read an ingestion batch from JSON or a multipart upload and validate it synchronously.
 
 A multipart upload may hold text (.txt/.md), PDF, HTML and DOCX files. The type is told from the file's
-first bytes (``shared.domain.parsing.sniff``), never from its name: a text file is stored as the document's
+first bytes (``shared.domain.documents.sniff``), never from its name: a text file is stored as the document's
 text, any other file is stored as sent (bounded by ``chunking.max_original_bytes``) and its text is extracted
 by a parse task (``parser`` queue), not here.
 
-The documents are validated here, once (``shared.infra.ingest_submit.validate_documents``): the batch
+The documents are validated here, once (``shared.infra.jobs.ingest_submit.validate_documents``): the batch
 carries the proof (``ValidDocuments``), so submitting it does not validate it again. An invalid document (or
 file) is refused and the others are ingested, the job listing each refused one with its reason; ``atomic``
 (a JSON field, or a multipart form field ``atomic=true``) refuses the whole batch instead, as does a batch
@@ -28,9 +28,9 @@ from api_gateway.deps import GatewayDep
 from api_gateway.errors import ApiError
 from api_gateway.idempotency import fingerprint
 from api_gateway.schemas import IngestBody
-from shared.domain.parsing import TEXT_TYPES, sniff
-from shared.domain.parsing.detect import DOCX, PDF
-from shared.infra.ingest_submit import (
+from shared.domain.documents import TEXT_TYPES, sniff
+from shared.domain.documents.detect import DOCX, PDF
+from shared.infra.jobs.ingest_submit import (
     DocumentInput,
     InvalidDocument,
     ValidDocuments,

@@ -8,7 +8,7 @@ from fastapi import Path
 
 from api_gateway.errors import not_found
 from api_gateway.state import Gateway
-from shared.infra.jobs import TERMINAL, JobStore
+from shared.infra.jobs.store import TERMINAL, JobStore
 
 QueryId = Annotated[str, Path(min_length=1, max_length=200, examples=["qry-0f1e2d3c4b5a69788796a5b4c3d2e1f0"])]
 

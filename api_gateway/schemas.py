@@ -7,9 +7,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.domain.query.params import PresetName
-from shared.infra.ingest_submit import MAX_DOCUMENTS
-from shared.infra.quotas import TenantLimits
-from shared.infra.tiers import DEFAULT_TIER
+from shared.infra.jobs.ingest_submit import MAX_DOCUMENTS
+from shared.infra.tenancy.quotas import TenantLimits
+from shared.infra.tenancy.tiers import DEFAULT_TIER
 
 DOC_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 

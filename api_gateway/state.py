@@ -18,12 +18,12 @@ import redis.asyncio as aredis
 from starlette.concurrency import run_in_threadpool
 
 from api_gateway.draining import Draining
-from shared.infra.channel_listener import ChannelListener
-from shared.infra.key_layout import ensure_layout
-from shared.infra.queueing import QUEUES, make_celery, settings_for
-from shared.infra.redis_conn import aconnect, connect, read_stack_info
-from shared.infra.tenants import PEPPER_ENV, TenantStore, api_key_pepper
-from shared.infra.warmup import warm_sender
+from shared.infra.messaging.channel_listener import ChannelListener
+from shared.infra.messaging.queueing import QUEUES, make_celery, settings_for
+from shared.infra.redis.conn import aconnect, connect, read_stack_info
+from shared.infra.redis.key_migration import ensure_layout
+from shared.infra.store.warmup import warm_sender
+from shared.infra.tenancy.tenants import PEPPER_ENV, TenantStore, api_key_pepper
 
 log = logging.getLogger("api_gateway")
 
@@ -175,9 +175,9 @@ class Gateway:
             return state
 
     def _probe(self) -> dict:
-        """State Redis reachable, broker reachable (``shared.infra.broker_probe``: Redis, Sentinel or RabbitMQ)
-        and a consumer on every queue (RabbitMQ: consumer counts; Redis: the workers' ``active_queues``)."""
-        from shared.infra.broker_probe import broker_readiness, cached_probe
+        """State Redis reachable, broker reachable (``shared.infra.messaging.broker_probe``: Redis, Sentinel or
+        RabbitMQ) and a consumer on every queue (RabbitMQ: consumer counts; Redis: the workers' ``active_queues``)."""
+        from shared.infra.messaging.broker_probe import broker_readiness, cached_probe
 
         try:
             redis_ok = bool(self.redis.ping())

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from api_gateway.deps import Principal
 from api_gateway.idempotency import Idempotency
 from api_gateway.state import Gateway
-from shared.infra.quotas import check_token_budget, commit_job_slot, release_job_slot, reserve_job_slot
+from shared.infra.tenancy.quotas import check_token_budget, commit_job_slot, release_job_slot, reserve_job_slot
 
 log = logging.getLogger("api_gateway")
 

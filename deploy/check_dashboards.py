@@ -41,7 +41,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from graphfleet_cli.stack import Stack  # noqa: E402
-from shared.infra.redis_conn import free_port  # noqa: E402
+from shared.infra.redis.conn import free_port  # noqa: E402
 
 DASHBOARDS = ROOT / "deploy" / "grafana" / "dashboards"
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"

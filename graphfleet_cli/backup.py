@@ -9,7 +9,7 @@ The file is a gzip stream: a magic line, a JSON header line, then one record per
 PTTL in ms or -1, payload length, payload; big-endian), then ``E`` and the number of records, so a truncated
 file is refused. Keys are read with SCAN, so the copy is per key, not a point-in-time snapshot: take it while
 no job runs (the backup warns when jobs are active). Locks, rate-limit windows and consumer heartbeats are
-skipped (``shared.infra.keys.is_transient_key``). RESTORE refuses payloads of a newer Redis than the target's:
+skipped (``shared.infra.redis.keys.is_transient_key``). RESTORE refuses payloads of a newer Redis than the target's:
 restore into the same or a newer Redis version.
 """
 
@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from shared.infra.keys import BACKUP_PATTERN, active_jobs_key, is_transient_key, legacy_to_tagged, tenant_of_key
+from shared.infra.redis.keys import BACKUP_PATTERN, active_jobs_key, is_transient_key, legacy_to_tagged, tenant_of_key
 
 MAGIC = b"GRAPHFLEET-BACKUP\n"
 VERSION = 1
@@ -177,7 +177,7 @@ def _restore(redis, path: Path, wipe_first: bool) -> dict:
             if count % BATCH == 0:
                 pipe.execute()
         pipe.execute()
-    from shared.infra.warmup import announce_index_update
+    from shared.infra.store.warmup import announce_index_update
 
     for tenant in sorted(tenants):  # query workers drop and rebuild their caches of these tenants
         announce_index_update(redis, tenant)

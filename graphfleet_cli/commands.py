@@ -210,7 +210,7 @@ def cmd_demo(args) -> int:
 
 
 def _redis_for_admin():
-    from shared.infra.redis_conn import connect
+    from shared.infra.redis.conn import connect
 
     url = resolve_redis_url()
     return connect(url), url

@@ -16,8 +16,8 @@ from graphfleet.errors import ApiError as GatewayError  # noqa: F401  (the CLI's
 from graphfleet.models import TERMINAL, QueryResult
 from graphfleet_cli.errors import missing_key
 from graphfleet_cli.progress import ProgressLine
-from shared.domain.parsing import TEXT_TYPES, sniff
-from shared.infra.ingest_submit import InvalidDocument, decode_bytes
+from shared.domain.documents import TEXT_TYPES, sniff
+from shared.infra.jobs.ingest_submit import InvalidDocument, decode_bytes
 from shared.public_json import job_view
 
 API_KEY_ENV = "GRAPHFLEET_API_KEY"

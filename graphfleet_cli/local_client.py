@@ -8,13 +8,13 @@ from graphfleet._base import collect_files as _collect
 from graphfleet_cli.errors import EXIT_NOT_FOUND, CliError
 from graphfleet_cli.progress import ProgressLine
 from shared.config import get_settings
-from shared.domain.parsing import TEXT_TYPES, sniff
-from shared.infra.ingest_submit import DocumentInput, InvalidDocument, decode_bytes, refused_file, submit_ingestion
-from shared.infra.job_status import wait_finished
-from shared.infra.jobs import TERMINAL, JobStore
-from shared.infra.query_submit import submit_query
-from shared.infra.queueing import make_celery, settings_for
-from shared.infra.redis_conn import connect
+from shared.domain.documents import TEXT_TYPES, sniff
+from shared.infra.jobs.ingest_submit import DocumentInput, InvalidDocument, decode_bytes, refused_file, submit_ingestion
+from shared.infra.jobs.query_submit import submit_query
+from shared.infra.jobs.status import wait_finished
+from shared.infra.jobs.store import TERMINAL, JobStore
+from shared.infra.messaging.queueing import make_celery, settings_for
+from shared.infra.redis.conn import connect
 from shared.infra.store.redis_graph import GraphStore
 
 PROGRESS_S = 0.25  # how often ``wait(progress=True)`` redraws the progress line
@@ -63,7 +63,7 @@ class LocalClient:
         return JobStore(self.redis, tenant).view(job_id)
 
     def wait(self, tenant: str, job_id: str, timeout: float = 3600.0, progress: bool = False) -> dict:
-        """The job's view once it ended. Woken by its end-of-job message (``job_status.wait_finished``, one
+        """The job's view once it ended. Woken by its end-of-job message (``jobs.status.wait_finished``, one
         subscription for the whole wait), as the gateway's ``?wait`` is: a poll would see the end half its period
         late on average. With ``progress`` the progress line is redrawn at each status re-read (every
         ``PROGRESS_S``) meanwhile. A job that does not exist is a ``LookupError`` at once."""
@@ -104,7 +104,7 @@ class LocalClient:
         return GraphStore(self.redis, tenant)
 
     def export_graphml(self, tenant: str) -> bytes:
-        from shared.infra.graph_export import graphml_bytes
+        from shared.infra.store.graph_export import graphml_bytes
 
         return graphml_bytes(self.store(tenant))
 

@@ -151,7 +151,7 @@ def describe(exc: Exception) -> tuple[str, str, int]:
 
     from graphfleet.errors import ApiError, NotFoundError, TransportError
     from graphfleet_cli.backup import BackupError
-    from shared.infra.ingest_submit import InvalidDocument
+    from shared.infra.jobs.ingest_submit import InvalidDocument
 
     if isinstance(exc, CliError):
         return exc.code, exc.message, exc.exit_code

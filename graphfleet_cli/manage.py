@@ -98,8 +98,8 @@ class LocalBackend:
     def __init__(self):
         from graphfleet_cli.stack import resolve_redis_url
         from shared.config import get_settings
-        from shared.infra.queueing import settings_for
-        from shared.infra.redis_conn import connect
+        from shared.infra.messaging.queueing import settings_for
+        from shared.infra.redis.conn import connect
 
         url = resolve_redis_url()
         self.settings = settings_for(get_settings(), url)
@@ -112,12 +112,12 @@ class LocalBackend:
         return requested or self.settings.default_tenant
 
     def _tenants(self):
-        from shared.infra.tenants import TenantStore, api_key_pepper
+        from shared.infra.tenancy.tenants import TenantStore, api_key_pepper
 
         return TenantStore(self.redis, api_key_pepper(self.settings))
 
     def create_tenant(self, **fields) -> dict:
-        from shared.infra.tenants import Tenant, TenantExists
+        from shared.infra.tenancy.tenants import Tenant, TenantExists
 
         store = self._tenants()
         record = Tenant(**{"id": fields.get("id") or store.new_id(),
@@ -128,7 +128,7 @@ class LocalBackend:
             raise ApiError(409, "tenant_exists", f"tenant {record.id!r} already exists") from None
 
     def list_tenants(self) -> list[dict]:
-        from shared.infra.keys import tenants_key
+        from shared.infra.redis.keys import tenants_key
 
         store = self._tenants()
         ids = sorted(x.decode() if isinstance(x, bytes) else x for x in self.redis.smembers(tenants_key()))
@@ -155,7 +155,7 @@ class LocalBackend:
         return {"key_id": key_id, "tenant": tenant_id, "revoked": True}
 
     def _job(self, tenant: str, job_id: str) -> dict:
-        from shared.infra.jobs import JobStore
+        from shared.infra.jobs.store import JobStore
 
         view = JobStore(self.redis, tenant).view(job_id)
         if view is None:
@@ -165,7 +165,7 @@ class LocalBackend:
     def _require_tenant(self, tenant: str) -> None:
         """A tenant is known when it is registered, has a document or a job, or is the default one; an unknown
         one is not found (exit 3), as it is over HTTP, rather than an empty list."""
-        from shared.infra.keys import Keys, tenants_key
+        from shared.infra.redis.keys import Keys, tenants_key
 
         k = Keys(tenant)
         if tenant == self.settings.default_tenant or self.redis.sismember(tenants_key(), tenant):
@@ -174,7 +174,7 @@ class LocalBackend:
             raise NotFoundError(404, "not_found", f"no tenant {tenant!r} (no documents or jobs, not registered)")
 
     def list_jobs(self, tenant: str, offset: int, limit: int, status: str | None, kind: str | None) -> dict:
-        from shared.infra.keys import Keys
+        from shared.infra.redis.keys import Keys
 
         self._require_tenant(tenant)
         ids = [x.decode() if isinstance(x, bytes) else x for x in self.redis.zrevrange(Keys(tenant).jobs(), 0, -1)]
@@ -193,7 +193,7 @@ class LocalBackend:
         return job_json(self._job(tenant, job_id))
 
     def cancel_job(self, tenant: str, job_id: str) -> dict:
-        from shared.infra.jobs import JobStore
+        from shared.infra.jobs.store import JobStore
 
         jobs = JobStore(self.redis, tenant)
         stage = self._job(tenant, job_id).get("stage")
@@ -224,22 +224,22 @@ class LocalBackend:
         return document_json(self._document(tenant, doc_id))
 
     def delete_document(self, tenant: str, doc_id: str) -> dict:
-        from shared.infra.ingest_submit import submit_deletion
-        from shared.infra.queueing import make_celery
+        from shared.infra.jobs.ingest_submit import submit_deletion
+        from shared.infra.messaging.queueing import make_celery
 
         self._document(tenant, doc_id)
         return accepted_json(submit_deletion(self.redis, make_celery(self.settings), tenant, doc_id), "delete",
                              documents=1)
 
     def wait_job(self, tenant: str, job_id: str) -> dict:
-        from shared.infra.job_status import wait_finished
-        from shared.infra.jobs import JobStore
+        from shared.infra.jobs.status import wait_finished
+        from shared.infra.jobs.store import JobStore
 
         wait_finished(JobStore(self.redis, tenant), job_id, 3600.0)
         return self.get_job(tenant, job_id)
 
     def usage(self, tenant: str, start: str | None, end: str | None, group_by: str | None) -> dict:
-        from shared.infra.ledger import parse_time, usage_report
+        from shared.infra.tenancy.ledger import parse_time, usage_report
 
         try:
             lo, hi = parse_time(start, end=False), parse_time(end, end=True)

@@ -10,15 +10,15 @@ under one process's GIL, which a wave of chunks in flight saturates, so a second
 the extraction sooner; the query groups one process per four cores.
 
 Every process the stack starts writes its Prometheus samples to one per-stack directory
-(``PROMETHEUS_MULTIPROC_DIR`` = ``<data_dir>/metrics``, wiped at start), so the gateway's ``/metrics``
-shows the counters of all of them; files of exited processes are folded (``shared.infra.metrics_multiproc``).
+(``PROMETHEUS_MULTIPROC_DIR`` = ``<data_dir>/metrics``, wiped at start), so the gateway's ``/metrics`` shows
+all of their counters; exited processes' files are folded (``shared.infra.observability.metrics_multiproc``).
 
 Supervision: a daemon thread restarts any worker group or gateway process that exits while the stack is
 up (after 1, 2, 4 ... up to 30 s), so a killed worker costs the others nothing; its unacked messages come
 back once their leases have aged out (``workers/lease.py``, ~32 s: every live worker puts back the messages
 whose lease nobody renewed, so this holds as well under Compose or Kubernetes, where no supervisor saw the
-death; the supervisor also does it once for each exit it saw, ``shared.infra.celery_patches.redis_leases``), not
-after the visibility timeout (120 s, the last resort; RabbitMQ redelivers at once by itself). A process that exits
+death; the supervisor also does it once for each exit it saw, ``shared.infra.messaging.celery_patches.redis_leases``),
+not after the visibility timeout (120 s, the last resort; RabbitMQ redelivers at once by itself). A process that exits
 ``MAX_RESTARTS`` times within ``RESTART_WINDOW_S`` is given up: ``Stack.failure`` says why and
 ``graphfleet up`` stops with that message."""
 
@@ -44,11 +44,11 @@ from graphfleet_cli.worker_plan import (  # noqa: F401 - the plan's names, also 
     plan_workers,
 )
 from shared.config import get_settings
-from shared.infra.celery_patches.redis_leases import reclaim_unrenewed
 from shared.infra.child_procs import own_session_kwargs
-from shared.infra.metrics import MULTIPROC_ENV, fold_dead, join_multiproc_dir, prepare_multiproc_dir
-from shared.infra.queueing import WORKER_GROUPS, is_amqp, lease_expiry, make_celery, settings_for
-from shared.infra.redis_conn import EmbeddedRedis, read_stack_info, stack_file, write_stack_info
+from shared.infra.messaging.celery_patches.redis_leases import reclaim_unrenewed
+from shared.infra.messaging.queueing import WORKER_GROUPS, is_amqp, lease_expiry, make_celery, settings_for
+from shared.infra.observability.metrics import MULTIPROC_ENV, fold_dead, join_multiproc_dir, prepare_multiproc_dir
+from shared.infra.redis.conn import EmbeddedRedis, read_stack_info, stack_file, write_stack_info
 
 MAX_RESTARTS = 5  # exits within RESTART_WINDOW_S after which a process is given up
 RESTART_WINDOW_S = 300.0
@@ -303,7 +303,7 @@ class Stack:
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Wait until a consumer is registered on every queue (workers are consuming)."""
-        from shared.infra.queueing import QUEUES
+        from shared.infra.messaging.queueing import QUEUES
 
         wanted = {q for _n, queues, _p in self.groups for q in queues} if self.groups else set(QUEUES)
         deadline = time.time() + timeout

@@ -16,7 +16,7 @@ import os
 import socket
 from pathlib import Path
 
-from shared.infra.redis_conn import read_stack_info
+from shared.infra.redis.conn import read_stack_info
 
 LOCK_NAME = "stack.lock"
 

@@ -192,7 +192,7 @@ class Settings(BaseSettings):
     # master name in ``GRAPHFLEET_BROKER_SENTINEL_MASTER``) or ``amqp://`` (RabbitMQ, quorum queues)
     broker_url: str | None = None
     broker_sentinel_master: str = "graphfleet"
-    # TLS for rediss:// URLs (shared.infra.redis_conn.tls_options): CA bundle, and whether the certificate
+    # TLS for rediss:// URLs (shared.infra.redis.conn.tls_options): CA bundle, and whether the certificate
     # must verify ("required", the default), may ("optional") or is not checked ("none")
     redis_tls_ca_file: str | None = None
     redis_tls_cert_reqs: str = Field("required", pattern="^(required|optional|none)$")
@@ -217,10 +217,10 @@ class Settings(BaseSettings):
     metrics_tenant_allowlist: Annotated[frozenset[str], NoDecode] = frozenset()
     metrics_port: int | None = None  # worker-only hosts: the first worker to bind it serves the host's /metrics
     worker_log_level: str = "WARNING"  # the ``-l`` of the worker processes ``graphfleet up`` starts
-    # logs: "text" (default) or "json" (one object per line; shared/infra/log_setup.py); level of the gateway
+    # logs: "text" (default) or "json" (one object per line; observability/log_setup.py); level of the gateway
     log_format: str = Field("text", pattern="^(text|json)$")
     log_level: str = Field("INFO", pattern="^(?i)(debug|info|warning|error|critical)$")
-    # OpenTelemetry traces (shared/infra/tracing.py; needs the `otel` extra and the standard OTEL_* env)
+    # OpenTelemetry traces (shared/infra/observability/tracing.py; needs the `otel` extra and the standard OTEL_* env)
     otel_enabled: bool = False
     otel_file: str | None = None  # write spans as JSON lines to this file instead of OTEL_TRACES_EXPORTER
     # when set, GET /metrics on the gateway requires `Authorization: Bearer <token>`

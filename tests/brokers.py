@@ -22,7 +22,7 @@ from pathlib import Path
 
 import redis
 
-from shared.infra.redis_conn import free_port
+from shared.infra.redis.conn import free_port
 from tests.clusters import stop_processes
 
 MASTER_NAME = "graphfleet"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from shared.config import reset_settings_cache
-from shared.infra.redis_conn import EmbeddedRedis, connect
+from shared.infra.redis.conn import EmbeddedRedis, connect
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "graphfleet_cli" / "sample" / "christmas_carol.txt"

@@ -3,7 +3,7 @@ consumes its queues (one sorted set per queue, member = the worker's node name, 
 The gateway's scrape-time collector exports ``graphfleet_queue_consumers{queue}`` from them, so a queue whose
 consumers are gone (container removed, not just failing its scrape) shows 0 and ``GraphfleetQueueHasNoConsumer``
 fires. A clean shutdown removes the worker at once; a killed one ages out
-after ``shared.infra.broker.CONSUMER_WINDOW_S``.
+after ``shared.infra.messaging.consumers.CONSUMER_WINDOW_S``.
 
 Heartbeats live in the *state* Redis (``runtime().redis``), not in the broker: they work the same whatever the
 broker (Redis, Sentinel, RabbitMQ) and the gateway reads them with its state client."""
@@ -15,7 +15,7 @@ import threading
 
 from celery.signals import worker_ready, worker_shutdown
 
-from shared.infra.broker import record_consumer, retire_consumer
+from shared.infra.messaging.consumers import record_consumer, retire_consumer
 from workers.runtime import runtime
 
 log = logging.getLogger(__name__)

@@ -7,8 +7,8 @@ import json
 import logging
 
 from shared.domain.models import ChunkFailure
-from shared.infra import messages as m
 from shared.infra.llm.client import CanceledError, LLMError, LLMUnavailable
+from shared.infra.messaging import messages as m
 from shared.pipeline.chunk_stage import DocumentMissing, run_chunk
 from shared.pipeline.cluster_stage import run_cluster
 from shared.pipeline.delete_stage import run_delete

@@ -7,13 +7,13 @@ import logging
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from shared.infra.jobs import TERMINAL, JobStore
-from shared.infra.llm.usage import CallContext
-from shared.infra.messages import Message, send_all
-from shared.infra.queries import QueryStore
-from shared.infra.queueing import ROUTES
+from shared.infra.jobs.query_state import QueryStore
+from shared.infra.jobs.store import TERMINAL, JobStore
+from shared.infra.messaging.messages import Message, send_all
+from shared.infra.messaging.queueing import ROUTES
 from shared.infra.store.embedder_record import EmbedderMismatch, checked_embed
 from shared.infra.store.redis_graph import GraphStore
+from shared.infra.tenancy.usage import CallContext
 from shared.pipeline.finalize_stage import fail_documents
 from shared.pipeline.flow import Flow, QueryFlow
 from workers.celery_app import app

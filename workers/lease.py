@@ -3,8 +3,8 @@
 Several times per ``workers.lease_renew_interval_s`` it renews the leases of the messages this worker holds and puts
 back those whose lease has aged past ``lease_expiry`` (two renewal intervals and a margin, 32 s by default): their
 worker is gone, whoever restarted it or not (``graphfleet up``'s supervisor, Compose, Kubernetes, nobody). How, on
-kombu's Redis bookkeeping: ``shared.infra.celery_patches.redis_leases``. On RabbitMQ there is nothing to renew (the
-broker redelivers the messages of a closed connection at once), so no thread is started.
+kombu's Redis bookkeeping: ``shared.infra.messaging.celery_patches.redis_leases``. On RabbitMQ there is nothing to renew
+(the broker redelivers the messages of a closed connection at once), so no thread is started.
 """
 
 from __future__ import annotations
@@ -14,8 +14,14 @@ import threading
 
 from celery.signals import worker_ready, worker_shutdown
 
-from shared.infra.celery_patches.redis_leases import tend
-from shared.infra.queueing import LEASE_CHECKS_PER_INTERVAL, broker_url, is_amqp, lease_expiry, lease_renew_interval
+from shared.infra.messaging.celery_patches.redis_leases import tend
+from shared.infra.messaging.queueing import (
+    LEASE_CHECKS_PER_INTERVAL,
+    broker_url,
+    is_amqp,
+    lease_expiry,
+    lease_renew_interval,
+)
 from workers.runtime import runtime
 
 log = logging.getLogger(__name__)

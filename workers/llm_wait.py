@@ -13,8 +13,8 @@ import logging
 import time
 from collections.abc import Callable
 
-from shared.infra.job_llm_wait import WAIT_SINCE
-from shared.infra.jobs import TERMINAL
+from shared.infra.jobs.llm_wait import WAIT_SINCE
+from shared.infra.jobs.store import TERMINAL
 from shared.infra.llm.client import CanceledError, LLMUnavailable
 from workers.job import Job
 

@@ -1,9 +1,9 @@
-"""Celery signal handlers feeding the task metrics of :mod:`shared.infra.metrics`.
+"""Celery signal handlers feeding the task metrics of :mod:`shared.infra.observability.metrics`.
 
 Outcomes: ``started`` (task_prerun), ``succeeded`` (task_postrun with state SUCCESS), ``failed``
 (task_failure), ``retried`` (task_retry). Durations are observed for every run that reaches
 task_postrun, whatever its state; the wait in the queue at task_prerun, from the time its message says it was
-ready to run (``shared.infra.messages.READY_AT``; a message sent without it is not observed). Signals are
+ready to run (``shared.infra.messaging.messages.READY_AT``; a message sent without it is not observed). Signals are
 process-global; handlers are connected once.
 """
 
@@ -17,10 +17,10 @@ import time
 from celery import signals
 
 from shared.config import get_settings
-from shared.infra import metrics as m
-from shared.infra.job_metrics import JobMetrics
-from shared.infra.jobs import add_job_listener
-from shared.infra.messages import READY_AT
+from shared.infra.jobs.store import add_job_listener
+from shared.infra.messaging.messages import READY_AT
+from shared.infra.observability import metrics as m
+from shared.infra.observability.job_metrics import JobMetrics
 
 log = logging.getLogger(__name__)
 METRICS_PORT_ENV = "GRAPHFLEET_METRICS_PORT"  # ``Settings.metrics_port``
@@ -31,7 +31,7 @@ _installed = False
 
 
 def queue_of(task, request=None) -> str:
-    from shared.infra.queueing import ROUTES
+    from shared.infra.messaging.queueing import ROUTES
 
     name = getattr(task, "name", None) or ""
     if name in ROUTES:

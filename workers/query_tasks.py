@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from shared.domain.query.context_global import build_map_messages
 from shared.domain.query.engine import answer_query, global_entity_hits
 from shared.domain.query.global_run import answer_without_map, finish_global, start_global
-from shared.infra.messages import GlobalMap, GlobalReduce, QueryDeadline, RunQuery
-from shared.infra.query_record import query_param, save_result, tenant_preset
+from shared.infra.jobs.query_record import query_param, save_result, tenant_preset
+from shared.infra.messaging.messages import GlobalMap, GlobalReduce, QueryDeadline, RunQuery
 from workers.job import Job
 from workers.shell import job_task
 

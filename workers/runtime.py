@@ -10,19 +10,19 @@ from dataclasses import dataclass, field
 from celery.signals import worker_process_init
 
 from shared.config import get_settings
-from shared.infra.jobs import JobStore
-from shared.infra.key_layout import ensure_layout
-from shared.infra.keys import embedder_lexical_key
+from shared.infra.jobs.query_state import QueryStore
+from shared.infra.jobs.store import JobStore
 from shared.infra.llm.client import LLMClient
 from shared.infra.llm.embedding import is_lexical, make_embedder
-from shared.infra.llm.usage import CallContext, UsageRecorder
-from shared.infra.queries import QueryStore
-from shared.infra.redis_conn import connect
+from shared.infra.redis.conn import connect
+from shared.infra.redis.key_migration import ensure_layout
+from shared.infra.redis.keys import embedder_lexical_key
 from shared.infra.store.bm25_cache import BM25Cache
 from shared.infra.store.factory import make_vector_store
 from shared.infra.store.redis_graph import GraphStore
-from shared.infra.tenants import TenantStore
-from shared.infra.warmup import announce_index_update, await_warm_ups
+from shared.infra.store.warmup import announce_index_update, await_warm_ups
+from shared.infra.tenancy.tenants import TenantStore
+from shared.infra.tenancy.usage import CallContext, UsageRecorder
 
 
 @dataclass
@@ -123,7 +123,7 @@ def make_limiter(settings, redis):
 
 def _metric_listeners() -> list:
     try:
-        from shared.infra.metrics import usage_listener
+        from shared.infra.observability.metrics import usage_listener
     except ImportError:
         return []
     return [usage_listener]

@@ -30,8 +30,8 @@ from redis.exceptions import ClusterError, RedisClusterException, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from shared.infra.messages import Message
-from shared.infra.queueing import delivery_exhausted, max_deliveries
+from shared.infra.messaging.messages import Message
+from shared.infra.messaging.queueing import delivery_exhausted, max_deliveries
 from workers.celery_app import app
 from workers.job import Job, fail_job
 from workers.runtime import runtime

@@ -10,7 +10,7 @@ from api_gateway.deps import AdminDep, GatewayDep, TenantDep
 from api_gateway.errors import ApiError, not_found
 from api_gateway.routes.common import errors
 from api_gateway.schemas import KeyCreate, KeyOut, KeyRevoked, TenantCreate, TenantList, TenantOut
-from shared.infra.tenants import Tenant, TenantExists
+from shared.infra.tenancy.tenants import Tenant, TenantExists
 
 router = APIRouter(prefix="/v1", tags=["tenants"])
 TenantId = Annotated[str, Path(min_length=1, max_length=63, examples=["acme"])]

@@ -8,7 +8,7 @@ from fastapi import Header, Query
 
 from api_gateway.errors import ErrorBody
 from api_gateway.state import Gateway
-from shared.infra.job_status import AsyncJobStatus
+from shared.infra.jobs.status import AsyncJobStatus
 
 MAX_WAIT_S = 60.0  # a request held with ``?wait`` answers after at most this long
 WaitSeconds = Annotated[float, Query(ge=0, description="hold up to this many seconds (capped at 60)")]

@@ -16,7 +16,7 @@ from api_gateway.schemas import DocumentOut, DocumentPage, JobAccepted
 from api_gateway.state import Gateway
 from api_gateway.submission import run_submission
 from shared.domain.models import Document
-from shared.infra.ingest_submit import submit_deletion, submit_ingestion
+from shared.infra.jobs.ingest_submit import submit_deletion, submit_ingestion
 from shared.infra.store.redis_graph import GraphStore
 from shared.public_json import accepted_json, document_json
 

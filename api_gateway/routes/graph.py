@@ -22,7 +22,7 @@ from api_gateway.schemas import (
     EntitySearchOut,
     StatsOut,
 )
-from shared.infra.graph_export import graphml_bytes
+from shared.infra.store.graph_export import graphml_bytes
 from shared.infra.store.redis_graph import GraphStore
 
 router = APIRouter(prefix="/v1/graph", tags=["graph"])

@@ -12,9 +12,9 @@ from api_gateway.deps import GatewayDep, TenantDep
 from api_gateway.errors import not_found
 from api_gateway.routes.common import RETRY_AFTER_S, WaitSeconds, errors, wait_until_finished
 from api_gateway.schemas import CancelOut, JobListOut, JobOut
-from shared.infra.jobs import TERMINAL, JobStore
-from shared.infra.keys import Keys
-from shared.infra.redis_conn import to_str
+from shared.infra.jobs.store import TERMINAL, JobStore
+from shared.infra.redis.conn import to_str
+from shared.infra.redis.keys import Keys
 from shared.public_json import cancel_json, job_json
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])

@@ -16,7 +16,7 @@ from fastapi.responses import Response
 
 from api_gateway.deps import GatewayDep
 from api_gateway.errors import ApiError
-from shared.infra.metrics import metrics_response
+from shared.infra.observability.metrics import metrics_response
 
 router = APIRouter(tags=["health"])
 

@@ -18,8 +18,8 @@ from api_gateway.routes.query_events import sse, stream_response
 from api_gateway.schemas import QueryAccepted, QueryOut
 from api_gateway.submission import run_submission
 from shared.domain.query.params import QueryParam
-from shared.infra.jobs import TERMINAL
-from shared.infra.query_submit import NO_DOCUMENTS, has_documents, submit_query
+from shared.infra.jobs.query_submit import NO_DOCUMENTS, has_documents, submit_query
+from shared.infra.jobs.store import TERMINAL
 
 router = APIRouter(prefix="/v1/queries", tags=["queries"])
 QUERY_EXAMPLES = {

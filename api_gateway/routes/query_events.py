@@ -4,7 +4,7 @@
 Events, in order: ``status`` ``{"status", "stage"}`` on each change (the first is the current one), ``map``
 ``{"done", "total"}`` during a global query's map phase, ``token`` ``{"text"}`` for each answer token as the
 LLM produces it, and last ``result``: exactly the body of ``GET /v1/queries/{id}``; then the stream closes.
-Workers log and publish ``map``/``token`` on the query's channel (``shared.infra.queries``); the stream
+Workers log and publish ``map``/``token`` on the query's channel (``shared.infra.jobs.query_state``); the stream
 subscribes before it reads the job's stored status, which stays the source of truth (re-read every ``POLL_S``),
 and the log of what was published before (a stream that starts mid-answer gets every token), so nothing is
 missed between the two. A query no worker will pick up (still ``queued``, no live consumer of the
@@ -25,10 +25,10 @@ from api_gateway.deps import GatewayDep, TenantDep
 from api_gateway.query_view import QueryId, query_out, query_view
 from api_gateway.routes.common import errors
 from api_gateway.state import Gateway
-from shared.infra.jobs import TERMINAL
-from shared.infra.messages import RunQuery
-from shared.infra.queries import QueryEvents
-from shared.infra.queueing import ROUTES
+from shared.infra.jobs.query_state import QueryEvents
+from shared.infra.jobs.store import TERMINAL
+from shared.infra.messaging.messages import RunQuery
+from shared.infra.messaging.queueing import ROUTES
 
 router = APIRouter(prefix="/v1/queries", tags=["queries"])
 POLL_S = 0.25  # the stored status is re-read at least this often

@@ -10,7 +10,7 @@ from api_gateway.deps import GatewayDep, TenantDep
 from api_gateway.errors import ApiError
 from api_gateway.routes.common import errors
 from api_gateway.schemas import UsageOut
-from shared.infra.ledger import parse_time, usage_report
+from shared.infra.tenancy.ledger import parse_time, usage_report
 from shared.public_json import usage_json
 
 router = APIRouter(prefix="/v1/usage", tags=["usage"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from shared.infra.keys import tenant_prefix
+from shared.infra.redis.keys import tenant_prefix
 
 # commands the bench itself sends to read the figures: never counted as the workload's
 PROBE_COMMANDS = {"info", "memory"}

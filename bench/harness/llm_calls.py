@@ -19,8 +19,8 @@ def union_s(intervals: list[tuple[float, float]], start: float, end: float) -> f
 def job_calls(redis_url: str, tenant: str, job_ids: list[str], started: float, ended: float) -> dict[str, list]:
     """Per job, the usage records of its LLM calls (chat and embedding, retries included, cache hits left out)
     between ``started`` and ``ended`` (``time.time()``, a second of slack each side)."""
-    from shared.infra.llm.usage import read_usage
-    from shared.infra.redis_conn import connect
+    from shared.infra.redis.conn import connect
+    from shared.infra.tenancy.usage import read_usage
 
     redis = connect(redis_url)
     try:

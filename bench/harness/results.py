@@ -64,7 +64,7 @@ def own_versions() -> dict:
     """graphfleet's side of the measurement: the project and the libraries its hot paths run on."""
     import importlib.metadata as md
 
-    from shared.infra.redis_conn import redis_server_binary
+    from shared.infra.redis.conn import redis_server_binary
 
     out = {}
     for dist in ("graphfleet", "celery", "kombu", "redis", "igraph", "leidenalg", "tiktoken", "openai", "numpy",

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from bench.harness.results import ROOT
-from shared.infra.redis_conn import EmbeddedRedis, free_port
+from shared.infra.redis.conn import EmbeddedRedis, free_port
 
 
 @contextlib.contextmanager

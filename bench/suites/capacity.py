@@ -78,7 +78,7 @@ class StageRecorder:
 
 
 def ingest(client, rec: StageRecorder, docs: list[tuple[str, str]], timeout: float) -> tuple[dict, float]:
-    from shared.infra.ingest_submit import DocumentInput, submit_ingestion
+    from shared.infra.jobs.ingest_submit import DocumentInput, submit_ingestion
 
     rec.seen.clear()
     rec.mark("submit")
@@ -208,7 +208,7 @@ def by_stage(usage: list[dict], fields: tuple[str, ...]) -> dict[str, int]:
 
 
 def probe_client(url: str):
-    from shared.infra.redis_conn import connect
+    from shared.infra.redis.conn import connect
 
     return connect(url)
 

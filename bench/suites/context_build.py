@@ -60,7 +60,7 @@ def graphfleet_builds(llm: str, corpus: Path, modes: list[str], budgets: list[in
 def _graphfleet_case(mode: str, budget: int, questions: list[str]) -> dict:
     from shared.domain.query.engine import answer_query
     from shared.domain.query.params import QueryParam
-    from shared.infra.llm.usage import CallContext
+    from shared.infra.tenancy.usage import CallContext
     from workers.runtime import runtime
 
     rt = runtime()

@@ -24,7 +24,7 @@ from bench.harness.llm_calls import in_flight_s, job_calls
 from bench.harness.results import SAMPLE, carol_question, emit, machine
 from bench.harness.stacks import redis_server, simulator
 from graphfleet_cli.stack import Stack
-from shared.infra.redis_conn import free_port
+from shared.infra.redis.conn import free_port
 
 ADMIN_KEY = "adm-bench-gateway-latency"
 TENANT = "lat"

@@ -28,7 +28,7 @@ CORPORA = ("carol", "musique", "2wiki", "hotpotqa")
 
 def corpus_docs(name: str, questions: int) -> tuple[list, list[str]]:
     """(documents to ingest, questions) of a corpus."""
-    from shared.infra.ingest_submit import DocumentInput
+    from shared.infra.jobs.ingest_submit import DocumentInput
 
     if name == "carol":
         return [DocumentInput(text=SAMPLE.read_text(encoding="utf-8"), title=SAMPLE.name)], CAROL_QUESTIONS[:questions]
@@ -89,7 +89,7 @@ def mapped_points(client, question: str, extra: dict, details: dict) -> dict:
 def graphfleet_run(name: str, docs: list, questions: list[str], out: Path | None, shares: tuple = ()) -> None:
     from graphfleet_cli.local_client import LocalClient
     from shared.domain.query.params import QueryParam
-    from shared.infra.ingest_submit import submit_ingestion
+    from shared.infra.jobs.ingest_submit import submit_ingestion
 
     with simulator(0.0) as llm, redis_server() as url, stack(url, llm, 16, 1, GRAPHFLEET_LLM__CACHE_ENABLED="false"):
         client = LocalClient(url)

@@ -110,7 +110,7 @@ def run_graphfleet(args, ds: Dataset, llm: str | None, head: dict,
                    embed_in_process: dict | None = None) -> dict[str, list[dict]]:
     """A fresh stack: ingest the set's passages, map chunk ids to passages, then every mode's questions."""
     from graphfleet_cli.local_client import LocalClient
-    from shared.infra.ingest_submit import DocumentInput
+    from shared.infra.jobs.ingest_submit import DocumentInput
 
     head = {**head, "system": "graphfleet"}
     docs = ds.docs
@@ -143,7 +143,7 @@ def embed_usage(redis, job_id: str, usage: dict, passages: int, since: float) ->
     usage), the calls' summed latency (they overlap: workers run them concurrently) and the wall time while at
     least one ran (the union of their intervals), their models (the tenant's usage records), and passages per
     second of that wall time (the calls embed chunks and entity descriptions both)."""
-    from shared.infra.llm.usage import read_usage
+    from shared.infra.tenancy.usage import read_usage
 
     stage = (usage.get("by_stage") or {}).get("embed") or {}
     recs = [r for r in read_usage(redis, "eval", since) if r.job_id == job_id and r.stage == "embed"]
@@ -251,7 +251,7 @@ def run(args) -> None:
 
 
 def _submit(client, tenant: str, docs: list) -> dict:
-    from shared.infra.ingest_submit import submit_ingestion
+    from shared.infra.jobs.ingest_submit import submit_ingestion
 
     return submit_ingestion(client.redis, client.celery, tenant, docs, client.settings)
 

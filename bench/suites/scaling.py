@@ -58,7 +58,7 @@ CORPORA = {"carol": carol_docs, "x20": x20_docs}
 def run_once(corpus: str, docs: list[tuple[str, str]], processes: int, latency: float, run: int,
              concurrency: int) -> dict:
     from graphfleet_cli.local_client import LocalClient
-    from shared.infra.ingest_submit import DocumentInput, submit_ingestion
+    from shared.infra.jobs.ingest_submit import DocumentInput, submit_ingestion
 
     tokens = sum(count_tokens_batch([t for _, t in docs], MODEL))
     with simulator(latency_ms=latency) as llm, redis_server() as url, stack(url, llm, concurrency, processes):

@@ -1,6 +1,6 @@
 """Cost of the graph walk (``shared.domain.retrieval.graph_walk``) at 10k and 100k passages (or any size).
 
-    .venv/bin/python -m bench.suites.walk [--passages 10000 100000 1000000] [--queries 50] --out bench/results/walk.jsonl
+    .venv/bin/python -m bench.suites.walk [--passages 10000 100000] [--queries 50] --out bench/results/walk.jsonl
 
 A synthetic passage-entity graph shaped like the ingested dev sets: ~8 entity mentions per passage
 (the simulator's extraction gives 6.5-8), 30% of them drawn from a Zipf law (a few names recur in

@@ -4,7 +4,7 @@
 
 The JSON files are the deployed artefacts (Grafana provisioning reads them); this script is their
 source, and tests/unit/test_dashboards.py fails when the two differ. Every expression may use only
-metric names from ``shared.infra.metrics.METRIC_NAMES``, the recorded series of
+metric names from ``shared.infra.observability.metrics.METRIC_NAMES``, the recorded series of
 deploy/prometheus/recording.yml (``graphfleet:...:rate5m``, the heavy aggregations) and, in the Redis row,
 redis_exporter's ``redis_*``; deploy/check_dashboards.py runs each of them against a real Prometheus that
 scraped a real run. Counters of rare events (errors, retries, resumed jobs, 5xx) end in ``or vector(0)``, so
@@ -19,7 +19,8 @@ import json
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent / "dashboards"
-PLACEHOLDER = "none"  # shared.infra.metrics.PLACEHOLDER: label value of a family's zero sample, not a real value
+# shared.infra.observability.metrics.PLACEHOLDER: the label value of a family's zero sample, not a real value
+PLACEHOLDER = "none"
 DS = {"type": "prometheus", "uid": "${datasource}"}
 RI = "$__rate_interval"
 

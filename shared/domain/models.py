@@ -15,7 +15,7 @@ class Document(BaseModel):
     status: str = "pending"  # pending | processing | processed | failed | deleted
     created_at: float = 0.0
     error: str | None = None
-    # a paged document (PDF): (page, start, end) of each page's text in the document's text (``parsing.page_spans``),
+    # a paged document (PDF): (page, start, end) of each page's text in the document's text (``documents.page_spans``),
     # so the pages of any span of it (a chunk, a sentence of a chunk) are known without reading the text
     page_spans: list[tuple[int, int, int]] = Field(default_factory=list)
 

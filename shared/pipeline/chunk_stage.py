@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from shared.domain.chunking import chunk_document
+from shared.domain.documents.markers import page_spans, pages_in_span, pages_of
 from shared.domain.models import Chunk
-from shared.domain.parsing.markers import page_spans, pages_in_span, pages_of
 from shared.domain.query.row_counts import source_body, stored_counts
-from shared.infra.jobs import JobStore
+from shared.infra.jobs.store import JobStore
 from shared.infra.store.redis_graph import GraphStore
 
 

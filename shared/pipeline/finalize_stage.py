@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.infra.jobs import JobStore
+from shared.infra.jobs.store import JobStore
 from shared.infra.store.redis_graph import GraphStore
 
 

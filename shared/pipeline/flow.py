@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from shared.infra.messages import (
+from shared.infra.messaging.messages import (
     BuildIndex,
     ChunkDocument,
     Cluster,
@@ -125,7 +125,7 @@ QUERY: tuple[Stage, ...] = (
 
 
 class FlowState(Protocol):
-    """What the flow reads and writes of a job (``shared.infra.jobs.JobStore``; an in-memory one in tests)."""
+    """What the flow reads and writes of a job (``shared.infra.jobs.store.JobStore``; an in-memory one in tests)."""
 
     def claim_advance(self, job_id: str, stage: str, token: str) -> bool: ...
 

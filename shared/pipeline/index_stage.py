@@ -10,9 +10,9 @@ from shared.domain.retrieval.synonyms import SynonymPolicy, name_text, synonym_l
 from shared.domain.storage import NAME_VECTORS, VectorItem, VectorStore
 from shared.domain.tokens import truncate_text
 from shared.infra.llm.embedding import Embedder
-from shared.infra.llm.usage import CallContext
 from shared.infra.store.redis_graph import GraphStore
 from shared.infra.store.synonym_store import SynonymStore
+from shared.infra.tenancy.usage import CallContext
 from shared.pipeline.reembed import mark_entities_dirty, prepare, settle
 
 

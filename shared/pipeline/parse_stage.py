@@ -1,6 +1,6 @@
 """Extract the text of a document uploaded as a file (PDF, HTML, DOCX) and store it as the document's text.
 
-The parsers are pure (``shared.domain.parsing``); this stage reads the file kept with the document, stores the
+The parsers are pure (``shared.domain.documents``); this stage reads the file kept with the document, stores the
 text the chunker reads, and, when the file yields no text (encrypted, a scan, a zip bomb, malformed), marks
 the document failed with the cause and returns it: the task records it on the job and the job goes on."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 
-from shared.domain.parsing import ParseError, extract_text, sniff
-from shared.infra.ingest_submit import clean_text
+from shared.domain.documents import ParseError, extract_text, sniff
+from shared.infra.jobs.ingest_submit import clean_text
 from shared.infra.store.redis_graph import GraphStore
 
 log = logging.getLogger(__name__)

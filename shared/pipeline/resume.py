@@ -1,7 +1,7 @@
 """What a stalled job still has to do: the steps whose messages were lost, from the job's stored state.
 
 Pure: :func:`plan_resume` walks the job's declared flow (``shared.pipeline.flow.INGEST``, or ``QUERY`` for a
-query) over a :class:`shared.infra.jobs.JobSnapshot`: a stage whose ``waits_for`` are done contributes the
+query) over a :class:`shared.infra.jobs.store.JobSnapshot`: a stage whose ``waits_for`` are done contributes the
 steps it is missing (its unfinished documents or chunks, its planner, its missing batches or map groups, its
 one task) and is done when nothing is missing. A timer (a query's deadline) past its due time while the stage
 it starts is unclaimed was lost with the rest: it is sent again, and what it cuts short is not. Every task is
@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shared.infra.jobs import TERMINAL, JobSnapshot
-from shared.infra.messages import DeleteDocument, Message
+from shared.infra.jobs.store import TERMINAL, JobSnapshot
+from shared.infra.messaging.messages import DeleteDocument, Message
 from shared.pipeline.flow import INGEST, QUERY, REPORT_WAVES, Stage, batches_field, next_claim, report_stage
 
 

@@ -16,7 +16,7 @@ loss is a worker killed between kombu's ``BRPOP`` (the message leaves the queue)
 (the message enters ``unacked``), which no lease and no visibility timeout can bring back. A job whose
 messages sit in ``unacked`` (a dead worker's, until their leases age out) is still left alone.
 
-The broker is asked through ``shared.infra.broker_probe``: on Redis (and Sentinel) its queues and
+The broker is asked through ``shared.infra.messaging.broker_probe``: on Redis (and Sentinel) its queues and
 ``unacked`` hash are scanned for the job id; on RabbitMQ, where a queue cannot be read without taking its
 messages, a job counts as having messages while any watched queue has a ready message, a worker holds one
 of its messages (``inspect``), or a consumer did not answer (see ``AmqpProbe.jobs_with_messages``). Only
@@ -32,12 +32,15 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from shared.infra import queueing as q
-from shared.infra.broker_probe import default_probe, jobs_with_messages  # noqa: F401 - jobs_with_messages re-exported
-from shared.infra.jobs import TERMINAL, JobStore, parse_active_member
-from shared.infra.keys import active_jobs_key, broker_queue_keys, watchdog_key, watchdog_lock_key
-from shared.infra.messages import Message
-from shared.infra.redis_conn import to_str
+from shared.infra.jobs.store import TERMINAL, JobStore, parse_active_member
+from shared.infra.messaging import queueing as q
+from shared.infra.messaging.broker_probe import (
+    default_probe,
+    jobs_with_messages,  # noqa: F401 - re-exported
+)
+from shared.infra.messaging.messages import Message
+from shared.infra.redis.conn import to_str
+from shared.infra.redis.keys import active_jobs_key, broker_queue_keys, watchdog_key, watchdog_lock_key
 from shared.pipeline.resume import Step, plan_resume
 
 log = logging.getLogger(__name__)
@@ -50,7 +53,7 @@ def broker_keys(queues: Iterable[str]) -> list[str]:
 
 class Watchdog:
     """One sweep at a time across the fleet; ``send(message)`` enqueues a task message. ``redis`` is the state
-    Redis; ``probe`` (``shared.infra.broker_probe``) says which jobs have messages in the broker (by default
+    Redis; ``probe`` (``shared.infra.messaging.broker_probe``) says which jobs have messages in the broker (by default
     that of ``settings``' broker: the state Redis itself when no broker is set apart)."""
 
     def __init__(self, redis, settings, send: Callable[[Message], None], queues: Iterable[str] = q.QUEUES,
@@ -137,7 +140,7 @@ class Watchdog:
         return resumed
 
     def _resume(self, snap, now: float) -> list[Step]:
-        from shared.infra.metrics import record_job_resumed
+        from shared.infra.observability.metrics import record_job_resumed
 
         jobs = JobStore(self.redis, snap.tenant)
         sent: list[Step] = []

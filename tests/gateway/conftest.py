@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from shared.config import reset_settings_cache
-from shared.infra.redis_conn import connect
+from shared.infra.redis.conn import connect
 from tests.gateway.e2e_corpus import SYNTHETIC, texts
 from tests.gateway.helpers import ADMIN, db_url, make_client, new_tenant, purge_broker
 

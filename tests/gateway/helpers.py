@@ -10,10 +10,10 @@ import os
 
 from fastapi.testclient import TestClient
 
-from shared.infra.jobs import JobStore
-from shared.infra.keys import Keys
-from shared.infra.queueing import QUEUES
-from shared.infra.redis_conn import connect
+from shared.infra.jobs.store import JobStore
+from shared.infra.messaging.queueing import QUEUES
+from shared.infra.redis.conn import connect
+from shared.infra.redis.keys import Keys
 
 ADMIN = "adm-test-key-123"
 GATEWAY_DB = 7

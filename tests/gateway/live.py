@@ -17,11 +17,11 @@ import httpx
 from graphfleet_cli.stack import Stack
 from llm_simulator.config import SimConfig
 from llm_simulator.server import start_in_thread
-from shared.infra.broker_probe import jobs_with_messages, make_probe
-from shared.infra.jobs import TERMINAL
-from shared.infra.keys import Keys
-from shared.infra.queueing import QUEUES
-from shared.infra.redis_conn import connect, free_port
+from shared.infra.jobs.store import TERMINAL
+from shared.infra.messaging.broker_probe import jobs_with_messages, make_probe
+from shared.infra.messaging.queueing import QUEUES
+from shared.infra.redis.conn import connect, free_port
+from shared.infra.redis.keys import Keys
 from tests.conftest import worker_env
 from tests.gateway.helpers import ADMIN
 
@@ -143,7 +143,7 @@ class LiveStack:
         if not self.stack.broker_url:  # one Redis: it is the broker
             return len(jobs_with_messages(self.redis, {job_or_tenant_id}, [*QUEUES, "default"]))
         from shared.config import get_settings
-        from shared.infra.queueing import make_celery, settings_for
+        from shared.infra.messaging.queueing import make_celery, settings_for
 
         settings = settings_for(get_settings(), self.stack.redis_url, self.stack.broker_url)
         probe = make_probe(settings, app=make_celery(settings))  # RabbitMQ: asks the workers what they hold

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shared.config import Settings, reset_settings_cache
-from shared.infra.keys import Keys
+from shared.infra.redis.keys import Keys
 from tests.gateway.helpers import (
     ADMIN,
     ADMIN_HEADERS,

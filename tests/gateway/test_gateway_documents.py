@@ -8,8 +8,8 @@ import json
 import pytest
 
 from shared.config import reset_settings_cache
-from shared.infra.jobs import JobStore
-from shared.infra.queueing import DELETE_DOCUMENT, ROUTES
+from shared.infra.jobs.store import JobStore
+from shared.infra.messaging.queueing import DELETE_DOCUMENT, ROUTES
 from tests.gateway.helpers import (
     assert_error,
     enqueued,

@@ -12,10 +12,10 @@ import json
 
 import pytest
 
-from shared.infra.keys import Keys
-from shared.infra.ledger import summarize
-from shared.infra.llm.usage import read_usage
+from shared.infra.redis.keys import Keys
 from shared.infra.store.redis_graph import GraphStore
+from shared.infra.tenancy.ledger import summarize
+from shared.infra.tenancy.usage import read_usage
 from tests.gateway.e2e_corpus import MODES, QUESTIONS, SYNTHETIC_WORDS
 
 pytestmark = pytest.mark.integration
@@ -104,7 +104,7 @@ def test_usage_equals_the_sum_of_per_call_records(live, carol):
     expected = summarize(records)["totals"]
     body = api.get("/v1/usage").json()
     assert body["tenant"] == api.id and body["totals"] == expected
-    # outside any job, only the query worker's embedder probe (``shared/infra/warmup.py``): booked to the tenant
+    # outside any job, only the query worker's embedder probe (``shared/infra/store/warmup.py``): booked to the tenant
     # whose index started it, in its own thread, so it may land before or after the ingestion's end
     outside = [r for r in records if not r.job_id]
     assert all(r.stage == "embed" and r.queue == "query" for r in outside) and len(outside) <= 1

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from shared.config import reset_settings_cache
-from shared.domain.parsing.detect import DOCX, PDF
-from shared.infra.jobs import JobStore
+from shared.domain.documents.detect import DOCX, PDF
+from shared.infra.jobs.store import JobStore
 from shared.infra.store.redis_graph import GraphStore
 from tests import document_files as files
 from tests.gateway.helpers import assert_error, enqueued, job_count, make_client, new_tenant, queue_lengths

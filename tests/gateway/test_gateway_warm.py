@@ -35,9 +35,9 @@ def test_the_gateway_declares_every_queue_before_its_first_send(tmp_path):
     message still lands on its queue. A Redis of its own: no worker of another test consumes the message."""
     from api_gateway.state import LockedCelery
     from shared.config import get_settings
-    from shared.infra.messages import RunQuery, send
-    from shared.infra.queueing import QUERY, QUEUES, ROUTES, make_celery, settings_for
-    from shared.infra.redis_conn import EmbeddedRedis, connect
+    from shared.infra.messaging.messages import RunQuery, send
+    from shared.infra.messaging.queueing import QUERY, QUEUES, ROUTES, make_celery, settings_for
+    from shared.infra.redis.conn import EmbeddedRedis, connect
 
     server = EmbeddedRedis(tmp_path / "redis", persist=False).start()
     try:

@@ -22,10 +22,10 @@ import uuid
 
 import pytest
 
-from shared.infra import tracing
-from shared.infra.jobs import TERMINAL, JobStore
-from shared.infra.log_setup import JsonFormatter
-from shared.infra.messages import RunQuery
+from shared.infra.jobs.store import TERMINAL, JobStore
+from shared.infra.messaging.messages import RunQuery
+from shared.infra.observability import tracing
+from shared.infra.observability.log_setup import JsonFormatter
 from tests.conftest import ROOT, worker_env
 from tests.gateway.helpers import make_client, new_tenant, with_a_document
 

@@ -8,7 +8,7 @@ import json
 
 from graphfleet_cli.manage import LocalBackend
 from shared.domain.models import Document
-from shared.infra.jobs import JobStore
+from shared.infra.jobs.store import JobStore
 from shared.infra.store.redis_graph import GraphStore
 from shared.public_json import document_json, job_json, job_view
 

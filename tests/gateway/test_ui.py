@@ -42,7 +42,7 @@ def test_ui_is_not_part_of_the_api_schema(api):
 
 def _seed_graph(redis, tenant: str) -> None:
     from shared.domain.models import Community, CommunityReport, Entity, Finding
-    from shared.infra.keys import Keys
+    from shared.infra.redis.keys import Keys
     from shared.infra.store.redis_graph import GraphStore  # a document deleted since: its id stands as its name
 
     k = Keys(tenant)

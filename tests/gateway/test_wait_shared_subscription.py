@@ -11,11 +11,11 @@ import time
 from redis.cluster import RedisCluster
 
 from shared.config import reset_settings_cache
-from shared.infra.channel_listener import KEEP_CHANNEL, ChannelListener
-from shared.infra.job_status import RECHECK_ENV, AsyncJobStatus
-from shared.infra.jobs import JobStore
-from shared.infra.keys import Keys
-from shared.infra.redis_conn import aconnect, to_str
+from shared.infra.jobs.status import RECHECK_ENV, AsyncJobStatus
+from shared.infra.jobs.store import JobStore
+from shared.infra.messaging.channel_listener import KEEP_CHANNEL, ChannelListener
+from shared.infra.redis.conn import aconnect, to_str
+from shared.infra.redis.keys import Keys
 from tests.clusters import subscribers
 from tests.gateway.helpers import db_url, with_a_document
 
@@ -154,7 +154,7 @@ def test_held_requests_through_the_gateway_share_one_subscription(api, alice, gw
 def test_a_followed_query_gets_each_event_once_across_a_dropped_subscription(redis_server, gw_redis):
     """A stream's events (``QueryEvents``) come through the shared subscription too: an event published while it
     was down comes from the query's event log once it is back, and none comes twice."""
-    from shared.infra.queries import QueryEvents, QueryStore
+    from shared.infra.jobs.query_state import QueryEvents, QueryStore
 
     tenant = "t-stream"
     store = QueryStore(gw_redis, tenant)

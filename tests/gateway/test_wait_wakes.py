@@ -11,10 +11,10 @@ import time
 import pytest
 
 from shared.config import reset_settings_cache
-from shared.infra.job_status import RECHECK_ENV, AsyncJobStatus
-from shared.infra.jobs import JobStore
-from shared.infra.keys import Keys
-from shared.infra.redis_conn import aconnect, to_str
+from shared.infra.jobs.status import RECHECK_ENV, AsyncJobStatus
+from shared.infra.jobs.store import JobStore
+from shared.infra.redis.conn import aconnect, to_str
+from shared.infra.redis.keys import Keys
 from tests.clusters import subscribers
 from tests.gateway.helpers import db_url, with_a_document
 
@@ -91,7 +91,7 @@ def test_a_lost_end_message_is_caught_by_the_status_re_read(redis_server, gw_red
 def test_a_failing_subscription_leaves_the_status_re_reads(redis_server, gw_redis, fail_at):
     """A pubsub that cannot subscribe (a cluster node gone: a pubsub is not routed around it as commands are), or
     whose connection drops mid-wait: the gateway's wait carries on by re-reading the status, and sees the end,
-    as the blocking wait does (one rule, ``job_status._Listen``), instead of failing the request."""
+    as the blocking wait does (one rule, ``jobs.status._Listen``), instead of failing the request."""
     from redis.exceptions import ConnectionError as RedisConnectionError
 
     class Broken:

@@ -12,8 +12,8 @@ import pytest
 
 from graphfleet_cli.local_client import LocalClient
 from shared.domain.query.params import QueryParam
-from shared.infra.keys import BACKUP_PATTERN, Keys, is_transient_key
-from shared.infra.redis_conn import EmbeddedRedis, connect
+from shared.infra.redis.conn import EmbeddedRedis, connect
+from shared.infra.redis.keys import BACKUP_PATTERN, Keys, is_transient_key
 from shared.infra.store.redis_graph import GraphStore
 from tests.conftest import SAMPLE
 from tests.integration.cli_proc import BIN, ROOT, bash_blocks, cli_env, run_bash

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from graphfleet_cli.stack import Stack
-from shared.infra.redis_conn import free_port
+from shared.infra.redis.conn import free_port
 from tests import document_files as files
 from tests.conftest import worker_env
 from tests.gateway.helpers import ADMIN

@@ -11,7 +11,7 @@ import subprocess
 import httpx
 
 from graphfleet_cli.main import build_parser
-from shared.infra.redis_conn import free_port
+from shared.infra.redis.conn import free_port
 from tests.integration.cli_proc import BIN, ROOT, UpProcess, cli_env
 
 

@@ -14,9 +14,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.infra.keys import consumers_key
-from shared.infra.metrics_collectors import QueueDepthCollector
-from shared.infra.redis_conn import connect
+from shared.infra.observability.metrics_collectors import QueueDepthCollector
+from shared.infra.redis.conn import connect
+from shared.infra.redis.keys import consumers_key
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration

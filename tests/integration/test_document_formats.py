@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.domain.parsing import pages_of
+from shared.domain.documents import pages_of
 from shared.infra.store.redis_graph import GraphStore
 from tests import document_files as files
 

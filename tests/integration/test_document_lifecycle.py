@@ -7,9 +7,9 @@ import pytest
 
 from graphfleet_cli.local_client import LocalClient
 from shared.domain.ids import new_job_id
-from shared.infra.ingest_submit import DocumentInput, submit_ingestion
-from shared.infra.jobs import JobStore
-from shared.infra.queueing import DELETE_DOCUMENT
+from shared.infra.jobs.ingest_submit import DocumentInput, submit_ingestion
+from shared.infra.jobs.store import JobStore
+from shared.infra.messaging.queueing import DELETE_DOCUMENT
 from shared.infra.store.redis_graph import GraphStore
 from tests.conftest import SAMPLE
 from tests.integration.helpers import graph_snapshot, start_stack

@@ -13,12 +13,12 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from graphfleet_cli.local_client import LocalClient
 from shared.domain.query.params import QueryParam
 from shared.domain.tokens import truncate_text
-from shared.infra.keys import Keys
-from shared.infra.ledger import usage_report
 from shared.infra.llm.embedding import HashingEmbedder
 from shared.infra.llm.local_embedder import NAME, LocalEmbedder
-from shared.infra.llm.usage import read_usage
+from shared.infra.redis.keys import Keys
 from shared.infra.store.embedder_record import EmbedderRecord, read_record
+from shared.infra.tenancy.ledger import usage_report
+from shared.infra.tenancy.usage import read_usage
 from shared.pipeline.index_stage import entity_text
 from tests.conftest import SAMPLE
 from tests.integration.helpers import start_stack
@@ -146,9 +146,9 @@ def test_the_gateway_shows_the_refusal_as_the_query_failure_and_an_ingestion_lif
     """A live stack embedding at its (simulated) endpoint; the tenant's vectors are then re-made by the local model,
     as a deployment of the other embedder's ingestion leaves them. ``?wait`` answers the refused query at once:
     200, ``failed``, the cause naming both embedders; the next ingestion through the gateway re-embeds it back."""
-    from shared.infra.llm.usage import CallContext
     from shared.infra.store.redis_graph import GraphStore
     from shared.infra.store.redis_vectors import RedisVectorStore
+    from shared.infra.tenancy.usage import CallContext
     from shared.pipeline.index_stage import run_index
     from tests.gateway.e2e_corpus import SYNTHETIC
 
@@ -184,7 +184,7 @@ def test_the_readme_command_choosing_the_hashing_embedder_runs_as_written(tmp_pa
     import re
     import shlex
 
-    from shared.infra.redis_conn import free_port
+    from shared.infra.redis.conn import free_port
     from tests.integration.cli_proc import BIN, ROOT, UpProcess, cli_env
 
     readme = (ROOT / "README.md").read_text()

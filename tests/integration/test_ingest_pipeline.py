@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from graphfleet_cli.local_client import LocalClient
-from shared.infra.llm.usage import read_usage
 from shared.infra.store.redis_graph import GraphStore
+from shared.infra.tenancy.usage import read_usage
 from tests.conftest import ROOT, SAMPLE
 from tests.integration.helpers import graph_snapshot, start_stack
 

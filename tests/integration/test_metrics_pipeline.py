@@ -18,10 +18,10 @@ from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.stack import Stack
 from shared.domain.pricing import price_for
 from shared.domain.query.params import QueryParam
-from shared.infra.llm.usage import read_usage
-from shared.infra.queueing import QUEUES
-from shared.infra.redis_conn import free_port
-from shared.infra.tenants import Tenant, TenantStore
+from shared.infra.messaging.queueing import QUEUES
+from shared.infra.redis.conn import free_port
+from shared.infra.tenancy.tenants import Tenant, TenantStore
+from shared.infra.tenancy.usage import read_usage
 from tests.conftest import ROOT, SAMPLE, worker_env
 
 pytestmark = pytest.mark.integration
@@ -198,7 +198,7 @@ def test_counters_survive_process_exit_without_leaking_files(stack, simulator):
     names = sorted(p.name for p in stack.metrics_dir.glob("*.db"))
     assert all("_archive" in n for n in names), names
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(stack.metrics_dir), "PYTHONPATH": str(ROOT)}
-    code = ("import sys; from shared.infra.metrics import metrics_response; "
+    code = ("import sys; from shared.infra.observability.metrics import metrics_response; "
             "sys.stdout.write(metrics_response()[0].decode())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60,
                          check=True)

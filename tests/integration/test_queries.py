@@ -14,8 +14,8 @@ from bench.harness.stacks import simulator as sim_process
 from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.query_client import run_query
 from shared.domain.query.params import QueryParam
-from shared.infra.keys import Keys
-from shared.infra.redis_conn import EmbeddedRedis
+from shared.infra.redis.conn import EmbeddedRedis
+from shared.infra.redis.keys import Keys
 from tests.conftest import SAMPLE
 from tests.integration.helpers import start_stack
 
@@ -86,7 +86,7 @@ def test_killed_map_worker_does_not_hang_the_query(tmp_path):
             doc.write_text(SAMPLE.read_text(encoding="utf-8-sig")[30000:36000], encoding="utf-8")
             view = client.wait("killmap", client.ingest_files("killmap", [doc])["job_id"], timeout=600)
             assert view["status"] == "succeeded"
-            from shared.infra.query_submit import submit_query
+            from shared.infra.jobs.query_submit import submit_query
 
             param = QueryParam(query="What happens?", mode="global", global_selection="all", global_group_tokens=300,
                                deadline_s=8, global_direct_answer=False)

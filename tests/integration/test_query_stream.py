@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 from shared.config import get_settings, reset_settings_cache
-from shared.infra.jobs import JobStore
+from shared.infra.jobs.store import JobStore
 from shared.infra.llm import wire as llm_wire
 from shared.infra.llm.client import LLMClient
-from shared.infra.llm.usage import CallContext, UsageRecorder
+from shared.infra.tenancy.usage import CallContext, UsageRecorder
 from tests.gateway.e2e_corpus import SYNTHETIC
 from tests.gateway.live import SAFETY_TIMEOUT_S
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from shared.infra.redis_conn import free_port
+from shared.infra.redis.conn import free_port
 from tests.integration.cli_proc import ROOT, UpProcess, bash_blocks, cli_env, run_bash
 
 README = (ROOT / "README.md").read_text()

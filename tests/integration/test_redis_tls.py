@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from shared.config import Settings
-from shared.infra.redis_conn import connect, free_port
+from shared.infra.redis.conn import connect, free_port
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def tls_redis(tmp_path_factory):
             "-extfile", "san.ext", "-out", "server.pem", cwd=d)
     port = free_port()
     redis_bin = shutil.which("redis-server") or subprocess.check_output(
-        [sys.executable, "-c", "from shared.infra.redis_conn import redis_server_binary as b; print(b())"],
+        [sys.executable, "-c", "from shared.infra.redis.conn import redis_server_binary as b; print(b())"],
         text=True, cwd=ROOT).strip()
     proc = subprocess.Popen([redis_bin, "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
                              "--tls-cert-file", str(d / "server.pem"), "--tls-key-file", str(d / "server.key"),

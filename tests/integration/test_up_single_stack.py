@@ -13,7 +13,7 @@ import subprocess
 import httpx
 import pytest
 
-from shared.infra.redis_conn import free_port
+from shared.infra.redis.conn import free_port
 from tests.integration.cli_proc import BIN, ROOT, UpProcess, cli_env
 from tests.integration.up_procs import children, redis_servers, wait_gone
 

@@ -32,7 +32,7 @@ def sim_stats(url: str) -> dict:
 @pytest.fixture()
 def private_redis(tmp_path):
     """A Redis of this test alone: no other stack's workers consume its queues."""
-    from shared.infra.redis_conn import EmbeddedRedis
+    from shared.infra.redis.conn import EmbeddedRedis
 
     server = EmbeddedRedis(tmp_path / "redis", persist=False).start()
     yield server

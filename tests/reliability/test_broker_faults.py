@@ -19,8 +19,8 @@ import pytest
 
 from graphfleet_cli.local_client import LocalClient
 from shared.config import reset_settings_cache
-from shared.infra.keys import Keys
-from shared.infra.redis_conn import EmbeddedRedis
+from shared.infra.redis.conn import EmbeddedRedis
+from shared.infra.redis.keys import Keys
 from shared.infra.store.redis_graph import GraphStore
 from tests.brokers import rabbit_vhost, sentinel_group
 from tests.integration.helpers import graph_snapshot, start_stack

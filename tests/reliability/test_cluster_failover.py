@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from graphfleet_cli.local_client import LocalClient
-from shared.infra.keys import Keys
-from shared.infra.redis_conn import EmbeddedRedis
+from shared.infra.redis.conn import EmbeddedRedis
+from shared.infra.redis.keys import Keys
 from shared.infra.store.redis_graph import GraphStore
 from tests.clusters import RedisClusterServers
 from tests.integration.helpers import graph_snapshot, start_stack
@@ -27,7 +27,7 @@ def test_a_killed_cluster_master_is_replaced_and_every_tenant_on_it_recovers(tmp
     acknowledged just before the kill may be missing on the promoted replica; the pipeline's steps are
     idempotent and the job watchdog re-sends what a stalled job misses, so each job ends ``succeeded`` with
     the same graph as an undisturbed tenant. Checked: with the cluster client's retry turned off
-    (``shared.infra.redis_conn.cluster_retry`` at 0 retries) the first read of the moved slot fails with
+    (``shared.infra.redis.conn.cluster_retry`` at 0 retries) the first read of the moved slot fails with
     ``ConnectionError: ... Connection refused`` instead of waiting for the promoted replica."""
     cluster = RedisClusterServers(tmp_path / "cluster", masters=3, replicas=1).start()
     broker = EmbeddedRedis(tmp_path / "broker", persist=True).start()

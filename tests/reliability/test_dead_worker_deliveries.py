@@ -24,9 +24,9 @@ import pytest
 
 from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.stack import Stack
-from shared.infra import queueing as q
-from shared.infra.keys import BROKER_UNACKED, BROKER_UNACKED_INDEX, Keys, broker_queue_keys, watchdog_key
-from shared.infra.redis_conn import to_str
+from shared.infra.messaging import queueing as q
+from shared.infra.redis.conn import to_str
+from shared.infra.redis.keys import BROKER_UNACKED, BROKER_UNACKED_INDEX, Keys, broker_queue_keys, watchdog_key
 from tests.conftest import worker_env
 from tests.reliability.conftest import graph_and_stats, sample_parts, sim, wait_for
 

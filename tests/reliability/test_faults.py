@@ -15,10 +15,10 @@ import pytest
 
 from graphfleet_cli.local_client import LocalClient
 from llm_simulator.malformed import RECORD_TYPES
-from shared.infra.jobs import JobStore
-from shared.infra.keys import Keys
-from shared.infra.queueing import WORKER_GROUPS
-from shared.infra.redis_conn import EmbeddedRedis
+from shared.infra.jobs.store import JobStore
+from shared.infra.messaging.queueing import WORKER_GROUPS
+from shared.infra.redis.conn import EmbeddedRedis
+from shared.infra.redis.keys import Keys
 from shared.infra.store.redis_graph import GraphStore
 from tests.conftest import SAMPLE
 from tests.integration.helpers import graph_snapshot, start_stack

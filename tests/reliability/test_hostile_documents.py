@@ -6,8 +6,8 @@ good documents of the same batch go on to the chunker."""
 from __future__ import annotations
 
 from shared.config import get_settings, reset_settings_cache
-from shared.infra.jobs import JobStore
-from shared.infra.messages import ChunkDocument
+from shared.infra.jobs.store import JobStore
+from shared.infra.messaging.messages import ChunkDocument
 from shared.infra.store.redis_graph import GraphStore
 from shared.pipeline.flow import Flow
 from shared.pipeline.parse_stage import run_parse

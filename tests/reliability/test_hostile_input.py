@@ -18,10 +18,10 @@ import pytest
 from shared.domain.chunking import chunk_by_tokens
 from shared.domain.extraction.fast_extractor import extract_chunk_fast
 from shared.domain.extraction.llm_extractor import build_extract_messages, extract_chunk
-from shared.domain.extraction.parse import normalise_name, parse_records
+from shared.domain.extraction.records import normalise_name, parse_records
 from shared.domain.prompts.delimiters import COMPLETE, RECORD, TEXT_CLOSE, TEXT_OPEN, TUPLE
 from shared.domain.tokens import get_encoding
-from shared.infra.ingest_submit import clean_text
+from shared.infra.jobs.ingest_submit import clean_text
 from tests.gateway.helpers import assert_error, enqueued, ingest, job_count, queue_lengths
 
 INJECTION = (

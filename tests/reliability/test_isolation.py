@@ -11,14 +11,14 @@ import httpx
 import pytest
 
 from graphfleet_cli.stack import Stack
-from shared.infra.jobs import TERMINAL, JobStore
-from shared.infra.keys import Keys
+from shared.infra.jobs.store import TERMINAL, JobStore
 from shared.infra.llm.client import LLMClient
-from shared.infra.llm.usage import CallContext, UsageRecorder, read_usage
-from shared.infra.queueing import QUEUES
-from shared.infra.redis_conn import free_port
+from shared.infra.messaging.queueing import QUEUES
+from shared.infra.redis.conn import free_port
+from shared.infra.redis.keys import Keys
 from shared.infra.store.redis_graph import GraphStore
 from shared.infra.store.redis_vectors import RedisVectorStore
+from shared.infra.tenancy.usage import CallContext, UsageRecorder, read_usage
 from tests.conftest import SAMPLE, worker_env
 from tests.gateway.helpers import ADMIN_HEADERS, ingest
 from tests.reliability.conftest import sim, sim_stats
@@ -31,7 +31,7 @@ GLOBAL_KEYS = {
     "gf:watchdog": "the watchdog's progress fingerprints per active job (ids, hashes, times)",
     "gf:watchdog:lock": "the watchdog's sweep lock",
     "gf:index_updated_at": "tenant ids by the time of their last index update, the 1,000 latest (query warm-up)",
-    "gf:layout": "the key layout version of this Redis (shared/infra/key_layout.py)",
+    "gf:layout": "the key layout version of this Redis (shared/infra/redis/key_migration.py)",
     "gf:layout:lock": "held while a process moves an old Redis to the hash-tagged layout",
     "unacked": "kombu: messages in flight (ids only; tasks carry references, not payloads)",
     "unacked_index": "kombu",
@@ -55,7 +55,7 @@ def test_llm_cache_is_per_tenant(private_redis, monkeypatch, tmp_path):
     call is a cache hit, B's first call reaches the simulator. Checked: with the tenant dropped from the key
     (``Keys("shared").llm_cache`` in ``LLMClient.chat``) B gets A's answer and the simulator count stays 1."""
     from shared.config import Settings
-    from shared.infra.redis_conn import connect
+    from shared.infra.redis.conn import connect
 
     redis = connect(private_redis.url)
     with sim() as llm:
@@ -233,6 +233,6 @@ def _http_tenant(gw: httpx.Client, admin: dict, tenant: str) -> dict:
 
 
 def stack_redis(server):
-    from shared.infra.redis_conn import connect
+    from shared.infra.redis.conn import connect
 
     return connect(server.url)

@@ -12,10 +12,10 @@ import pytest
 
 from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.stack import Stack
-from shared.infra import queueing as q
-from shared.infra.celery_patches.redis_leases import renew_leases as renew
-from shared.infra.keys import BROKER_UNACKED_INDEX, Keys
-from shared.infra.redis_conn import connect
+from shared.infra.messaging import queueing as q
+from shared.infra.messaging.celery_patches.redis_leases import renew_leases as renew
+from shared.infra.redis.conn import connect
+from shared.infra.redis.keys import BROKER_UNACKED_INDEX, Keys
 from tests.conftest import worker_env
 from tests.reliability.test_redelivery import Gate, gate  # noqa: F401 - the module-scoped gate fixture
 

@@ -23,8 +23,8 @@ from api_gateway.routes.jobs import job_out
 from graphfleet_cli.local_client import LocalClient
 from llm_simulator.config import SimConfig
 from llm_simulator.server import start_in_thread
-from shared.infra.jobs import JobStore
-from shared.infra.redis_conn import EmbeddedRedis
+from shared.infra.jobs.store import JobStore
+from shared.infra.redis.conn import EmbeddedRedis
 from shared.infra.store.redis_graph import GraphStore
 from tests.integration.helpers import graph_snapshot, start_stack
 from tests.reliability.conftest import FAST_WATCHDOG, excerpt, wait_for

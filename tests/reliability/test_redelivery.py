@@ -27,9 +27,9 @@ from llm_simulator.config import SimConfig
 from llm_simulator.server import create_app
 from shared.config import reset_settings_cache
 from shared.domain.prompts.summarize_descriptions import MARKER as SUMMARY_MARKER
-from shared.infra import queueing as q
-from shared.infra.jobs import JobStore
-from shared.infra.queueing import time_limits
+from shared.infra.jobs.store import JobStore
+from shared.infra.messaging import queueing as q
+from shared.infra.messaging.queueing import time_limits
 from shared.infra.store.redis_graph import GraphStore
 from tests.conftest import SAMPLE, worker_env
 
@@ -188,7 +188,7 @@ def test_time_limits_and_leases_fit_the_visibility_timeout(monkeypatch):
     per visibility timeout; a SIGTERM's soft shutdown ends well within the visibility timeout."""
     monkeypatch.delenv("GRAPHFLEET_BROKER_URL", raising=False)  # a Redis broker's transport options
     from shared.config import Settings
-    from shared.infra.queueing import celery_config, lease_renew_interval
+    from shared.infra.messaging.queueing import celery_config, lease_renew_interval
 
     for visibility in (15, 120, 3600):
         settings = Settings(workers={"visibility_timeout_s": visibility, "task_time_limit_s": 1200})

@@ -18,9 +18,9 @@ import yaml
 from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.stack import Stack
 from shared.domain.prompts.summarize_descriptions import MARKER as SUMMARY_MARKER
-from shared.infra import queueing as q
-from shared.infra.jobs import JobStore
-from shared.infra.keys import Keys
+from shared.infra.jobs.store import JobStore
+from shared.infra.messaging import queueing as q
+from shared.infra.redis.keys import Keys
 from shared.infra.store.redis_graph import GraphStore
 from tests.brokers import rabbit_vhost
 from tests.conftest import SAMPLE, worker_env
@@ -108,7 +108,7 @@ def test_sigterm_mid_task_requeues_it_at_once_and_the_job_succeeds(gate: Gate, t
     A task that finishes during the soft shutdown (an extraction whose LLM answer comes 3 s late) is acked and
     never runs again. Celery runs acks on its event loop, which its soft shutdown blocks: that extraction used
     to run a second time on the fresh worker, and a document chunked just before the signal was chunked again
-    and sent its extraction twice (shared/infra/celery_patches/soft_shutdown.py)."""
+    and sent its extraction twice (shared/infra/messaging/celery_patches/soft_shutdown.py)."""
     stack = _stack(tmp_path, gate.url, SIGTERM_GROUPS)
     _drain(gate.arrived)
     _drain(gate.delayed)

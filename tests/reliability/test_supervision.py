@@ -23,9 +23,9 @@ import pytest
 from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.stack import Stack, consumed_queues
 from shared.config import get_settings
-from shared.infra.keys import BROKER_UNACKED, BROKER_UNACKED_INDEX
-from shared.infra.queueing import make_celery, settings_for
-from shared.infra.redis_conn import EmbeddedRedis
+from shared.infra.messaging.queueing import make_celery, settings_for
+from shared.infra.redis.conn import EmbeddedRedis
+from shared.infra.redis.keys import BROKER_UNACKED, BROKER_UNACKED_INDEX
 from tests.conftest import worker_env
 from tests.reliability.conftest import graph_and_stats, sample_parts, sim
 

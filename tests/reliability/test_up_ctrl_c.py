@@ -16,7 +16,7 @@ import pytest
 
 from llm_simulator.config import SimConfig
 from llm_simulator.server import start_in_thread
-from shared.infra.redis_conn import free_port
+from shared.infra.redis.conn import free_port
 from tests.integration.cli_proc import UpProcess, cli_env
 from tests.integration.up_procs import children, gone, named, redis_servers, wait_gone
 

@@ -7,7 +7,7 @@ import pytest
 
 from llm_simulator.config import SimConfig
 from llm_simulator.server import start_in_thread
-from shared.infra.redis_conn import EmbeddedRedis
+from shared.infra.redis.conn import EmbeddedRedis
 
 
 @pytest.fixture

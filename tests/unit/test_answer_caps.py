@@ -12,9 +12,9 @@ from shared.config import Settings
 from shared.domain.extraction.llm_extractor import build_extract_messages
 from shared.domain.prompts import glean_continue
 from shared.domain.tokens import count_tokens
-from shared.infra import messages as m
 from shared.infra.llm.client import LLMClient
-from shared.infra.llm.usage import UsageRecorder
+from shared.infra.messaging import messages as m
+from shared.infra.tenancy.usage import UsageRecorder
 from workers.job import Job
 from workers.runtime import Runtime
 

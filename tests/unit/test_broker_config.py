@@ -1,4 +1,5 @@
-"""Celery's configuration per broker scheme (``shared.infra.queueing.celery_config``): Redis, Sentinel, RabbitMQ.
+"""Celery's configuration per broker scheme: Redis, Sentinel, RabbitMQ
+(``shared.infra.messaging.queueing.celery_config``).
 
 The settings are checked on their own and by handing them to kombu/Celery for real: a Sentinel URL and master
 name reach kombu's sentinel transport, and the RabbitMQ queues are declared as quorum queues on the server."""
@@ -8,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from shared.config import Settings
-from shared.infra.queueing import QUEUES, broker_url, celery_config, make_celery
+from shared.infra.messaging.queueing import QUEUES, broker_url, celery_config, make_celery
 
 SENTINEL = "sentinel://127.0.0.1:26379;sentinel://127.0.0.1:26380"
 
@@ -92,7 +93,7 @@ def test_rabbitmq_countdown_goes_through_native_delayed_delivery():
 
     from celery.contrib.testing.worker import start_worker
 
-    from shared.infra.queueing import QUERY_DEADLINE
+    from shared.infra.messaging.queueing import QUERY_DEADLINE
     from tests.brokers import rabbit_vhost
 
     with rabbit_vhost() as vhost:

@@ -1,6 +1,6 @@
-"""The broker-neutral probe (``shared.infra.broker_probe``) against real brokers: a Redis apart from the state,
-a Sentinel group through a failover, and a RabbitMQ vhost. Messages are written by Celery itself
-(``shared.infra.messages.send``); consumers are real kombu consumers or a real in-process Celery worker."""
+"""The broker-neutral probe (``shared.infra.messaging.broker_probe``) against real brokers: a Redis apart from the
+state, a Sentinel group through a failover, and a RabbitMQ vhost. Messages are written by Celery itself
+(``shared.infra.messaging.messages.send``); consumers are real kombu consumers or a real in-process Celery worker."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import redis
 from kombu import Connection, Consumer
 
 from shared.config import Settings
-from shared.infra import queueing as q
-from shared.infra.broker_probe import AmqpProbe, RedisProbe, broker_readiness, make_probe
-from shared.infra.keys import BROKER_UNACKED_INDEX, active_jobs_key, watchdog_key
-from shared.infra.messages import ExtractChunk, send
+from shared.infra.messaging import queueing as q
+from shared.infra.messaging.broker_probe import AmqpProbe, RedisProbe, broker_readiness, make_probe
+from shared.infra.messaging.messages import ExtractChunk, send
+from shared.infra.redis.keys import BROKER_UNACKED_INDEX, active_jobs_key, watchdog_key
 from shared.pipeline.watchdog import Watchdog
 from tests.brokers import rabbit_vhost, sentinel_group
 from tests.unit.test_watchdog import _running_job
@@ -70,7 +70,7 @@ def test_redis_probe_reads_the_broker_not_the_state(redis_server, redis_client, 
 def test_sentinel_probe_and_lease_renewal_follow_the_primary(tmp_path, tenant):
     """Through Sentinel the probe and the lease renewal (``celery_patches.redis_leases``: kombu's own channel
     pool) read and write the *current* primary, also after a failover."""
-    from shared.infra.celery_patches.redis_leases import renew_held
+    from shared.infra.messaging.celery_patches.redis_leases import renew_held
 
     with sentinel_group(tmp_path) as group:
         settings = _settings("redis://unused", group.url)

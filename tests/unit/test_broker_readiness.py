@@ -8,8 +8,8 @@ from kombu import Consumer
 
 from api_gateway.state import Gateway
 from shared.config import Settings
-from shared.infra.queueing import QUEUES
-from shared.infra.redis_conn import EmbeddedRedis
+from shared.infra.messaging.queueing import QUEUES
+from shared.infra.redis.conn import EmbeddedRedis
 from tests.brokers import rabbit_vhost
 
 

@@ -1,5 +1,5 @@
-"""``shared/infra/celery_patches/``: every workaround of Celery, kombu or py-amqp internals, checked against the
-installed releases so that an upgrade that changes what one relies on fails here, not in production.
+"""``shared/infra/messaging/celery_patches/``: every workaround of Celery, kombu or py-amqp internals, checked against
+the installed releases so that an upgrade that changes what one relies on fails here, not in production.
 
 Per module: the versions its docstring names (``APPLIES_TO``) contain the installed ones and the pins; per patched
 function: it still has the parameters and the code the replacement was written against (read from the original,
@@ -27,11 +27,11 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from shared.infra import celery_patches
-from shared.infra.celery_patches import patching
+from shared.infra.messaging import celery_patches
+from shared.infra.messaging.celery_patches import patching
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDER = ROOT / "shared" / "infra" / "celery_patches"
+FOLDER = ROOT / "shared" / "infra" / "messaging" / "celery_patches"
 MODULES = sorted(p.stem for p in FOLDER.glob("*.py") if p.stem not in ("__init__", "patching"))
 UPSTREAM = ("celery", "kombu", "amqp", "billiard")
 PRODUCT = ("shared", "workers", "api_gateway", "graphfleet_cli", "graphfleet")
@@ -86,13 +86,14 @@ def _signature(function) -> str:
 
 
 def _declared_patches() -> set[str]:
-    return {t for m in MODULES for t in getattr(import_module(f"shared.infra.celery_patches.{m}"), "PATCHES", ())}
+    modules = (import_module(f"shared.infra.messaging.celery_patches.{m}") for m in MODULES)
+    return {t for module in modules for t in getattr(module, "PATCHES", ())}
 
 
 # ---- the folder: documented, versioned, and the only place that patches
 @pytest.mark.parametrize("name", MODULES)
 def test_each_module_says_what_it_works_around_for_which_versions_and_when_to_delete_it(name):
-    module = import_module(f"shared.infra.celery_patches.{name}")
+    module = import_module(f"shared.infra.messaging.celery_patches.{name}")
     doc = module.__doc__ or ""
     assert "Applies to:" in doc and "Delete" in doc, f"{name}: the docstring names its versions and when to delete it"
     assert "Upstream behaviour:" in doc or name == "main_stack", f"{name}: the docstring names the upstream behaviour"
@@ -121,7 +122,7 @@ def _upper_bounds(spec: SpecifierSet) -> list[Version]:
 @pytest.mark.parametrize("name", MODULES)
 def test_the_installed_and_pinned_releases_are_the_ones_each_module_was_written_for(name):
     pins, declared = _pins(), _declared_ranges()
-    for dist, applies in import_module(f"shared.infra.celery_patches.{name}").APPLIES_TO.items():
+    for dist, applies in import_module(f"shared.infra.messaging.celery_patches.{name}").APPLIES_TO.items():
         spec = SpecifierSet(applies)
         assert spec.contains(_installed(dist)), f"{name}: {dist} {_installed(dist)} outside {applies}"
         if dist in pins:
@@ -174,7 +175,7 @@ def test_nothing_outside_the_folder_assigns_to_a_celery_or_kombu_name():
             tree = ast.parse(path.read_text())
             upstream = _upstream_names(tree)
             offenders += [f"{path.relative_to(ROOT)}:{n}" for base, n in _assigned_bases(tree) if base in upstream]
-    assert not offenders, f"patches of Celery/kombu outside shared/infra/celery_patches/: {offenders}"
+    assert not offenders, f"patches of Celery/kombu outside shared/infra/messaging/celery_patches/: {offenders}"
 
 
 def test_nothing_patches_at_import_and_a_worker_installs_every_patch_once_on_worker_init():
@@ -186,10 +187,10 @@ import json
 from importlib import import_module
 from celery.signals import worker_init
 import workers.celery_app
-from shared.infra import celery_patches
-from shared.infra.celery_patches import patching
+from shared.infra.messaging import celery_patches
+from shared.infra.messaging.celery_patches import patching
 for name in {MODULES!r}:
-    import_module("shared.infra.celery_patches." + name)
+    import_module("shared.infra.messaging.celery_patches." + name)
 targets = {sorted(EXPECTED)!r}
 def patched():
     out = []
@@ -233,7 +234,7 @@ def test_kombu_redis_bookkeeping_read_by_the_leases_and_the_shutdown():
     from kombu.transport import redis as kombu_redis
     from kombu.transport.virtual.base import QoS
 
-    from shared.infra.keys import BROKER_UNACKED, BROKER_UNACKED_INDEX
+    from shared.infra.redis.keys import BROKER_UNACKED, BROKER_UNACKED_INDEX
 
     assert (kombu_redis.Channel.unacked_key, kombu_redis.Channel.unacked_index_key) == (BROKER_UNACKED,
                                                                                           BROKER_UNACKED_INDEX)
@@ -269,7 +270,7 @@ def test_the_threads_pool_and_the_worker_state_read_in_the_soft_shutdown():
 def test_py_amqp_writes_every_frame_under_one_lock_as_shutdown_acks_expects():
     from amqp import method_framing, transport
 
-    from shared.infra.celery_patches.shutdown_acks import AMQP_FRAMING, AMQP_WRITE
+    from shared.infra.messaging.celery_patches.shutdown_acks import AMQP_FRAMING, AMQP_WRITE
 
     writer = _source(method_framing.frame_writer)
     assert "buffer_lock = threading.Lock()" in writer and "def write_frame(" in writer

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from shared.domain.chunking import chunk_by_separators, chunk_by_tokens
-from shared.domain.parsing import page_markers, page_spans, pages_in_span, pages_of
+from shared.domain.documents import page_markers, page_spans, pages_in_span, pages_of
 
 PAGES = [f"Ledger page {i}: the crates of rope and tar came ashore. " * 12 for i in range(1, 6)]
 
@@ -57,7 +57,7 @@ def test_the_chunk_stage_gives_a_repeated_passage_the_pages_of_its_own_place(red
     finds page 1's copy first), and the document keeps its page boundaries for the query's sentence pages."""
     from shared.config import get_settings
     from shared.domain.models import Document
-    from shared.infra.jobs import JobStore
+    from shared.infra.jobs.store import JobStore
     from shared.infra.store.redis_graph import GraphStore
     from shared.pipeline.chunk_stage import run_chunk
 

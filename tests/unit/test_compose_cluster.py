@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from shared.infra.queueing import QUEUES
+from shared.infra.messaging.queueing import QUEUES
 from tests.unit.test_deploy_config import (
     ENV_EXAMPLE,
     PORT,
@@ -80,8 +80,8 @@ def test_secrets_and_the_broker_are_required(compose, missing):
 @pytest.mark.parametrize("broker", [AMQP, SENTINEL])
 def test_state_on_the_cluster_broker_apart(compose, broker):
     from shared.config import Settings
-    from shared.infra.queueing import broker_options, broker_url
-    from shared.infra.redis_conn import is_cluster
+    from shared.infra.messaging.queueing import broker_options, broker_url
+    from shared.infra.redis.conn import is_cluster
 
     services = interpolate(compose, env_for(broker))["services"]
     for name in app_services(compose):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.infra.metrics import METRIC_NAMES
+from shared.infra.observability.metrics import METRIC_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = ROOT / "deploy" / "grafana" / "dashboards"

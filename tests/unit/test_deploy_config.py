@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.infra.queueing import QUEUES
+from shared.infra.messaging.queueing import QUEUES
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -180,7 +180,7 @@ def test_application_environment(compose, example_env):
     soft = int(default_of(env["GRAPHFLEET_WORKERS__TASK_SOFT_TIME_LIMIT_S"]))
     assert soft < hard, "the soft limit must come first"
     # hard may exceed the visibility timeout: live workers renew their leases (workers/lease.py), at most every
-    # quarter of the visibility timeout (shared/infra/queueing.py: lease_renew_interval)
+    # quarter of the visibility timeout (shared/infra/messaging/queueing.py: lease_renew_interval)
     assert 60 <= visibility <= 300, "a killed worker's messages must come back in minutes, not an hour"
 
 
@@ -340,7 +340,7 @@ def test_dashboards_use_the_provisioned_datasource():
 
 
 def test_alert_rules_structure():
-    from shared.infra.metrics import METRIC_NAMES
+    from shared.infra.observability.metrics import METRIC_NAMES
 
     rules = load_yaml(DEPLOY / "prometheus" / "alerts.yml")
     names = set()

@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 
 from shared.domain.models import Chunk, EntityFragment, ExtractionResult
-from shared.infra.keys import Keys
 from shared.infra.llm.embedding import HashingEmbedder
 from shared.infra.llm.local_embedder import NAME, LocalEmbedder
-from shared.infra.llm.usage import CallContext
+from shared.infra.redis.keys import Keys
 from shared.infra.store.embedder_record import (
     REEMBEDDING,
     EmbedderMismatch,
@@ -26,6 +25,7 @@ from shared.infra.store.embedder_record import (
 from shared.infra.store.redis_graph import GraphStore
 from shared.infra.store.redis_vectors import RedisVectorStore
 from shared.infra.store.weaviate_store import WeaviateVectorStore
+from shared.infra.tenancy.usage import CallContext
 from shared.pipeline.index_stage import entity_text, run_index
 from shared.pipeline.reembed import prepare
 from tests.fake_weaviate import FakeWeaviate

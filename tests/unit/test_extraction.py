@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.domain.extraction.llm_extractor import build_extract_messages, extract_chunk, wants_another_round
-from shared.domain.extraction.parse import normalise_name, normalise_type, parse_records
+from shared.domain.extraction.records import normalise_name, normalise_type, parse_records
 from shared.domain.prompts import glean_continue, glean_loop
 from shared.domain.prompts.delimiters import COMPLETE, TEXT_CLOSE, TEXT_OPEN, TUPLE, neutralise
 
@@ -228,6 +228,6 @@ _AWKWARD = " \t\n\r\x0b\x0c\x1c\x85\xa0\u2028\u2029\u200b\u200e\ufeff\x00\x7f&am
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet=st.characters(codec="utf-8"), max_size=60) | st.text(alphabet=_AWKWARD, max_size=30))
 def test_clean_text_skips_its_per_character_pass_only_where_it_would_change_nothing(text):
-    from shared.domain.extraction.parse import clean_text
+    from shared.domain.extraction.records import clean_text
 
     assert clean_text(text) == _clean_text_per_character(text)

@@ -10,8 +10,8 @@ from functools import cache
 import pytest
 
 from shared.domain.chunking import chunk_by_tokens
+from shared.domain.documents.markers import page_markers, page_spans, pages_in_span
 from shared.domain.models import Document
-from shared.domain.parsing.markers import page_markers, page_spans, pages_in_span
 from shared.domain.query.context_common import Evidence, Sources
 from shared.domain.query.engine import answer_query
 from shared.domain.query.extractive import extractive_facts

@@ -15,8 +15,8 @@ from collections import deque
 
 import pytest
 
-from shared.infra.jobs import JobSnapshot
-from shared.infra.messages import (
+from shared.infra.jobs.store import JobSnapshot
+from shared.infra.messaging.messages import (
     MESSAGES,
     BuildIndex,
     ChunkDocument,
@@ -35,7 +35,7 @@ from shared.infra.messages import (
     ReportBatch,
     RunQuery,
 )
-from shared.infra.queueing import ROUTES
+from shared.infra.messaging.queueing import ROUTES
 from shared.pipeline.flow import INGEST, QUERY, Flow, QueryFlow
 from shared.pipeline.resume import plan_resume
 

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from shared.config import reset_settings_cache
-from shared.infra.metrics import metrics_response
+from shared.infra.observability.metrics import metrics_response
 
 
 def scrape() -> dict[tuple[str, tuple], float]:

@@ -11,8 +11,8 @@ import pytest
 from shared.config import Settings
 from shared.domain.retrieval.bm25 import BM25Index
 from shared.domain.retrieval.graph_walk import WalkIndex
-from shared.infra.lru import LRU
 from shared.infra.store.bm25_cache import BM25Cache
+from shared.infra.store.lru import LRU
 from tests.unit.test_query_warmup import _fill
 
 

@@ -1,5 +1,5 @@
 """The tenant hash tag (``gf:t:{tenant}:``): one cluster slot per tenant, and the one-time move of a Redis
-written before it (``shared/infra/key_layout.py``), on the session's real Redis (single or cluster)."""
+written before it (``shared/infra/redis/key_migration.py``), on the session's real Redis (single or cluster)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import inspect
 
 from redis.crc import key_slot
 
-from shared.infra.key_layout import LAYOUT, ensure_layout
-from shared.infra.keys import Keys, layout_key, legacy_to_tagged, ratelimit_keys, ratelimit_prefix, tenant_of_key
+from shared.infra.redis.key_migration import LAYOUT, ensure_layout
+from shared.infra.redis.keys import Keys, layout_key, legacy_to_tagged, ratelimit_keys, ratelimit_prefix, tenant_of_key
 from shared.infra.store.redis_graph import GraphStore
 
 

@@ -9,9 +9,9 @@ import pytest
 from llm_simulator.config import SimConfig
 from llm_simulator.server import start_in_thread
 from shared.config import Settings
-from shared.infra.keys import Keys
 from shared.infra.llm.client import LLMClient, cache_digest
-from shared.infra.llm.usage import CallContext, UsageRecorder
+from shared.infra.redis.keys import Keys
+from shared.infra.tenancy.usage import CallContext, UsageRecorder
 
 WEEK = 7 * 24 * 3600
 

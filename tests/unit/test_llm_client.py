@@ -10,7 +10,7 @@ from llm_simulator.config import SimConfig
 from llm_simulator.server import start_in_thread
 from shared.config import Settings
 from shared.infra.llm.client import LLMClient, LLMError, LLMUnavailable
-from shared.infra.llm.usage import CallContext, UsageRecorder, job_usage, read_usage
+from shared.infra.tenancy.usage import CallContext, UsageRecorder, job_usage, read_usage
 
 
 @pytest.fixture()
@@ -197,7 +197,7 @@ def test_preconnect_opens_the_connection_the_first_calls_reuse_and_books_nothing
 
 
 def test_preconnect_to_an_unreachable_api_returns_false_quickly(redis_client):
-    from shared.infra.redis_conn import free_port
+    from shared.infra.redis.conn import free_port
 
     client, _ = _client(f"http://127.0.0.1:{free_port()}/v1", redis_client)
     assert client.preconnect(timeout_s=1.0) is False

@@ -15,7 +15,7 @@ from llm_simulator.server import start_in_thread
 from shared.config import Settings
 from shared.infra.llm.client import LLMClient, LLMError
 from shared.infra.llm.stream import read_chunks, sse_data
-from shared.infra.llm.usage import CallContext, UsageRecorder
+from shared.infra.tenancy.usage import CallContext, UsageRecorder
 
 
 @pytest.fixture()

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from graphfleet_cli.local_client import LocalClient
-from shared.infra.jobs import JobStore
+from shared.infra.jobs.store import JobStore
 
 
 def _client_with_a_job(redis_server, tenant: str, monkeypatch, on_read=None):

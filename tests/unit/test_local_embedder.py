@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 from shared.config import Settings, reset_settings_cache
 from shared.infra.llm.embedding import SEMANTIC_AUC, SYNONYM_PROBE, HashingEmbedder, make_embedder, synonym_auc
 from shared.infra.llm.local_embedder import DIMENSIONS, NAME, LocalEmbedder
-from shared.infra.llm.usage import CallContext, UsageRecorder, job_usage, read_usage
+from shared.infra.tenancy.usage import CallContext, UsageRecorder, job_usage, read_usage
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = [w for pair in SYNONYM_PROBE for w in pair]
@@ -66,7 +66,7 @@ def _sample(name: str, labels: dict) -> float:
 def test_local_calls_are_booked_like_api_embedding_calls(redis_client, tenant):
     """Stage ``embed``, kind ``embedding``, the texts' tokens as prompt tokens, latency, cost 0: in the tenant's usage
     stream (the ledger), the job's counters and the metrics the LLM calls reach (``usage_listener``)."""
-    from shared.infra.metrics import usage_listener
+    from shared.infra.observability.metrics import usage_listener
 
     labels = {"model": NAME, "stage": "embed", "queue": "indexer", "tier": "standard"}
     requests_before = _sample("graphfleet_llm_requests_total", {**labels, "kind": "embedding"})

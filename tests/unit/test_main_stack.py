@@ -12,7 +12,7 @@ import gc
 import sys
 import threading
 
-from shared.infra.celery_patches import main_stack
+from shared.infra.messaging.celery_patches import main_stack
 
 
 def _record_calls(monkeypatch) -> list[bool]:

@@ -3,8 +3,8 @@
 import json
 import threading
 
-from shared.infra.keys import Keys
-from shared.infra.queries import QueryStore
+from shared.infra.jobs.query_state import QueryStore
+from shared.infra.redis.keys import Keys
 
 
 def test_map_progress_counts_up_in_the_log_whichever_group_finishes_first(redis_client):

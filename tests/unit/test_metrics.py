@@ -1,4 +1,4 @@
-"""shared.infra.metrics: LLM usage counters aggregated over processes (multiprocess mode), labels, helpers.
+"""``shared.infra.observability.metrics``: LLM usage counters over processes (multiprocess mode), labels, helpers.
 
 prometheus_client picks multiprocess mode when it is imported, so every multiprocess scenario runs in
 fresh subprocesses with ``PROMETHEUS_MULTIPROC_DIR`` set; this process stays in single-process mode.
@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from shared.config import Settings, reset_settings_cache
 from shared.domain.pricing import cost_usd
-from shared.infra.metrics import (
+from shared.infra.observability.metrics import (
     METRIC_NAMES,
     OTHER_TENANT,
     prepare_multiproc_dir,
@@ -32,7 +32,7 @@ STAGES = ["extract", "glean", "summarize", "report", "answer", "keywords", "map"
 
 FEED = """
 import json, sys
-from shared.infra.metrics import usage_listener
+from shared.infra.observability.metrics import usage_listener
 from shared.domain.models import UsageRecord
 for raw in json.loads(sys.stdin.read()):
     usage_listener(UsageRecord(**raw))
@@ -40,7 +40,7 @@ for raw in json.loads(sys.stdin.read()):
 
 SCRAPE = """
 import sys
-from shared.infra.metrics import metrics_response
+from shared.infra.observability.metrics import metrics_response
 body, ctype = metrics_response()
 sys.stderr.write(ctype)
 sys.stdout.write(body.decode())
@@ -200,8 +200,8 @@ def test_metric_names_match_definitions(redis_client, monkeypatch):
     monkeypatch.delenv("GRAPHFLEET_BROKER_URL", raising=False)  # this Redis is the broker here
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from shared.infra import metrics as mod
-    from shared.infra.metrics_collectors import QueueDepthCollector
+    from shared.infra.observability import metrics as mod
+    from shared.infra.observability.metrics_collectors import QueueDepthCollector
 
     m = mod.metrics()
     exported = set()
@@ -216,7 +216,7 @@ def test_metric_names_match_definitions(redis_client, monkeypatch):
 
 def test_queue_depth_collector_reads_llen_at_scrape(redis_client, monkeypatch):
     monkeypatch.delenv("GRAPHFLEET_BROKER_URL", raising=False)  # this Redis is the broker here
-    from shared.infra.metrics import metrics_response
+    from shared.infra.observability.metrics import metrics_response
 
     redis_client.rpush("extractor", "m1", "m2", "m3")
     redis_client.rpush("merger", "m1")
@@ -233,7 +233,7 @@ def test_queue_depth_collector_reads_llen_at_scrape(redis_client, monkeypatch):
 
 HOLD = """
 import sys, time
-from shared.infra.metrics import record_chunks
+from shared.infra.observability.metrics import record_chunks
 record_chunks(int(sys.argv[1]))
 print("ready", flush=True)
 time.sleep(600)
@@ -274,14 +274,14 @@ def test_many_short_lived_processes_leave_one_file_per_type(tmp_path):
     mp_dir = prepare_multiproc_dir(tmp_path / "prom")
     env = base_env(mp_dir)
     for i in range(6):
-        run_py("from shared.infra.metrics import record_chunks; import sys; record_chunks(int(sys.argv[1]))".replace(
-            "int(sys.argv[1])", str(i + 1)), env)
+        code = "from shared.infra.observability.metrics import record_chunks; record_chunks(N)"
+        run_py(code.replace("N", str(i + 1)), env)
     assert sorted(p.name for p in mp_dir.glob("*.db")) == ["counter_archive.db"]
     assert chunk_total(run_py(SCRAPE, env).stdout) == sum(range(1, 7))
 
 
 def test_stage_label_is_bounded():
-    from shared.infra.metrics import STAGES, stage_label
+    from shared.infra.observability.metrics import STAGES, stage_label
 
     assert [stage_label(s) for s in STAGES] == list(STAGES)
     assert stage_label("rate") == "map" and stage_label("repair") == "answer"
@@ -291,7 +291,7 @@ def test_stage_label_is_bounded():
 JOIN = """
 import os, sys
 import prometheus_client  # imported before the variable is set: single-process mode at import
-from shared.infra.metrics import join_multiproc_dir, record_job_submitted
+from shared.infra.observability.metrics import join_multiproc_dir, record_job_submitted
 assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ
 assert join_multiproc_dir(sys.argv[1])
 record_job_submitted("ingest", "gold")
@@ -312,9 +312,9 @@ def test_a_process_can_join_the_host_directory_after_importing_prometheus_client
 
 PRIME_THEN_ANSWER = """
 import json, sys
-from shared.infra import metrics as m
+from shared.infra.observability import metrics as m
 from shared.domain.models import UsageRecord
-from shared.infra.queueing import QUERY, ROUTES
+from shared.infra.messaging.queueing import QUERY, ROUTES
 def scrape():
     from prometheus_client.parser import text_string_to_metric_families
     body, _ = m.metrics_response()
@@ -355,7 +355,7 @@ def test_primed_query_series_are_zero_and_exactly_those_a_first_answer_writes(tm
 
 PRIME_THEN_SUBMIT = """
 import json
-from shared.infra import metrics as m
+from shared.infra.observability import metrics as m
 def scrape():
     from prometheus_client.parser import text_string_to_metric_families
     body, _ = m.metrics_response()

@@ -9,9 +9,9 @@ import pytest
 from celery import Celery
 from prometheus_client import REGISTRY
 
-from shared.infra import metrics as m
-from shared.infra.messages import READY_AT
-from shared.infra.queueing import EXTRACT, ROUTES
+from shared.infra.messaging.messages import READY_AT
+from shared.infra.messaging.queueing import EXTRACT, ROUTES
+from shared.infra.observability import metrics as m
 from workers.metrics_signals import install as install_celery_signal_handlers
 
 

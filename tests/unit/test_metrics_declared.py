@@ -11,11 +11,11 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.infra.broker import record_consumer as beat
-from shared.infra.broker import retire_consumer as retire
-from shared.infra.keys import consumers_key
-from shared.infra.metrics import METRIC_NAMES, PLACEHOLDER, metrics_response
-from shared.infra.queueing import QUEUES
+from shared.infra.messaging.consumers import record_consumer as beat
+from shared.infra.messaging.consumers import retire_consumer as retire
+from shared.infra.messaging.queueing import QUEUES
+from shared.infra.observability.metrics import METRIC_NAMES, PLACEHOLDER, metrics_response
+from shared.infra.redis.keys import consumers_key
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,7 +67,7 @@ def test_a_fresh_gateway_process_exposes_every_family(redis_server, tmp_path):
 RESUME = """
 import json, sys
 from prometheus_client.parser import text_string_to_metric_families
-from shared.infra.metrics import metrics_response, record_job_resumed
+from shared.infra.observability.metrics import metrics_response, record_job_resumed
 
 def kinds():
     for fam in text_string_to_metric_families(metrics_response()[0].decode()):
@@ -115,7 +115,7 @@ def test_consumers_counts_fresh_heartbeats(redis_client):
 
 def test_no_queue_family_when_redis_is_unreachable():
     """The collector exports nothing (alert GraphfleetQueueMetricsAbsent) rather than zeros it did not read."""
-    from shared.infra.redis_conn import connect, free_port
+    from shared.infra.redis.conn import connect, free_port
 
     dead = connect(f"redis://127.0.0.1:{free_port()}/0")
     body = metrics_response(redis=dead, queues=["extractor"])[0].decode()

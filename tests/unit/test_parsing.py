@@ -1,13 +1,13 @@
-"""The parsers (``shared.domain.parsing``) on real files the tests make: text out, with page / section markers,
+"""The parsers (``shared.domain.documents``) on real files the tests make: text out, with page / section markers,
 and a clear error (a code) for every hostile file instead of a crash or a hang."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.domain.parsing import ParseError, extract_text, pages_of, sniff
-from shared.domain.parsing.detect import DOCX, HTML, PDF, TEXT
-from shared.domain.parsing.extract import MAX_HTML_BYTES
+from shared.domain.documents import ParseError, extract_text, pages_of, sniff
+from shared.domain.documents.detect import DOCX, HTML, PDF, TEXT
+from shared.domain.documents.extract import MAX_HTML_BYTES
 from tests import document_files as files
 
 
@@ -78,7 +78,7 @@ def test_hostile_files_fail_with_a_clear_code(make, media_type, code):
 
 
 def test_a_docx_declaring_a_huge_uncompressed_size_is_refused_before_it_is_inflated(monkeypatch):
-    from shared.domain.parsing import extract
+    from shared.domain.documents import extract
 
     monkeypatch.setattr(extract, "MAX_DOCX_UNCOMPRESSED", 10_000)  # the real limit is 100 MB
     with pytest.raises(ParseError) as err:

@@ -6,9 +6,9 @@ import json
 
 from shared.config import Settings
 from shared.domain.query.result import QueryResult
-from shared.infra.jobs import JobStore
-from shared.infra.query_record import query_param, save_result, tenant_preset
-from shared.infra.tenants import Tenant, TenantStore
+from shared.infra.jobs.query_record import query_param, save_result, tenant_preset
+from shared.infra.jobs.store import JobStore
+from shared.infra.tenancy.tenants import Tenant, TenantStore
 
 
 def test_the_tenant_record_preset_wins_over_the_deployment_map(redis_client, tenant):
@@ -33,7 +33,7 @@ def test_query_params_get_the_deployment_model_and_the_result_is_saved_with_its_
 
 def test_a_result_keeps_whole_evidence_only_when_it_carries_its_context(redis_client, tenant):
     from shared.domain.query.context_common import Evidence, Sources
-    from shared.infra.query_record import SNIPPET_CHARS, snippet
+    from shared.infra.jobs.query_record import SNIPPET_CHARS, snippet
 
     passage = "Marley was dead: to begin with. " * 40
     jobs = JobStore(redis_client, tenant)

@@ -10,12 +10,12 @@ import pytest
 
 from shared.domain.models import Chunk, Entity, EntityFragment, ExtractionResult
 from shared.domain.storage import VectorItem
-from shared.infra.keys import Keys, index_updated_channel
-from shared.infra.lru import LRU
+from shared.infra.redis.keys import Keys, index_updated_channel
 from shared.infra.store.bm25_cache import BM25Cache
+from shared.infra.store.lru import LRU
 from shared.infra.store.redis_graph import GraphStore
 from shared.infra.store.redis_vectors import RedisVectorStore
-from shared.infra.warmup import CacheWarmer, announce_index_update, warm_tenant
+from shared.infra.store.warmup import CacheWarmer, announce_index_update, warm_tenant
 
 
 def _fill(redis, tenant: str, words: str) -> None:
@@ -96,7 +96,7 @@ def test_the_warm_up_query_takes_the_vector_path_with_a_stored_vector_and_no_emb
     """BM25 alone would leave the vector search and its fusion cold for the first real question: the warm-up's
     question is answered with one of the tenant's stored vectors (no embedder exists here, so no API call can be
     made), and its context is the one BM25 and that vector find."""
-    from shared.infra.warmup import stored_vector_embed
+    from shared.infra.store.warmup import stored_vector_embed
 
     _fill(redis_client, tenant, "red fox")
     vectors = _CountingVectors(redis_client)
@@ -138,7 +138,7 @@ def test_warmer_rebuilds_a_tenants_caches_when_its_index_update_is_announced(red
 def test_a_job_that_names_itself_in_its_announcement_ends_after_the_warm_up_not_during_it(redis_client, tenant):
     """The ingestion's last announcement names its job: the warmers that heard it acknowledge once warm, and
     ``await_warm_ups`` returns only then (the client's first query does not race the warm-up)."""
-    from shared.infra.warmup import await_warm_ups
+    from shared.infra.store.warmup import await_warm_ups
 
     _fill(redis_client, tenant, "brown bear")
     cache = BM25Cache(redis_client)
@@ -175,7 +175,7 @@ def test_a_job_that_names_itself_in_its_announcement_ends_after_the_warm_up_not_
 
 def test_a_warm_up_that_fails_or_has_no_room_still_acknowledges_and_a_silent_listener_only_costs_the_bound(
         redis_client, tenant):
-    from shared.infra.warmup import await_warm_ups
+    from shared.infra.store.warmup import await_warm_ups
 
     full = BM25Cache(redis_client, capacity=1)
     full.warm(tenant + "-other")
@@ -211,7 +211,7 @@ def test_warmer_never_evicts_a_cached_tenant_for_one_it_has_no_room_for(redis_cl
 
 def test_a_starting_warmer_warms_the_most_recently_indexed_tenants_and_runs_their_query_path(redis_client, tenant):
     from shared.domain import tokens
-    from shared.infra.warmup import recent_announcements
+    from shared.infra.store.warmup import recent_announcements
 
     for name, words in ((tenant + "-old", "grey heron"), (tenant, "white stork")):
         _fill(redis_client, name, words)
@@ -240,7 +240,7 @@ def test_a_starting_warmer_warms_the_most_recently_indexed_tenants_and_runs_thei
 def test_a_starting_warmer_skips_the_tenants_warmed_before_it_listened_unless_announced_again(redis_client, tenant):
     """What a query worker warmed before consuming is not warmed again by its background pass (that would take
     the CPU from its first queries); a tenant announced since, or not warmed then, is."""
-    from shared.infra.warmup import recent_announcements
+    from shared.infra.store.warmup import recent_announcements
 
     names = [tenant + "-a", tenant + "-b", tenant + "-c"]
     for name in names:
@@ -275,7 +275,7 @@ def test_the_warm_up_counts_a_small_tenants_graph_rows_whatever_its_question_ret
     from shared.domain.query import engine
     from shared.domain.query.context_local import entity_cells, report_section
     from shared.domain.query.row_counts import line_rest
-    from shared.infra.warmup import warm_query_path
+    from shared.infra.store.warmup import warm_query_path
 
     _fill(redis_client, tenant, "black kite")
     monkeypatch.setattr(engine, "answer_query", lambda *a, **k: None)  # the warm question retrieves nothing
@@ -311,7 +311,7 @@ def test_a_worker_loads_the_chat_and_embedding_tokenizers_before_consuming(redis
     from tests.unit.test_secure_defaults import worker_env
 
     code = ("import json\nimport tiktoken.registry as r\nfrom workers.celery_app import app\n"
-            "from workers.runtime import runtime\nfrom shared.infra import warmup\nbefore = sorted(r.ENCODINGS)\n"
+            "from workers.runtime import runtime\nfrom shared.infra.store import warmup\nbefore = sorted(r.ENCODINGS)\n"
             "warmup.warm_worker(app, runtime)\nprint(json.dumps([before, sorted(r.ENCODINGS)]))")
     env = worker_env(redis_server.url, GRAPHFLEET_LLM_MODEL="gpt-4o-mini",
                      GRAPHFLEET_EMBEDDING_MODEL="text-embedding-3-small")
@@ -335,12 +335,12 @@ def test_warming_a_tenant_measures_the_embedder_once_so_the_first_query_does_not
 
     import httpx
 
-    from shared.infra.keys import embedder_lexical_key
-    from shared.infra.llm.usage import read_usage
+    from shared.infra.redis.keys import embedder_lexical_key
+    from shared.infra.tenancy.usage import read_usage
     from tests.unit.test_secure_defaults import worker_env
 
     model = f"text-embedding-probe-{uuid.uuid4().hex[:8]}"  # never probed by another test
-    code = ("import json, sys, threading\nfrom shared.infra.warmup import _warmed\n"
+    code = ("import json, sys, threading\nfrom shared.infra.store.warmup import _warmed\n"
             "from workers.runtime import runtime\nrt, gate = runtime(), threading.Event()\nreal = rt.embedder.embed\n"
             "rt.embedder.embed = lambda texts, ctx: (gate.wait(30), real(texts, ctx))[1]\n"
             "_warmed(runtime, sys.argv[1], 0.0)\n"

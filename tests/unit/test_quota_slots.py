@@ -1,20 +1,20 @@
-"""The concurrent-job quota (``shared.infra.quotas``) on a real Redis: a job's end frees its slot, a tenant under
-its limit is admitted without reading its jobs' statuses, and what ended unseen is pruned when it matters."""
+"""The concurrent-job quota (``shared.infra.tenancy.quotas``) on a real Redis: a job's end frees its slot, a tenant
+under its limit is admitted without reading its jobs' statuses, and what ended unseen is pruned when it matters."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.infra.jobs import JobStore
-from shared.infra.keys import Keys
-from shared.infra.quotas import (
+from shared.infra.jobs.store import JobStore
+from shared.infra.redis.keys import Keys
+from shared.infra.tenancy.quotas import (
     QuotaExceeded,
     commit_job_slot,
     effective_limits,
     job_member,
     reserve_job_slot,
 )
-from shared.infra.quotas import TenantLimits as Overrides
+from shared.infra.tenancy.quotas import TenantLimits as Overrides
 
 
 class StatusReads:

@@ -12,8 +12,8 @@ import pytest
 from shared.config import RateLimitSettings, Settings
 from shared.infra.llm.client import LLMClient, LLMError
 from shared.infra.llm.ratelimit import CompletionEstimate, RateLimitTimeout, RedisRateLimiter, cooldown_key
-from shared.infra.llm.usage import CallContext, UsageRecorder
-from shared.infra.redis_conn import connect
+from shared.infra.redis.conn import connect
+from shared.infra.tenancy.usage import CallContext, UsageRecorder
 
 
 @pytest.fixture()

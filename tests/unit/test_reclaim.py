@@ -12,11 +12,11 @@ import textwrap
 import time
 
 from shared.config import Settings
-from shared.infra import queueing as q
-from shared.infra.celery_patches.redis_leases import reclaim_unrenewed, renew_leases, restore_older
-from shared.infra.keys import BROKER_UNACKED, BROKER_UNACKED_INDEX
-from shared.infra.messages import ExtractChunk, send_all
-from shared.infra.redis_conn import connect
+from shared.infra.messaging import queueing as q
+from shared.infra.messaging.celery_patches.redis_leases import reclaim_unrenewed, renew_leases, restore_older
+from shared.infra.messaging.messages import ExtractChunk, send_all
+from shared.infra.redis.conn import connect
+from shared.infra.redis.keys import BROKER_UNACKED, BROKER_UNACKED_INDEX
 
 QUEUE = "extractor"
 
@@ -24,7 +24,7 @@ QUEUE = "extractor"
 CONSUMER = textwrap.dedent("""
     import sys, time
     from shared.config import Settings
-    from shared.infra import queueing as q
+    from shared.infra.messaging import queueing as q
     app = q.make_celery(Settings(redis_url=sys.argv[1], broker_url=sys.argv[1]))
     channel = app.connection_for_read().default_channel
     print(" ".join(channel.basic_get(sys.argv[2], no_ack=False).delivery_tag for _ in range(int(sys.argv[3]))),

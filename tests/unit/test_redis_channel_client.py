@@ -1,5 +1,5 @@
-"""``shared.infra.celery_patches.redis_channel_client``: kombu's Redis transport sends its commands through one client
-per channel, on the channel's current pool, and acks from many threads at once all reach a real Redis."""
+"""``shared.infra.messaging.celery_patches.redis_channel_client``: kombu's Redis transport sends its commands through
+one client per channel, on the channel's current pool, and acks from many threads at once all reach a real Redis."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from kombu import Connection
 from kombu.transport import redis as kombu_redis
 
-from shared.infra.celery_patches import patching, redis_channel_client
+from shared.infra.messaging.celery_patches import patching, redis_channel_client
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import numpy as np
 
 from shared.domain.models import Entity, EntityFragment, ExtractionResult, RelationFragment
 from shared.domain.storage import VectorItem
-from shared.infra.job_status import wait_finished
-from shared.infra.jobs import JobStore
+from shared.infra.jobs.status import wait_finished
+from shared.infra.jobs.store import JobStore
 from shared.infra.store.redis_graph import GraphStore
 from shared.infra.store.redis_vectors import RedisVectorStore
 from tests.clusters import subscribers
@@ -168,7 +168,7 @@ def _report(cid: str, title: str):
 def test_parsed_community_rows_follow_every_write_from_any_client(redis_server, redis_client, tenant):
     """Reports/communities are parsed once per revision and process; any write, by this client or
     another process's, and a tenant rebuilt from scratch, must be seen by the next read."""
-    from shared.infra.redis_conn import connect
+    from shared.infra.redis.conn import connect
 
     reader = GraphStore(redis_client, tenant)
     other = connect(redis_server.url)  # another process's connection
@@ -277,7 +277,7 @@ def test_parsed_entity_and_relation_rows_follow_every_graph_write_and_a_rebuilt_
     process's client is seen at the next read, a degree written apart from the version too, and a tenant deleted
     and rebuilt (its version counter starts again) never gets the old incarnation's rows."""
     from shared.domain.merge import merge_relation
-    from shared.infra.redis_conn import connect
+    from shared.infra.redis.conn import connect
     from shared.infra.store.redis_graph import split_rel_field
 
     reader = GraphStore(redis_client, tenant)
@@ -323,9 +323,9 @@ def test_a_job_ends_once_with_its_metrics_claimed_once_and_leaves_the_active_set
     """``finish`` and ``cancel`` (one script, ``FINISH``): the first end wins, its fields written and its waiters
     woken; a later end of the same job changes nothing and records no second metric; an unknown job is not
     created; the result's usage and creation time come back together (``usage_and_created``)."""
-    from shared.infra import jobs as jobs_module
-    from shared.infra.jobs import active_member
-    from shared.infra.keys import active_jobs_key
+    from shared.infra.jobs import store as jobs_module
+    from shared.infra.jobs.store import active_member
+    from shared.infra.redis.keys import active_jobs_key
 
     finished: list[tuple] = []
 

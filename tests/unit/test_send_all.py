@@ -1,4 +1,4 @@
-"""A fan-out's messages (``shared.infra.messages.send_all``) against real brokers: over Redis in one publish
+"""A fan-out's messages (``shared.infra.messaging.messages.send_all``) against real brokers: over Redis in one publish
 batch (one pipeline), over Sentinel and RabbitMQ too, through the gateway's locked producer, and every message
 still delivered when the batch's flush fails."""
 
@@ -15,10 +15,10 @@ from kombu.transport import redis as kombu_redis
 
 from api_gateway.state import LockedCelery
 from shared.config import Settings
-from shared.infra import messages
-from shared.infra import queueing as q
-from shared.infra.messages import READY_AT, ExtractChunk, Message, QueryDeadline, send, send_all
-from shared.infra.warmup import warm_sender
+from shared.infra.messaging import messages
+from shared.infra.messaging import queueing as q
+from shared.infra.messaging.messages import READY_AT, ExtractChunk, Message, QueryDeadline, send, send_all
+from shared.infra.store.warmup import warm_sender
 from tests.brokers import rabbit_vhost, sentinel_group
 
 

@@ -21,7 +21,7 @@ from shared.domain.tokens import count_tokens
 from shared.infra.llm.client import LLMClient
 from shared.infra.llm.embedding import SEMANTIC_AUC, SYNONYM_PROBE, LLMEmbedder, is_lexical, synonym_auc
 from shared.infra.llm.local_embedder import LocalEmbedder
-from shared.infra.llm.usage import CallContext, UsageRecorder, read_usage
+from shared.infra.tenancy.usage import CallContext, UsageRecorder, read_usage
 from tests.unit.sim_support import stats
 
 MODEL = "text-embedding-3-small"

@@ -22,9 +22,9 @@ from celery.worker.consumer.consumer import Consumer as CeleryConsumer
 from kombu import Connection, Consumer, Exchange, Producer, Queue
 from kombu.asynchronous import Hub
 
-from shared.infra.celery_patches import main_stack, shutdown_acks, shutdown_pool, soft_shutdown
-from shared.infra.celery_patches.soft_shutdown import cannot_stop_tasks
-from shared.infra.redis_conn import connect
+from shared.infra.messaging.celery_patches import main_stack, shutdown_acks, shutdown_pool, soft_shutdown
+from shared.infra.messaging.celery_patches.soft_shutdown import cannot_stop_tasks
+from shared.infra.redis.conn import connect
 
 
 def _delivered(conn: Connection, n: int) -> list:

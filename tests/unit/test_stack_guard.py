@@ -59,7 +59,7 @@ def test_a_stack_file_left_by_a_killed_stack_is_no_running_stack(tmp_path, monke
     from graphfleet_cli.errors import CliError
     from graphfleet_cli.stack import resolve_redis_url
     from shared.config import get_settings
-    from shared.infra.redis_conn import write_stack_info
+    from shared.infra.redis.conn import write_stack_info
 
     monkeypatch.delenv("GRAPHFLEET_REDIS_URL", raising=False)
     get_settings.cache_clear()

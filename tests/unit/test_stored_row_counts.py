@@ -84,7 +84,7 @@ def test_an_entitys_and_a_relations_static_part_is_their_row_without_its_numeric
 
 # ------------------------------------------------------------------ ingestion stores them
 def test_the_chunk_stage_stores_each_chunks_source_row_count(redis_client, tenant):
-    from shared.infra.jobs import JobStore
+    from shared.infra.jobs.store import JobStore
     from shared.pipeline.chunk_stage import run_chunk
 
     store, jobs, cfg = GraphStore(redis_client, tenant), JobStore(redis_client, tenant), get_settings()
@@ -231,7 +231,7 @@ def test_wrong_stored_counts_never_make_a_context_exceed_its_budget(descs, total
 
 # ------------------------------------------------------------------ the warm-up
 def test_the_warm_up_puts_stored_counts_in_the_memo_and_encodes_only_older_rows(redis_client, tenant, encoded):
-    from shared.infra import warmup
+    from shared.infra.store import warmup
     from shared.pipeline.merge_stage import run_merge_batch
 
     store, cfg = GraphStore(redis_client, tenant), get_settings()
@@ -269,8 +269,7 @@ def test_the_warm_ups_whole_graph_read_leaves_a_first_query_no_row_to_parse(redi
     """The warm-up counts a small graph's rows from one read of it, and files the parsed rows in the process's
     row caches (``GraphStore.read_whole_graph``): a query then reads no entity or relation row again, and gets
     the stored ones (with their degree read now); a write after the warm-up is read fresh."""
-    from shared.infra import warmup
-    from shared.infra.store import redis_graph
+    from shared.infra.store import redis_graph, warmup
     from shared.pipeline.merge_stage import run_merge_batch
 
     store, cfg = GraphStore(redis_client, tenant), get_settings()

@@ -13,11 +13,11 @@ from shared.domain.retrieval.graph_walk import WalkIndex
 from shared.domain.retrieval.synonyms import SynonymPolicy, name_text, synonym_edges, synonym_links
 from shared.domain.storage import NAME_VECTORS, VectorHit
 from shared.infra.llm.local_embedder import LocalEmbedder
-from shared.infra.llm.usage import CallContext
 from shared.infra.store.bm25_cache import BM25Cache
 from shared.infra.store.redis_graph import GraphStore
 from shared.infra.store.redis_vectors import RedisVectorStore
 from shared.infra.store.synonym_store import SynonymStore
+from shared.infra.tenancy.usage import CallContext
 from shared.pipeline.index_stage import run_index
 
 WOOD, FULL, WELLES = "ED WOOD", "EDWARD D. WOOD JR.", "ORSON WELLES"

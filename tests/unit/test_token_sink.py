@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from shared.infra.queries import QueryEvents, QueryStore, TokenSink
-from shared.infra.redis_conn import aconnect
+from shared.infra.jobs.query_state import QueryEvents, QueryStore, TokenSink
+from shared.infra.redis.conn import aconnect
 
 
 def _logged(redis_client, store: QueryStore, query_id: str) -> list[str]:

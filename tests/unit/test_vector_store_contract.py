@@ -16,7 +16,7 @@ import pytest
 
 from shared.config import Settings
 from shared.domain.storage import VectorItem
-from shared.infra.keys import Keys
+from shared.infra.redis.keys import Keys
 from shared.infra.store.factory import make_vector_store
 from shared.infra.store.redis_vectors import RedisVectorStore
 from shared.infra.store.weaviate_store import WeaviateBatchError, WeaviateVectorStore

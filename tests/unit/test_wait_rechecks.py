@@ -1,10 +1,10 @@
-"""The re-read rule of the job waits (``job_status._Listen``): the blocking wait re-reads at a steady pace (its
+"""The re-read rule of the job waits (``jobs.status._Listen``): the blocking wait re-reads at a steady pace (its
 own pubsub cannot tell it was lost); the asyncio wait, whose shared subscription reports its losses, spaces its
 re-reads out, up to ``RECHECK_MAX_S``, and never past its deadline."""
 
 from __future__ import annotations
 
-from shared.infra.job_status import RECHECK_MAX_S, _Listen
+from shared.infra.jobs.status import RECHECK_MAX_S, _Listen
 
 
 def test_the_blocking_wait_re_reads_at_a_steady_pace():

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from shared.config import Settings
-from shared.infra import queueing as q
-from shared.infra.broker_probe import RedisProbe
-from shared.infra.jobs import JobSnapshot, JobStore
-from shared.infra.keys import Keys, active_jobs_key
+from shared.infra.jobs.store import JobSnapshot, JobStore
+from shared.infra.messaging import queueing as q
+from shared.infra.messaging.broker_probe import RedisProbe
+from shared.infra.redis.keys import Keys, active_jobs_key
 from shared.pipeline.resume import Step, plan_resume
 from shared.pipeline.watchdog import Watchdog, jobs_with_messages
 
@@ -99,7 +99,7 @@ def test_a_query_job_is_answered_again():
 
 
 def test_a_global_query_resumes_its_missing_map_group_then_past_its_deadline_the_deadline(redis_client, tenant):
-    from shared.infra.queries import QueryStore
+    from shared.infra.jobs.query_state import QueryStore
     from shared.pipeline.flow import QueryFlow
 
     jobs = JobStore(redis_client, tenant)
@@ -235,11 +235,11 @@ def test_only_one_sweep_runs_at_a_time(redis_client, tenant, watchdog):
 
 
 def test_a_message_sent_by_field_name_is_found_in_its_queue(tmp_path, tenant):
-    """Messages travel as keyword fields (``shared.infra.messages.send``): the job id is still seen in the
+    """Messages travel as keyword fields (``shared.infra.messaging.messages.send``): the job id is still seen in the
     broker, in the real message Celery writes (a Redis broker of this test's own)."""
-    from shared.infra.messages import ExtractChunk, send
-    from shared.infra.queueing import make_celery
-    from shared.infra.redis_conn import EmbeddedRedis, connect
+    from shared.infra.messaging.messages import ExtractChunk, send
+    from shared.infra.messaging.queueing import make_celery
+    from shared.infra.redis.conn import EmbeddedRedis, connect
 
     server = EmbeddedRedis(tmp_path / "broker", persist=False).start()
     client = connect(server.url)

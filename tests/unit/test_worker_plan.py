@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from graphfleet_cli.stack import MAX_AUTO_CHILDREN, GroupPlan, available_cores, parse_processes, plan_workers
-from shared.infra.queueing import WORKER_GROUPS
+from shared.infra.messaging.queueing import WORKER_GROUPS
 
 
 def plan(processes, cores, concurrency=None):

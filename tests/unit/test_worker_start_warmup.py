@@ -12,7 +12,7 @@ def test_a_query_worker_imports_the_bm25_library_before_consuming(redis_server):
     """A fresh stack's first index build (the warm-up its first ingestion waits for) would import bm25s: a query
     worker imports it in ``prepare_query_worker``, before it consumes. In a fresh process, as a worker starts."""
     code = ("import json, sys\nimport workers.celery_app\nfrom workers.runtime import runtime\n"
-            "from shared.infra import warmup as q\n"
+            "from shared.infra.store import warmup as q\n"
             "before = 'bm25s' in sys.modules\nq.prepare_query_worker(runtime)\n"
             "print(json.dumps([before, 'bm25s' in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], env=worker_env(redis_server.url), capture_output=True,

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from shared.domain.extraction import lexicon as lx
-from shared.domain.extraction.parse import normalise_name
+from shared.domain.extraction.records import normalise_name
 from shared.domain.merge import relation_key
 from shared.domain.models import Entity, EntityFragment, ExtractionResult, Relation, RelationFragment
 

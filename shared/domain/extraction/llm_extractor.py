@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from shared.domain.extraction.parse import combine, parse_records
+from shared.domain.extraction.records import combine, parse_records
 from shared.domain.models import ExtractionResult
 from shared.domain.prompts import extract_entities, glean_continue, glean_loop
 from shared.domain.prompts.delimiters import neutralise

@@ -45,7 +45,7 @@ def line_rest(cells: Sequence) -> str:
     """A row's line without its citation (the first cell), from its comma to its line break: the part of the row
     that the allocator counts apart from the citation (``shared.domain.query.line_tokens.line_counts``), the same
     whichever rank the row takes; the per-process count cache keeps it from query to query, and
-    ``shared.infra.warmup`` counts a tenant's ahead."""
+    ``shared.infra.store.warmup`` counts a tenant's ahead."""
     return csv_row(["", *cells[1:]]) + "\n"
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from shared.domain.documents.markers import pages_in_span
 from shared.domain.models import Chunk, Document
-from shared.domain.parsing.markers import pages_in_span
 from shared.domain.query.context_common import SentenceCitation
 from shared.domain.query.extractive import Fact
 

@@ -23,8 +23,8 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass
 
+from shared.domain.documents.markers import PAGE_RE
 from shared.domain.extraction.lexicon import ABBREVIATED_TITLES
-from shared.domain.parsing.markers import PAGE_RE
 from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP
 
 MIN_WORDS = 6  # a shorter sentence ("'I do,' said Scrooge.", "Out upon merry Christmas!") rarely answers anything

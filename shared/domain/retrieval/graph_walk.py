@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shared.domain.extraction.parse import normalise_name
+from shared.domain.extraction.records import normalise_name
 from shared.domain.retrieval.bm25 import DICT_ENTRY_BYTES, strings_nbytes, tokenize
 
 DAMPING = 0.5  # probability of following an edge rather than restarting (HippoRAG 2 uses 0.5)

@@ -22,10 +22,10 @@ import openai
 from shared.domain.models import UsageRecord
 from shared.domain.pricing import cost_usd
 from shared.domain.tokens import count_tokens, estimate_tokens
-from shared.infra.keys import Keys
 from shared.infra.llm import wire
 from shared.infra.llm.ratelimit import CompletionEstimate, RateLimitTimeout
-from shared.infra.llm.usage import CallContext, UsageRecorder
+from shared.infra.redis.keys import Keys
+from shared.infra.tenancy.usage import CallContext, UsageRecorder
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
-from shared.infra.llm.usage import CallContext
+from shared.infra.tenancy.usage import CallContext
 
 _WORD = re.compile(r"[a-z0-9]+")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.infra.llm.usage import CallContext
+from shared.infra.tenancy.usage import CallContext
 
 MODEL_CONFIG = "l2_supercat"  # wordllama's default English model
 DIMENSIONS = 256  # the smallest of its Matryoshka truncations, and the one in the wheel's weights

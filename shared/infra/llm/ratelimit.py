@@ -29,7 +29,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field
 
-from shared.infra.keys import Keys, ratelimit_cooldown_key, ratelimit_keys, ratelimit_prefix, ratelimit_sum_key
+from shared.infra.redis.keys import Keys, ratelimit_cooldown_key, ratelimit_keys, ratelimit_prefix, ratelimit_sum_key
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ import threading
 from shared.domain.retrieval.bm25 import BM25Index
 from shared.domain.retrieval.graph_walk import WalkIndex, passage_titles
 from shared.domain.storage import VECTOR_KINDS as KINDS
-from shared.infra.keys import Keys
-from shared.infra.lru import LRU
+from shared.infra.redis.keys import Keys
+from shared.infra.store.lru import LRU
 from shared.infra.store.redis_graph import GraphStore
 from shared.infra.store.synonym_store import SynonymStore
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.infra.keys import Keys
-from shared.infra.redis_conn import to_str
+from shared.infra.redis.conn import to_str
+from shared.infra.redis.keys import Keys
 
 READY, REEMBEDDING = "ready", "reembedding"
 SAME_VECTOR = 0.99  # cosine at which a stored vector counts as made by the embedder that re-made it

@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from shared.domain.models import Community, CommunityReport
-from shared.infra.keys import Keys
-from shared.infra.lru import CACHED_TENANTS, LRU
-from shared.infra.redis_conn import to_str
+from shared.infra.redis.conn import to_str
+from shared.infra.redis.keys import Keys
+from shared.infra.store.lru import CACHED_TENANTS, LRU
 
 # Parsed communities + reports per tenant, keyed by the random revision every write of either sets
 # (a counter could repeat after a tenant is deleted and rebuilt). Read cache only.

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from shared.domain.models import Chunk, Document
-from shared.infra.keys import Keys
-from shared.infra.redis_conn import to_str
+from shared.infra.redis.conn import to_str
+from shared.infra.redis.keys import Keys
 
 
 class DocumentStore:

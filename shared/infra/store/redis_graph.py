@@ -21,9 +21,9 @@ from shared.domain.models import (
     Relation,
     RelationFragment,
 )
-from shared.infra.keys import SEP, Keys
-from shared.infra.lru import CACHED_TENANTS, LRU
-from shared.infra.redis_conn import to_str
+from shared.infra.redis.conn import to_str
+from shared.infra.redis.keys import SEP, Keys
+from shared.infra.store.lru import CACHED_TENANTS, LRU
 from shared.infra.store.redis_communities import CommunityStore
 from shared.infra.store.redis_documents import DocumentStore
 from shared.infra.store.row_cache import VersionRows

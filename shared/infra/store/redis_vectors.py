@@ -14,9 +14,9 @@ import numpy as np
 
 from shared.domain.storage import NAME_VECTORS, VectorHit, VectorItem
 from shared.domain.storage import VECTOR_KINDS as KINDS
-from shared.infra.keys import Keys
-from shared.infra.lru import CACHED_TENANTS, LRU
-from shared.infra.redis_conn import to_str
+from shared.infra.redis.conn import to_str
+from shared.infra.redis.keys import Keys
+from shared.infra.store.lru import CACHED_TENANTS, LRU
 
 
 class RedisVectorStore:
@@ -96,7 +96,7 @@ class RedisVectorStore:
 
     def sample_vector(self, tenant: str, kind: str) -> np.ndarray | None:
         """One of the tenant's stored vectors of ``kind`` (the first by id), or None when it has none: a
-        question's stand-in for a warm-up that must not call the embedding API (``shared.infra.warmup``)."""
+        question's stand-in for a warm-up that must not call the embedding API (``shared.infra.store.warmup``)."""
         _version, ids, matrix, _meta = self._load(tenant, kind)
         return matrix[0].copy() if ids else None
 

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
-from shared.infra.lru import CACHED_TENANTS, LRU
+from shared.infra.store.lru import CACHED_TENANTS, LRU
 
 T = TypeVar("T")
 

@@ -9,8 +9,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 
 from shared.domain.retrieval.synonyms import synonym_edges
-from shared.infra.keys import Keys
-from shared.infra.redis_conn import to_str
+from shared.infra.redis.conn import to_str
+from shared.infra.redis.keys import Keys
 
 # KEYS: hash, version. ARGV[1]: JSON [[a, b, cosine], ...]: each pair is recorded on both sides.
 _LINK = """

@@ -251,7 +251,7 @@ class WeaviateVectorStore:
 
     def _changed(self, tenant: str, kind: str) -> None:
         if self.redis is not None:
-            from shared.infra.keys import Keys
+            from shared.infra.redis.keys import Keys
 
             self.redis.incr(Keys(tenant).vector_version(kind))
 
