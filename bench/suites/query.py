@@ -10,20 +10,11 @@ import argparse
 import statistics
 from pathlib import Path
 
-from bench.harness.results import SAMPLE, emit
+from bench.harness.results import QUERIES, SAMPLE, emit
 from bench.harness.stacks import redis_server, simulator, stack
 from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.query_client import run_query
 from shared.domain.query.params import QueryParam
-
-QUERIES = {
-    "local": "Who is Ebenezer Scrooge and how does he change?",
-    "global": "What are the main themes of the story?",
-    "naive": "What happens on Christmas morning?",
-    "hybrid": "How is Bob Cratchit related to Scrooge?",
-    "causal": "Why does Scrooge change his ways?",
-}
-
 
 def bench_latency(latency: float, repeat: int, out: Path | None) -> None:
     with simulator(latency_ms=latency) as llm, redis_server() as redis_url, stack(redis_url, llm, 24):
