@@ -16,6 +16,7 @@ from graphfleet_cli.local_client import LocalClient
 from graphfleet_cli.query_client import run_query
 from shared.domain.query.params import QueryParam
 
+
 def bench_latency(latency: float, repeat: int, out: Path | None) -> None:
     with simulator(latency_ms=latency) as llm, redis_server() as redis_url, stack(redis_url, llm, 24):
         client = LocalClient(redis_url)
