@@ -41,7 +41,7 @@ DAMPING = 0.5  # probability of following an edge rather than restarting (HippoR
 PASSAGE_SEED_SHARE = 0.5  # share of the restart mass on directly retrieved passages (rest: entities)
 MAX_NAME_TOKENS = 8  # longer "names" are sentences the extractor mistook for entities
 # Push threshold: a node is pushed while its residual is at least EPSILON times its weighted degree (the
-# restart mass sums to 1). On the dev sets measured so far (docs/benchmarks.md), 1e-5..3e-5 per unit of degree
+# restart mass sums to 1). On HotpotQA and MuSiQue, 1e-5..3e-5 per unit of degree
 # kept the converged walk's passage recall; ten times that lost multi-hop bridge passages, which get little mass.
 EPSILON = 1e-5
 MAX_ROUNDS = 200  # push rounds at most (with damping 0.5 the residual roughly halves every round)
