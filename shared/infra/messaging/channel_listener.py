@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from shared.infra.redis.conn import apubsub, to_str
@@ -86,6 +87,7 @@ class ChannelListener:
         self._pubsub = None
         self._up = asyncio.Event()
         self._reader: asyncio.Task | None = None
+        self._stale = False  # a SUBSCRIBE failed: the reader connects again and subscribes to everything
 
     @classmethod
     def of(cls, client) -> ChannelListener:
@@ -162,8 +164,14 @@ class ChannelListener:
             return  # not connected: the reader subscribes to what is listened to when it is
         try:
             await getattr(pubsub, command)(*channels)
-        except (RedisError, OSError):
+        except (RedisError, OSError, RuntimeError):
+            # RuntimeError: the connection was lost and redis-py reconnects it inside the command, reading the
+            # handshake while the reader task reads the same socket ("read() called while another coroutine is
+            # already waiting"). Either way the connection is the reader's to mend; a channel not subscribed
+            # would go unheard until then, so a failed SUBSCRIBE makes the reader start over at once.
             log.debug("%s %s failed: the reader reconnects", command, channels, exc_info=True)
+            if command == "subscribe":
+                self._stale = True
 
     async def _run(self) -> None:
         pause = RETRY_S[0]
@@ -180,8 +188,10 @@ class ChannelListener:
                 self._up.set()
                 pause = RETRY_S[0]
                 self._mark_lost()  # published while nobody listened: every listener re-reads
-                while True:
+                while not self._stale:
                     self._dispatch(await pubsub.get_message(ignore_subscribe_messages=True, timeout=READ_S))
+                self._stale = False
+                raise RedisConnectionError("a SUBSCRIBE failed")
             except (RedisError, OSError) as exc:
                 log.info("channel listener lost its subscription (%s): connecting again in %.2f s", exc, pause)
             except Exception:  # noqa: BLE001 - never leave the listeners without a reader
