@@ -6,9 +6,10 @@
 #                     the tests marked `backend` (they use the session's state Redis or broker; marked from their
 #                     fixtures), not those that touch neither or start every server they test (own_servers)
 # GRAPHFLEET_TEST_LAYOUTS picks the layouts (default: both; e.g. GRAPHFLEET_TEST_LAYOUTS=single for a quick run).
-# Each layout runs in GRAPHFLEET_TEST_WORKERS processes (pytest-xdist; default 1, one process: the parallel run is not yet timed clean), a test module
-# per process at a time (--dist loadfile: a module's stack fixtures start once); then the tests marked `serial`
-# (they disturb what the others share) alone.
+# Each layout runs in GRAPHFLEET_TEST_WORKERS processes (pytest-xdist; default 2, the cores of the CI machine:
+# most tests wait on servers they started, so two processes halve the wall time; 1 runs one plain pytest
+# process), a test module per process at a time (--dist loadfile: a module's stack fixtures start once); then
+# the tests marked `serial` (they disturb what the others share) alone.
 # Arguments go to pytest (a path, -k, -x ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +39,7 @@ for layout in ${GRAPHFLEET_TEST_LAYOUTS:-single cluster-rabbitmq}; do
   echo "== test layout: state=$state broker=$broker"
   # every test in the single layout; in a cluster layout only the tests it reaches (--only-backend)
   only=(); [ "$layout" = single ] || only=(--only-backend)
-  parallel=(); [ "${GRAPHFLEET_TEST_WORKERS:-1}" -gt 1 ] && parallel=(-n "${GRAPHFLEET_TEST_WORKERS:-1}" --dist loadfile)
+  parallel=(); [ "${GRAPHFLEET_TEST_WORKERS:-2}" -gt 1 ] && parallel=(-n "${GRAPHFLEET_TEST_WORKERS:-2}" --dist loadfile)
   GRAPHFLEET_TEST_STATE=$state GRAPHFLEET_TEST_BROKER=$broker .venv/bin/python -m pytest -q -p no:cacheprovider \
     "${only[@]}" "${parallel[@]}" --serial=without "$@"
   # exit status 5: no serial test among those chosen (a layout or the arguments leave none)
