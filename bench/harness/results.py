@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,18 @@ _FLAGS = {
 def carol_question(i: int) -> str:
     """The ``i``-th question of the cycle, marked with ``i`` so that no LLM cache answers a repeat."""
     return f"{CAROL_QUESTIONS[i % len(CAROL_QUESTIONS)]} (run {i})"
+
+
+def median(values, digits: int | None = None) -> float | None:
+    """The median of the known values (None: none known), rounded to ``digits``."""
+    values = [v for v in values if v is not None]
+    middle = statistics.median(values) if values else None
+    return middle if middle is None or digits is None else round(middle, digits)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def parser(doc: str, out: bool = True, **defaults) -> argparse.ArgumentParser:

@@ -7,6 +7,7 @@ import statistics
 from collections.abc import Iterable
 
 from bench.harness.datasets import norm
+from bench.harness.results import median as _median
 from bench.harness.retrieval_answers import answer_in_context
 
 PASSAGE_SECTION = "sources"  # the section of chunk texts (naive, local, hybrid, causal)
@@ -88,12 +89,6 @@ def bm25_allowances(records: Iterable[dict], budget: int) -> dict[str, tuple[int
         else:
             best.setdefault(r["qid"], (0, None))
     return {qid: (allowed, mode) if mode else (budget, None) for qid, (allowed, mode) in best.items()}
-
-
-def _median(values: list, digits: int | None = None) -> float | None:
-    values = [v for v in values if v is not None]
-    median = statistics.median(values) if values else None
-    return median if median is None or digits is None else round(median, digits)
 
 
 def _share(flags: list) -> float | None:

@@ -13,7 +13,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.harness.results import PEERS_PYTHON, SAMPLE, carol_question, emit, machine, parser
+from bench.harness.results import PEERS_PYTHON, SAMPLE, carol_question, emit, machine, parser, percentile
 from bench.harness.stacks import redis_server, simulator, stack
 from bench.harness.systems import EMBEDDING_DIM, MODEL, run_peer_process
 from shared.domain.tokens import count_tokens
@@ -22,10 +22,8 @@ MODES = ("local", "naive")
 
 
 def _summary(seconds: list[float]) -> dict:
-    ordered = sorted(seconds)
     return {"runs": len(seconds), "seconds_median": round(statistics.median(seconds), 5),
-            "seconds_p95": round(ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))], 5),
-            "seconds_min": round(ordered[0], 5)}
+            "seconds_p95": round(percentile(seconds, 0.95), 5), "seconds_min": round(min(seconds), 5)}
 
 
 def case_questions(case: int, repeat: int) -> list[str]:

@@ -72,8 +72,12 @@ def run_config(cfg: dict, args, tag: dict, out: Path) -> None:
                 warm)]
             emit(recs, out)
             rows += recs
+    from shared.config import get_settings
+
     medians = [{**m, **base} for m in compare.medians(rows)]
-    path = critical_path(cfg, medians, rows, graphfleet_in_flight(args) * base["ingest_processes"])
+    # LLM calls in flight: per graphfleet worker process (the flag, else the configured default), times the processes
+    in_flight = args.graphfleet_concurrency or get_settings().workers.llm_concurrency
+    path = critical_path(cfg, medians, rows, in_flight * base["ingest_processes"])
     emit(medians + ([{**base, **path}] if path else []), out)
 
 
@@ -86,13 +90,6 @@ def ingest_processes(processes: int | str) -> int:
     w = get_settings().workers
     return plan_workers(WORKER_GROUPS, "auto", available_cores(), None, w.llm_concurrency,
                         w.cpu_concurrency)["ingest"].processes
-
-
-def graphfleet_in_flight(args) -> int:
-    """LLM calls one graphfleet worker process keeps in flight: the flag, else the configured default."""
-    from shared.config import get_settings
-
-    return args.graphfleet_concurrency or get_settings().workers.llm_concurrency
 
 
 def _waves(calls_by_type: dict, stage_times: dict | None) -> tuple[list[str], str]:

@@ -18,7 +18,7 @@ import httpx
 
 from bench.harness.cpu import cpu_seconds
 from bench.harness.llm_calls import in_flight_s, job_calls
-from bench.harness.results import SAMPLE, carol_question, emit, machine, parser
+from bench.harness.results import SAMPLE, carol_question, emit, machine, median, parser, percentile
 from bench.harness.stacks import redis_server, simulator
 from graphfleet_cli.stack import Stack
 from shared.infra.redis.conn import free_port
@@ -40,22 +40,6 @@ class Asked(NamedTuple):
 def own_ms(asked: Asked, llm_ms: dict[str, float]) -> float | None:
     """graphfleet's own milliseconds on a query's path: its wall time less its LLM calls' (None: not found)."""
     return None if asked.query_id not in llm_ms else 1000 * asked.wall - llm_ms[asked.query_id]
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
-def _median(values, digits: int | None = None) -> float | None:
-    values = [v for v in values if v is not None]
-    median = statistics.median(values) if values else None
-    return median if median is None or digits is None else round(median, digits)
-
-
-def tenant_of(ingestion: int) -> str:
-    """The tenant of the ``ingestion``-th after-ingestion phase (``lat``, then ``lat-1``, ``lat-2``...)."""
-    return TENANT if ingestion == 0 else f"{TENANT}-{ingestion}"
 
 
 def _tenant(gw: httpx.Client, tenant: str) -> dict:
@@ -96,8 +80,8 @@ def _pickup_ms(gw: httpx.Client, headers: dict, query_id: str | None) -> float |
 def _breakdown(gw: httpx.Client, headers: dict, first: Asked, warm: list[Asked]) -> dict:
     """A first query's queue pickup and context build against the warm medians (read after the timed queries)."""
     return {"first_pickup_ms": _pickup_ms(gw, headers, first.query_id), "first_context_ms": first.context_ms,
-            "warm_pickup_ms_p50": _median([_pickup_ms(gw, headers, w.query_id) for w in warm]),
-            "warm_context_ms_p50": _median([w.context_ms for w in warm], 2)}
+            "warm_pickup_ms_p50": median([_pickup_ms(gw, headers, w.query_id) for w in warm]),
+            "warm_context_ms_p50": median([w.context_ms for w in warm], 2)}
 
 
 def _llm_ms(redis_url: str, tenant: str, since: float, asked: list[Asked]) -> dict[str, float]:
@@ -113,9 +97,9 @@ def _own(first: Asked, warm: list[Asked], llm_ms: dict[str, float]) -> dict:
     first_own = own_ms(first, llm_ms)
     if first_own is None or not warm_own:
         return {}
-    return {"first_own_ms": round(first_own, 1), "warm_own_ms_p50": _median(warm_own, 1),
-            "warm_own_ms_p95": round(_percentile(warm_own, 0.95), 1), "first_llm_ms": round(llm_ms[first.query_id], 1),
-            "warm_llm_ms_p50": _median([llm_ms.get(w.query_id) for w in warm], 1)}
+    return {"first_own_ms": round(first_own, 1), "warm_own_ms_p50": median(warm_own, 1),
+            "warm_own_ms_p95": round(percentile(warm_own, 0.95), 1), "first_llm_ms": round(llm_ms[first.query_id], 1),
+            "warm_llm_ms_p50": median([llm_ms.get(w.query_id) for w in warm], 1)}
 
 
 def _after_idle(ask: Callable[[], Asked], count: int, redis_url: str, tenant: str) -> dict:
@@ -146,7 +130,7 @@ def _phase(gw: httpx.Client, headers: dict, phase: str, args, run: list[int], cp
     warm = [ask() for _ in range(args.repeat)]
     after = cpu()
     walls = [w.wall for w in warm]
-    p50, p95 = statistics.median(walls), _percentile(walls, 0.95)
+    p50, p95 = statistics.median(walls), percentile(walls, 0.95)
     return {"phase": phase, "mode": args.mode, "first_s": round(first.wall, 4), "first_worker_s": first.worker_s,
             "warm_runs": args.repeat, "warm_p50_s": round(p50, 4), "warm_p95_s": round(p95, 4),
             "warm_min_s": round(min(walls), 4), "warm_max_s": round(max(walls), 4),
@@ -180,7 +164,7 @@ def run(args) -> list[dict]:
             try:
                 with httpx.Client(base_url=stack.gateway_url, timeout=120) as gw:
                     for ingestion in range(args.ingestions if trial < 0 else 0):
-                        tenant = tenant_of(ingestion)
+                        tenant = TENANT if ingestion == 0 else f"{TENANT}-{ingestion}"  # lat, lat-1, lat-2...
                         tenant_headers = _tenant(gw, tenant)
                         if ingestion == 0:
                             headers = tenant_headers  # the restarted stacks query the first tenant

@@ -227,8 +227,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--data-dir", type=Path, default=DATA_ROOT)
     ap.add_argument("--questions", type=Path, default=None, help="any set: a JSON array or JSON lines file")
     ap.add_argument("--corpus", type=Path, default=None,
-                    help="its pooled passages {title: [sentences]}; default: <questions stem>_corpus.json if present, "
-                         "else pooled from the questions' contexts")
+                    help="its pooled passages (default: <questions stem>_corpus.json, else the questions' contexts)")
     ap.add_argument("--join", default="", help="--questions' sentence joiner (HotpotQA: \"\", 2WikiMultihopQA: \" \")")
     ap.add_argument("--set-name", default=None, help="--questions' set name in the records (default: file stem)")
     ap.add_argument("--budget", type=int, default=4000)
@@ -245,13 +244,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--limit", type=int, default=0, help="first N questions of each set only")
     ap.add_argument("--systems", nargs="+", default=["graphfleet"], choices=["graphfleet", "nano", "lightrag"])
     ap.add_argument("--nano-modes", nargs="+", default=PEER_MODES["nano"],
-                    help="nano's global runs its map phase even for only_need_context: at a 4,000-token budget "
-                         "that is dozens of LLM calls per question")
+                    help="nano's global maps even for only_need_context: dozens of LLM calls per question")
     ap.add_argument("--nano-global-limit", type=int, default=10,
                     help="nano's global on the first N questions only (0 = all): ~37 s and 88 map calls each here")
     ap.add_argument("--variant", action="append", type=parse_variant, default=[], metavar="NAME:MODE:k=v,...",
-                    help="graphfleet only: also measure MODE with these QueryParam overrides on the same index "
-                         "(repeatable), reported as 'MODE [NAME]'")
+                    help="graphfleet: also MODE with these QueryParam overrides (repeatable), as 'MODE [NAME]'")
     ap.add_argument("--lightrag-modes", nargs="+", default=PEER_MODES["lightrag"])
     ap.add_argument("--questions-out", type=Path, default=None,
                     help="per-question records (default: <out stem>.questions.jsonl beside --out)")

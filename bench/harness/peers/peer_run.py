@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -100,10 +101,7 @@ def nano_param(mode: str, only_context: bool, budget: int | None):
 
 async def nano_communities(rag) -> dict:
     keys = await rag.community_reports.all_keys()
-    levels: dict[int, int] = {}
-    for item in await rag.community_reports.get_by_ids(keys):
-        if item:
-            levels[int(item.get("level", 0))] = levels.get(int(item.get("level", 0)), 0) + 1
+    levels = Counter(int(item.get("level", 0)) for item in await rag.community_reports.get_by_ids(keys) if item)
     return {"communities": len(keys), "communities_by_level": dict(sorted(levels.items()))}
 
 
