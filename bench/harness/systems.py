@@ -129,22 +129,19 @@ def schedule(systems: list[str], repeat: int, warmup: int) -> list[tuple[int, st
     return out
 
 
-def marked(recs: list[dict], warmup: bool) -> list[dict]:
-    """A run's records, marked ``warmup`` when the run was one (no median counts them)."""
-    return [{**r, "warmup": True} for r in recs] if warmup else recs
-
-
-def run_system(system: str, llm: str, corpus: Path, latency: float, run: int, args, concurrency: int,
+def run_system(system: str, llm: str, corpus: Path, latency: float, run: int, warmup: bool, args, concurrency: int,
                processes: int | str) -> list[dict]:
-    """One ingestion and its queries (graphfleet at ``concurrency`` and ``processes``); a failure is a
-    ``compare_error`` record, and the run goes on."""
+    """One ingestion and its queries (graphfleet at ``concurrency`` and ``processes``), marked ``warmup`` when the
+    run is one (no median counts them); a failure is a ``compare_error`` record, and the run goes on."""
     try:
         if system == "graphfleet":
-            return graphfleet_run(llm, corpus, latency, run, concurrency, processes)
-        return peer_run(args.peers_python, system, llm, corpus, latency, run, args.concurrency)
+            recs = graphfleet_run(llm, corpus, latency, run, concurrency, processes)
+        else:
+            recs = peer_run(args.peers_python, system, llm, corpus, latency, run, args.concurrency)
     except Exception as exc:  # a crashed run must not lose the others of a long measurement
-        return [{"bench": "compare_error", "system": system, "latency_ms": latency, "run": run,
+        recs = [{"bench": "compare_error", "system": system, "latency_ms": latency, "run": run,
                  "error": f"{type(exc).__name__}: {exc}"[:2000]}]
+    return [{**r, "warmup": True} for r in recs] if warmup else recs
 
 
 def medians(rows: list[dict]) -> list[dict]:

@@ -10,7 +10,7 @@ import sys
 
 from bench.harness.results import PEERS_PYTHON, SAMPLE, emit, machine, own_versions, parser
 from bench.harness.stacks import simulator
-from bench.harness.systems import EMBEDDING_DIM, MODEL, MODES, marked, medians, peer_versions, run_system, schedule
+from bench.harness.systems import EMBEDDING_DIM, MODEL, MODES, medians, peer_versions, run_system, schedule
 
 
 def main() -> None:
@@ -28,8 +28,8 @@ def main() -> None:
     for latency in args.latency:
         with simulator(latency_ms=latency, ms_per_completion_token=args.ms_per_completion_token) as llm:
             for run, system, warm in schedule(args.systems, args.repeat, args.warmup):
-                recs = marked(run_system(system, llm, args.corpus, latency, run, args, args.concurrency,
-                                         args.processes), warm)
+                recs = run_system(system, llm, args.corpus, latency, run, warm, args, args.concurrency,
+                                  args.processes)
                 emit(recs, args.out)
                 rows += recs
     emit(medians(rows), args.out)

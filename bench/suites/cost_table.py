@@ -67,9 +67,8 @@ def run_config(cfg: dict, args, tag: dict, out: Path) -> None:
     rows: list[dict] = []
     with simulator(latency_ms=cfg["latency_ms"], ms_per_completion_token=cfg["ms_per_token"]) as llm:
         for run, system, warm in compare.schedule(cfg["systems"], args.repeat, args.warmup):
-            recs = [{**r, **base} for r in compare.marked(compare.run_system(
-                system, llm, SAMPLE, cfg["latency_ms"], run, args, args.graphfleet_concurrency, cfg["processes"]),
-                warm)]
+            recs = [{**r, **base} for r in compare.run_system(system, llm, SAMPLE, cfg["latency_ms"], run, warm, args,
+                                                              args.graphfleet_concurrency, cfg["processes"])]
             emit(recs, out)
             rows += recs
     from shared.config import get_settings
