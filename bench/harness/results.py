@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from graphfleet_cli.stack import parse_processes
-
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"
 SAMPLE = ROOT / "graphfleet_cli" / "sample" / "christmas_carol.txt"
@@ -37,6 +35,14 @@ QUERIES = {
     "hybrid": "How is Bob Cratchit related to Scrooge?",
     "causal": "Why does Scrooge change his ways?",
 }
+
+
+def parse_processes(value: str) -> int | str:
+    """``--processes``: N or auto (graphfleet's own parser, imported only when a suite's options are parsed)."""
+    from graphfleet_cli.stack import parse_processes as parse
+
+    return parse(value)
+
 
 # the flags several suites share: name -> (type, help)
 _FLAGS = {
