@@ -30,14 +30,11 @@ def _cell(median: dict) -> str:
 
 def _median(rows, system, latency, mode=None, processes=1, ms_per_token=0.0) -> dict | None:
     """A ``compare_median`` record: ingestion (``mode`` None) or the answer (not context-only) of ``mode``."""
-    for r in rows:
-        if (r.get("bench") == "compare_median" and r["system"] == system and r["latency_ms"] == latency
-                and r.get("ms_per_token", 0.0) == ms_per_token
-                and (system != "graphfleet" or r.get("processes", 1) == processes)
-                and (r["phase"] == "ingest" if mode is None
-                     else r["phase"] == "query" and r["mode"] == mode and not r["only_need_context"])):
-            return r
-    return None
+    return next((r for r in rows if r.get("bench") == "compare_median" and r["system"] == system
+                 and r["latency_ms"] == latency and r.get("ms_per_token", 0.0) == ms_per_token
+                 and (system != "graphfleet" or r.get("processes", 1) == processes)
+                 and (r["phase"] == "ingest" if mode is None
+                      else r["phase"] == "query" and r["mode"] == mode and not r["only_need_context"])), None)
 
 
 def answer_row(rows, label: str, mode: str, latency: float, nano_mode: str | None = None) -> Row:
@@ -186,6 +183,7 @@ def coverage_table(rows: list[dict]) -> list[str]:
     recs = [r for r in rows if r.get("bench") == "global_cost"]
     if not recs:
         return [f"Global cost per question: {NOT_MEASURED}.", ""]
+
     def get(r, key, spec=","):
         return NOT_MEASURED if r is None or r.get(key) is None else format(r[key], spec)
 
