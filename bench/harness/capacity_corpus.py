@@ -6,10 +6,9 @@ import json
 import re
 from collections.abc import Iterator
 
-from bench.harness.results import ROOT
+from bench.harness.results import DATA
 from shared.domain.tokens import count_tokens_batch
 
-DATA = ROOT.parent / "shared" / "data"
 MODEL = "gpt-4o-mini"
 PACK_TOKENS = 2000  # short passages are joined into documents of about this many tokens
 _NAME = re.compile(r"\b([A-Z][a-z]{2,})\b")
@@ -20,23 +19,24 @@ def chunks_of(tokens: int, size: int, overlap: int) -> int:
     return len(range(0, max(tokens - overlap, 1), size - overlap))
 
 
+def renamed(text: str, copy: int) -> str:
+    """The text with every capitalised name made the ``copy``-th copy's own (new entities, same shape)."""
+    return _NAME.sub(lambda m: f"{m.group(1)}-c{copy}", text)
+
+
+def _jsonl(path: str) -> Iterator[dict]:
+    return (json.loads(line) for line in (DATA / path).read_text(encoding="utf-8").splitlines())
+
+
 def _paragraphs() -> Iterator[tuple[str, str]]:
     hotpot = json.loads((DATA / "hotpotqa_hipporag100" / "hotpotqa_train_corpus.json").read_text(encoding="utf-8"))
     for title, sentences in hotpot.items():
         yield title, "".join(sentences) if isinstance(sentences, list) else str(sentences)
-    seen: set[tuple[str, str]] = set()
-    for line in (DATA / "musique_dev" / "migres_musique_200.jsonl").read_text(encoding="utf-8").splitlines():
-        for p in json.loads(line).get("paragraphs", []):
-            key = (p["title"], p["paragraph_text"])
-            if key not in seen:
-                seen.add(key)
-                yield key
-    for line in (DATA / "2wikimultihopqa_dev" / "migres_wikihop_200.jsonl").read_text(encoding="utf-8").splitlines():
-        for title, sentences in json.loads(line).get("context", []):
-            key = (title, "".join(sentences))
-            if key not in seen:
-                seen.add(key)
-                yield key
+    musique = ((p["title"], p["paragraph_text"]) for q in _jsonl("musique_dev/migres_musique_200.jsonl")
+               for p in q.get("paragraphs", []))
+    wiki = ((title, "".join(s)) for q in _jsonl("2wikimultihopqa_dev/migres_wikihop_200.jsonl")
+            for title, s in q.get("context", []))
+    yield from dict.fromkeys([*musique, *wiki])  # each (title, text) once, in order
 
 
 def real_pool() -> list[tuple[str, str]]:
@@ -45,10 +45,9 @@ def real_pool() -> list[tuple[str, str]]:
     docs += [(f"msft {d['doc_id']}", d["text"]) for d in
              json.loads((DATA / "msft_earnings_calls" / "corpus.json").read_text(encoding="utf-8"))]
     paragraphs = list(_paragraphs())
-    sizes = count_tokens_batch([t for _, t in paragraphs], MODEL)
     pack: list[str] = []
     pack_tokens = 0
-    for (title, text), n in zip(paragraphs, sizes, strict=True):
+    for (title, text), n in zip(paragraphs, count_tokens_batch([t for _, t in paragraphs], MODEL), strict=True):
         pack.append(f"{title}\n{text}")
         pack_tokens += n
         if pack_tokens >= PACK_TOKENS:
@@ -59,13 +58,9 @@ def real_pool() -> list[tuple[str, str]]:
     return docs
 
 
-def renamed(text: str, copy: int) -> str:
-    return _NAME.sub(lambda m: f"{m.group(1)}-c{copy}", text)
-
-
 def corpus(target_chunks: int, size: int, overlap: int) -> dict:
-    """Documents making at least ``target_chunks`` chunks (the last document may overshoot by a few chunks):
-    ``{"docs": [(title, text)], "chunks": n, "tokens": n, "renamed_copies": n, "real_documents": n}``."""
+    """Documents making at least ``target_chunks`` chunks (the last one may overshoot by a few), with each
+    document's chunks, the totals, the renamed copies and the real documents among them."""
     pool = real_pool()
     docs: list[tuple[str, str]] = []
     doc_chunks: list[int] = []
@@ -80,9 +75,8 @@ def corpus(target_chunks: int, size: int, overlap: int) -> dict:
             if chunks >= target_chunks:
                 break
         copy += 1
-    real = min(len(docs), len(pool))
     return {"docs": docs, "doc_chunks": doc_chunks, "chunks": chunks, "tokens": tokens, "renamed_copies": copy - 1,
-            "real_documents": real}
+            "real_documents": min(len(docs), len(pool))}
 
 
 def batches(built: dict, batch_chunks: int) -> list[list[tuple[str, str]]]:

@@ -1,5 +1,5 @@
-"""What the capacity bench reads off its two Redis servers: command counts (``INFO commandstats``), the
-server's own CPU time (``INFO cpu``), memory (``INFO memory``) and ``MEMORY USAGE`` of every key by family."""
+"""What the capacity bench reads off its two Redis servers: command counts and times (``INFO commandstats``),
+the server's CPU (``INFO cpu``), memory (``INFO memory``) and ``MEMORY USAGE`` of every key by family."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from collections import defaultdict
 
 from shared.infra.redis.keys import tenant_prefix
 
-# commands the bench itself sends to read the figures: never counted as the workload's
-PROBE_COMMANDS = {"info", "memory"}
+PROBE_COMMANDS = {"info", "memory"}  # the bench's own reads: never counted as the workload's
 # first segment of a tenant key -> the family it is charged to (keys.py names them)
 FAMILIES = {
     "chunk": "chunks", "chunks": "chunks", "chunkdocs": "chunks", "extraction": "extractions",
@@ -22,43 +21,34 @@ FAMILIES = {
 }
 
 
-def commandstats(r) -> tuple[dict[str, int], dict[str, int]]:
-    """Calls and microseconds per command so far, probe commands left out."""
+def snapshot(r) -> dict:
     calls, usec = {}, {}
     for name, stats in r.info("commandstats").items():
         cmd = name.removeprefix("cmdstat_").lower()
         if cmd.split("|")[0] not in PROBE_COMMANDS:
             calls[cmd], usec[cmd] = int(stats["calls"]), int(stats["usec"])
-    return calls, usec
+    cpu = r.info("cpu")
+    return {"cmd": calls, "usec": usec, "cpu": float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])}
 
 
-def server_cpu(r) -> float:
-    info = r.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
-
-
-def snapshot(r) -> dict:
-    calls, usec = commandstats(r)
-    return {"cmd": calls, "usec": usec, "cpu": server_cpu(r)}
+def _by_count(d: dict) -> dict:
+    return dict(sorted(d.items(), key=lambda kv: -kv[1]))
 
 
 def delta(before: dict, after: dict) -> dict:
-    """``{"ops": n, "by_command": {...}, "usec_by_command": {...}, "redis_cpu_s": s}`` between two snapshots
-    (``usec``: the time Redis spent executing each command, from ``INFO commandstats``)."""
+    """Ops, calls and microseconds per command, and the server's CPU seconds between two snapshots."""
     by = {k: v - before["cmd"].get(k, 0) for k, v in after["cmd"].items() if v - before["cmd"].get(k, 0) > 0}
     usec = {k: after["usec"][k] - before["usec"].get(k, 0) for k in by}
-    return {"ops": sum(by.values()), "by_command": dict(sorted(by.items(), key=lambda kv: -kv[1])),
-            "usec": sum(usec.values()), "usec_by_command": dict(sorted(usec.items(), key=lambda kv: -kv[1])),
-            "redis_cpu_s": round(after["cpu"] - before["cpu"], 3)}
+    return {"ops": sum(by.values()), "by_command": _by_count(by), "usec": sum(usec.values()),
+            "usec_by_command": _by_count(usec), "redis_cpu_s": round(after["cpu"] - before["cpu"], 3)}
 
 
 def minus(a: dict, b: dict, times: float = 1.0) -> dict:
     """``a`` less ``times`` x ``b`` (per command, floored at 0): a stage's ops without the bench's polling."""
     by = {k: max(0, round(v - times * b["by_command"].get(k, 0))) for k, v in a["by_command"].items()}
-    by = {k: v for k, v in by.items() if v}
     usec = {k: max(0, round(v - times * b.get("usec_by_command", {}).get(k, 0)))
             for k, v in a.get("usec_by_command", {}).items()}
-    return {"ops": sum(by.values()), "by_command": by, "usec": sum(usec.values()),
+    return {"ops": sum(by.values()), "by_command": {k: v for k, v in by.items() if v}, "usec": sum(usec.values()),
             "usec_by_command": {k: v for k, v in usec.items() if v}, "redis_cpu_s": a["redis_cpu_s"]}
 
 
@@ -81,8 +71,7 @@ def key_family(key: str, tenant: str) -> tuple[str, str]:
 
 
 def memory_by_family(r, tenant: str, batch: int = 500) -> dict:
-    """``MEMORY USAGE <key> SAMPLES 0`` (exact) of every key, summed by family and sub-family, with key
-    counts and the element count (HLEN/SCARD/ZCARD/LLEN) of the big single keys."""
+    """Exact ``MEMORY USAGE`` (``SAMPLES 0``) and count of every key, summed by family and sub-family."""
     families: dict[str, dict] = defaultdict(lambda: {"bytes": 0, "keys": 0})
     subs: dict[str, dict] = defaultdict(lambda: {"bytes": 0, "keys": 0})
     keys = [k.decode() if isinstance(k, bytes) else k for k in r.scan_iter(count=1000)]
@@ -92,22 +81,16 @@ def memory_by_family(r, tenant: str, batch: int = 500) -> dict:
         for k in part:
             pipe.execute_command("MEMORY", "USAGE", k, "SAMPLES", "0")
         for k, used in zip(part, pipe.execute(), strict=True):
-            fam, sub = key_family(k, tenant)
-            for acc, name in ((families, fam), (subs, sub)):
+            for acc, name in zip((families, subs), key_family(k, tenant), strict=True):
                 acc[name]["bytes"] += int(used or 0)
                 acc[name]["keys"] += 1
     return {"families": dict(families), "subfamilies": dict(sorted(subs.items(), key=lambda kv: -kv[1]["bytes"])),
             "keys": len(keys)}
 
 
-def hash_len(r, key: str) -> int:
-    return int(r.hlen(key) or 0)
-
-
 def broker_messages(d: dict) -> dict:
-    """Messages put on the broker (kombu's Redis transport LPUSHes a message on its queue), pub/sub
-    publishes, and everything else (BRPOP polls, unacked bookkeeping, heartbeats, lease renewals)."""
+    """Messages put on the broker (kombu's Redis transport LPUSHes each), pub/sub publishes, and all ops
+    (BRPOP polls, unacked bookkeeping, heartbeats, lease renewals)."""
     by = d["by_command"]
-    pushed = sum(v for k, v in by.items() if k in ("lpush", "rpush"))
-    published = sum(v for k, v in by.items() if k in ("publish", "spublish"))
-    return {"messages": pushed, "publishes": published, "ops": d["ops"], "redis_cpu_s": d["redis_cpu_s"]}
+    return {"messages": by.get("lpush", 0) + by.get("rpush", 0), "publishes": by.get("publish", 0)
+            + by.get("spublish", 0), "ops": d["ops"], "redis_cpu_s": d["redis_cpu_s"]}

@@ -6,8 +6,8 @@ import os
 
 
 def _scheduled_s(pid: int) -> float | None:
-    """CPU time the kernel scheduled the process's live threads for, in ns resolution (Linux ``schedstat``):
-    ``cpu_times`` counts clock ticks (10 ms), too coarse for one query. None where there is no ``schedstat``."""
+    """CPU time of the process's live threads from Linux ``schedstat`` (ns; ``cpu_times`` counts 10 ms ticks,
+    too coarse for one query); None where there is none."""
     try:
         tasks = list(os.scandir(f"/proc/{pid}/task"))
     except OSError:
@@ -23,27 +23,25 @@ def _scheduled_s(pid: int) -> float | None:
 
 
 def cpu_of(procs: dict[str, list], precise: bool = False) -> dict[str, float]:
-    """label -> CPU seconds its processes have used so far (an exited process counts no more); ``precise``: the
-    live threads' ``schedstat`` instead of clock ticks, for windows as short as one query."""
+    """label -> CPU seconds its processes have used so far; ``precise``: ``schedstat`` instead of clock ticks."""
     out = {}
     for label, group in procs.items():
-        total = 0.0
+        out[label] = 0.0
         for proc in group:
             try:
                 scheduled = _scheduled_s(proc.pid) if precise else None
                 if scheduled is None:
                     times = proc.cpu_times()
                     scheduled = times.user + times.system
-                total += scheduled
+                out[label] += scheduled
             except Exception:  # noqa: BLE001 - psutil.NoSuchProcess and the like
                 pass
-        out[label] = total
     return out
 
 
 def stack_processes(stack_obj, *urls: str) -> dict[str, list]:
-    """label -> psutil processes: each worker process of the stack with its pool children (``ingest1``...), and
-    the processes serving ``urls`` (``simulator``, ``redis``). Empty without psutil."""
+    """label -> psutil processes: each worker process with its pool children (``ingest1``...), and those serving
+    ``urls`` (``simulator``, ``redis``). Empty without psutil."""
     try:
         import psutil
     except ImportError:
@@ -72,5 +70,5 @@ def group_cpu(procs: dict[str, list], precise: bool = False) -> dict[str, float]
 
 
 def cpu_seconds(stack_obj, *urls: str, precise: bool = False) -> dict[str, float]:
-    """CPU seconds used so far by the stack's worker groups and the processes serving ``urls``."""
     return group_cpu(stack_processes(stack_obj, *urls), precise)
+

@@ -7,28 +7,18 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.harness.results import DATA as DATA_ROOT
 from bench.harness.retrieval_answers import gold_answers
 
-ROOT = Path(__file__).resolve().parents[2]
-DATA_ROOT = ROOT.parent / "shared" / "data"
-
-
-@dataclass(frozen=True)
-class SetSpec:
-    """Question files (path under the data root, sentence joiner) and an optional pooled corpus file."""
-
-    files: tuple[tuple[str, str], ...]
-    corpus: str | None = None
-
-
-SETS: dict[str, SetSpec] = {  # the names are a contract (--sets, the records' "set", the report's columns)
-    "hotpotqa": SetSpec((("hotpotqa_hipporag100/hotpotqa_train.json", ""),),
-                        corpus="hotpotqa_hipporag100/hotpotqa_train_corpus.json"),
-    "musique": SetSpec((("musique_dev/kag_musique_qa_100.json", ""), ("musique_dev/migres_musique_200.jsonl", ""))),
-    "2wiki": SetSpec((("2wikimultihopqa_dev/migres_wikihop_200.jsonl", " "),)),
-    "quickstart": SetSpec((("hoprag_quickstart/hotpot_example.jsonl", ""),
-                           ("hoprag_quickstart/musique_example.jsonl", ""),
-                           ("hoprag_quickstart/wiki_example.jsonl", " "))),
+# name -> (question files under the data root with their sentence joiner, pooled corpus file); the names are a
+# contract (--sets, the records' "set", the report's columns)
+SETS: dict[str, tuple[tuple[tuple[str, str], ...], str | None]] = {
+    "hotpotqa": ((("hotpotqa_hipporag100/hotpotqa_train.json", ""),),
+                 "hotpotqa_hipporag100/hotpotqa_train_corpus.json"),
+    "musique": ((("musique_dev/kag_musique_qa_100.json", ""), ("musique_dev/migres_musique_200.jsonl", "")), None),
+    "2wiki": ((("2wikimultihopqa_dev/migres_wikihop_200.jsonl", " "),), None),
+    "quickstart": ((("hoprag_quickstart/hotpot_example.jsonl", ""), ("hoprag_quickstart/musique_example.jsonl", ""),
+                    ("hoprag_quickstart/wiki_example.jsonl", " ")), None),
 }
 
 
@@ -47,8 +37,8 @@ class Dataset:
 
 
 def norm(text: str) -> str:
-    """Lower-cased word tokens: contexts quote passages as CSV cells (``"`` doubled, commas quoted) or
-    reflow whitespace, which must not hide a passage that is there."""
+    """Lower-cased word tokens: contexts quote passages as CSV cells or reflow whitespace, which must not hide a
+    passage that is there."""
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
@@ -72,13 +62,11 @@ class _Passages:
         self._count: dict[str, int] = {}
 
     def add(self, title: str, text: str) -> str:
-        if (title, text) in self.keys:
-            return self.keys[(title, text)]
-        n = self._count.get(title, 0) + 1
-        self._count[title] = n
-        key = title if n == 1 else f"{title} [{n}]"
-        self.keys[(title, text)], self.text[key], self.titles[key] = key, text, title
-        return key
+        if (title, text) not in self.keys:
+            n = self._count[title] = self._count.get(title, 0) + 1
+            key = title if n == 1 else f"{title} [{n}]"
+            self.keys[(title, text)], self.text[key], self.titles[key] = key, text, title
+        return self.keys[(title, text)]
 
 
 def _joined(sents: str | list[str], join: str) -> str:
@@ -91,10 +79,6 @@ def _question_passages(q: dict, join: str = "") -> list[tuple[str, str, bool]]:
         return [(p["title"], p["paragraph_text"], bool(p.get("is_supporting"))) for p in q["paragraphs"]]
     gold = {title for title, _idx in q.get("supporting_facts", [])}
     return [(title, _joined(sents, join), title in gold) for title, sents in q.get("context") or []]
-
-
-def question_id(q: dict, fallback: str) -> str:
-    return str(q.get("_id") or q.get("id") or fallback)
 
 
 def load_files(files: list[tuple[Path, str]], corpus: Path | None = None, corpus_join: str = "",
@@ -113,28 +97,22 @@ def load_files(files: list[tuple[Path, str]], corpus: Path | None = None, corpus
     skipped = {"no_passages": 0, "duplicate_id": 0}
     for path, join in files:
         for i, q in enumerate(read_records(path)):
-            qid = question_id(q, f"{path.stem}:{i}")
+            qid = str(q.get("_id") or q.get("id") or f"{path.stem}:{i}")
             own = _question_passages(q, join)
-            if not own:
-                skipped["no_passages"] += 1
-                continue
-            if qid in seen:
-                skipped["duplicate_id"] += 1
+            if not own or qid in seen:
+                skipped["duplicate_id" if own else "no_passages"] += 1
                 continue
             seen.add(qid)
-            gold = set()
-            for title, text, is_gold in own:
-                key = passages.add(title, text) if corpus is None else passages.keys.get((title, text), title)
-                if is_gold:
-                    gold.add(key)
-            questions.append({**q, "qid": qid, "source": path.stem, "gold": sorted(gold), "answers": gold_answers(q)})
+            keys = [passages.add(t, x) if corpus is None else passages.keys.get((t, x), t) for t, x, _ in own]
+            gold = sorted({key for key, (_t, _x, is_gold) in zip(keys, own, strict=True) if is_gold})
+            questions.append({**q, "qid": qid, "source": path.stem, "gold": gold, "answers": gold_answers(q)})
     return Dataset(name, questions, passages.text, passages.titles, skipped)
 
 
 def load_named_set(name: str, data_root: Path = DATA_ROOT) -> Dataset:
-    spec = SETS[name]
-    return load_files([(data_root / rel, join) for rel, join in spec.files],
-                      data_root / spec.corpus if spec.corpus else None, name=name)
+    files, corpus = SETS[name]
+    return load_files([(data_root / rel, join) for rel, join in files], data_root / corpus if corpus else None,
+                      name=name)
 
 
 def load_set(questions_path: Path, corpus_path: Path | None, join: str = "") -> tuple[list[dict], dict[str, str]]:

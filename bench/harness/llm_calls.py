@@ -6,19 +6,18 @@ import statistics
 
 
 def union_s(intervals: list[tuple[float, float]], start: float, end: float) -> float:
-    """Seconds of ``[start, end]`` covered by at least one of ``intervals`` (pure)."""
+    """Seconds of ``[start, end]`` covered by at least one of ``intervals``."""
     covered, reach = 0.0, start
     for lo, hi in sorted((max(lo, start), min(hi, end)) for lo, hi in intervals):
-        if hi <= reach:
-            continue
-        covered += hi - max(lo, reach)
-        reach = hi
+        if hi > reach:
+            covered += hi - max(lo, reach)
+            reach = hi
     return covered
 
 
 def job_calls(redis_url: str, tenant: str, job_ids: list[str], started: float, ended: float) -> dict[str, list]:
-    """Per job, the usage records of its LLM calls (chat and embedding, retries included, cache hits left out)
-    between ``started`` and ``ended`` (``time.time()``, a second of slack each side)."""
+    """Per job, the usage records of its LLM calls (retries included, cache hits left out) between ``started``
+    and ``ended`` (``time.time()``, a second of slack each side)."""
     from shared.infra.redis.conn import connect
     from shared.infra.tenancy.usage import read_usage
 
@@ -31,13 +30,12 @@ def job_calls(redis_url: str, tenant: str, job_ids: list[str], started: float, e
 
 
 def in_flight_s(records, start: float = float("-inf"), end: float = float("inf")) -> float:
-    """Seconds some call of ``records`` was in flight, within ``[start, end]`` (pure)."""
+    """Seconds some call of ``records`` was in flight, within ``[start, end]``."""
     return union_s([(r.ts - r.latency_s, r.ts) for r in records], start, end)
 
 
 def llm_path(redis_url: str, tenant: str, job_id: str, started: float, ended: float) -> dict:
-    """The job's calls (chat and embedding, retries included) against its wall time ``[started, ended]``
-    (``time.time()``); see the module's docstring."""
+    """The job's calls against its wall time ``[started, ended]`` (``time.time()``)."""
     records = job_calls(redis_url, tenant, [job_id], started, ended)[job_id]
     busy = in_flight_s(records, started, ended)
     return {"llm_in_flight_s": round(busy, 3), "llm_idle_s": round(ended - started - busy, 3),
@@ -45,8 +43,8 @@ def llm_path(redis_url: str, tenant: str, job_id: str, started: float, ended: fl
 
 
 def stage_spans(records, started: float) -> dict[str, dict]:
-    """Per stage: calls, first sent and last answered (s from ``started``), median and longest call, shortest and
-    longest answer in completion tokens (pure)."""
+    """Per stage: calls, first sent and last answered (s from ``started``), median and longest call, and the
+    shortest and longest answer in completion tokens (``bench.suites.cost_table``'s critical path)."""
     out: dict[str, dict] = {}
     for stage in sorted({r.stage for r in records}):
         mine = [r for r in records if r.stage == stage]
@@ -54,8 +52,6 @@ def stage_spans(records, started: float) -> dict[str, dict]:
                       "last_answered": round(max(r.ts for r in mine) - started, 3),
                       "call_p50_s": round(statistics.median(r.latency_s for r in mine), 3),
                       "call_max_s": round(max(r.latency_s for r in mine), 3),
-                      # the shortest and longest answer: what a call of the stage lasts at least and at most at a
-                      # simulator setting of a latency plus a time per completion token (``bench.suites.cost_table``)
                       "completion_min": min(r.completion_tokens for r in mine),
                       "completion_max": max(r.completion_tokens for r in mine)}
     return out

@@ -1,19 +1,23 @@
-"""What every suite records: the repository paths, the Carol and its questions, JSON lines, the machine."""
+"""What every suite shares: the repository paths, the Carol and its questions, the flags, JSON lines, the machine."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import platform
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT.parent / "shared" / "data"
 SAMPLE = ROOT / "graphfleet_cli" / "sample" / "christmas_carol.txt"
+PEERS_PYTHON = str(ROOT / ".bench" / "peers-venv" / "bin" / "python")
 
-# Distinct local questions about the Carol (people, places, things of the story): a bench that asks one
-# question again and again measures the per-process memo of its context's token counts, not the context
-# build a new question pays. Benches cycle through these (`carol_question`).
+# Distinct local questions about the Carol: a bench that asks one question again and again measures the
+# per-process memo of its context's token counts, not the context build a new question pays.
 _CAROL_SUBJECTS = (
     "Ebenezer Scrooge", "Jacob Marley", "Bob Cratchit", "Tiny Tim", "Scrooge's nephew Fred", "Mrs. Cratchit",
     "Mr. Fezziwig", "Belle", "the Ghost of Christmas Past", "the Ghost of Christmas Present",
@@ -22,12 +26,6 @@ _CAROL_SUBJECTS = (
 )
 _CAROL_TEMPLATES = ("Who is {} and what do they do in the story?", "What happens to {} and why does it matter?")
 CAROL_QUESTIONS = tuple(t.format(s) for t in _CAROL_TEMPLATES for s in _CAROL_SUBJECTS)
-
-
-def carol_question(i: int) -> str:
-    """The ``i``-th question of the cycle, marked with ``i`` so that no LLM cache answers a repeat."""
-    return f"{CAROL_QUESTIONS[i % len(CAROL_QUESTIONS)]} (run {i})"
-
 
 # One question per query mode about the Carol (the ingest, query and compare suites ask these).
 QUERIES = {
@@ -39,18 +37,68 @@ QUERIES = {
 }
 
 
-def emit(record: dict, out: Path | None = None) -> None:
-    line = json.dumps(record)
-    print(line, flush=True)
+def parse_processes(value: str) -> int | str:
+    """``--processes``: N or auto (graphfleet's own parser, imported only when a suite's options are parsed)."""
+    from graphfleet_cli.stack import parse_processes as parse
+
+    return parse(value)
+
+
+# the flags several suites share: name -> (type, help)
+_FLAGS = {
+    "latency": (float, "simulator latency per LLM call, ms"),
+    "repeat": (int, "runs per figure (medians)"),
+    "concurrency": (int, "LLM calls in flight per system (graphfleet: per worker process)"),
+    "processes": (parse_processes, "graphfleet worker processes per queue group, or auto"),
+    "ms_per_completion_token": (float, "simulated generation time per completion token (12.5: ~80 tokens/s)"),
+    "peers_python": (str, "the peers' interpreter (bash bench/harness/peers/setup.sh)"),
+    "corpus": (Path, "the document to ingest"),
+}
+
+
+def carol_question(i: int) -> str:
+    """The ``i``-th question of the cycle, marked with ``i`` so that no LLM cache answers a repeat."""
+    return f"{CAROL_QUESTIONS[i % len(CAROL_QUESTIONS)]} (run {i})"
+
+
+def median(values, digits: int | None = None) -> float | None:
+    """The median of the known values (None: none known), rounded to ``digits``."""
+    values = [v for v in values if v is not None]
+    middle = statistics.median(values) if values else None
+    return middle if middle is None or digits is None else round(middle, digits)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def parser(doc: str, out: bool = True, **defaults) -> argparse.ArgumentParser:
+    """A suite's options: its docstring's first paragraph, the shared flags given a default (a list: several
+    values), and ``--out``."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    for name, default in defaults.items():
+        kind, help_text = _FLAGS[name]
+        ap.add_argument("--" + name.replace("_", "-"), type=kind, nargs="+" if isinstance(default, list) else None,
+                        default=default, help=help_text)
+    if out:
+        ap.add_argument("--out", type=Path, default=None, help="also append the JSON lines to this file")
+    return ap
+
+
+def emit(records: dict | list[dict], out: Path | None = None, echo: bool = True) -> None:
+    """JSON lines on stdout (``echo``) and appended to ``out``."""
+    lines = [json.dumps(r) + "\n" for r in ([records] if isinstance(records, dict) else records)]
+    if echo:
+        sys.stdout.writelines(lines)
+        sys.stdout.flush()
     if out:
         with out.open("a") as fh:
-            fh.write(line + "\n")
+            fh.writelines(lines)
 
 
 def machine() -> dict:
     """What the figures were measured on: CPU model and count, memory, kernel, Python."""
-    import platform
-
     cpu = next((line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines()
                 if line.startswith("model name")), platform.processor() or platform.machine())
     mem_kb = next((int(line.split()[1]) for line in _read("/proc/meminfo").splitlines()

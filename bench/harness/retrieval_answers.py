@@ -21,28 +21,11 @@ def gold_answers(q: dict) -> list[str]:
     return [a for a in (*answers, *aliases) if isinstance(a, str)]
 
 
-def countable(answers: list[str]) -> bool:
-    """The question counts: its (first) answer is neither empty nor yes/no."""
-    return bool(answers) and normalize(answers[0]) not in EXCLUDED
-
-
-class Context:
-    """A context normalised both ways once, for matching several answers."""
-
-    def __init__(self, text: str):
-        self.forms = (f" {normalize(text)} ", f" {normalize(text, ' ')} ")
-
-    def has(self, answer: str) -> bool:
-        for form, punct in zip(self.forms, ("", " "), strict=True):
-            words = normalize(answer, punct)
-            if words not in EXCLUDED and f" {words} " in form:
-                return True
-        return False
-
-
 def answer_in_context(context: str, answers: list[str]) -> bool | None:
-    """True when any answer or alias is in the context as whole words; None when the question is left out."""
-    if not countable(answers):
+    """True when any answer or alias is in the context as whole words (punctuation removed, or made spaces);
+    None when the question is left out (its first answer empty, yes or no)."""
+    if not answers or normalize(answers[0]) in EXCLUDED:
         return None
-    ctx = Context(context)
-    return any(ctx.has(a) for a in answers)
+    forms = [(f" {normalize(context, punct)} ", punct) for punct in ("", " ")]
+    return any(words not in EXCLUDED and f" {words} " in form
+               for a in answers for form, punct in forms for words in [normalize(a, punct)])

@@ -25,12 +25,19 @@ class Ranking:
     ms: float  # what ranking them took (the question's embedding included)
 
 
-class Packer:
-    """Whole documents packed best first into a token allowance; one ``retrieval_question`` per question."""
+class Bm25:
+    """BM25 over a set's passage documents, and the packer every baseline shares."""
 
-    def __init__(self, docs: dict[str, str]):
-        self.docs = docs
+    def __init__(self, docs: dict[str, str], top_k: int = BM25_TOP_K):
+        self.docs, self.top_k = docs, top_k
         self.tokens = dict(zip(docs, count_tokens_batch(list(docs.values()), BUDGET_MODEL), strict=True))
+        self.index = BM25Index.build(docs.items())
+
+    def scored(self, query: str) -> list[tuple[str, float]]:
+        return self.index.query(query, top_k=self.top_k)
+
+    def rank(self, query: str) -> list[str]:
+        return [key for key, _score in self.scored(query)]
 
     def pack(self, ranked: list[str], allowance: int) -> tuple[str, list[str]]:
         """(context, kept keys): each document that still fits (+1 token for its line break), in rank order."""
@@ -43,7 +50,7 @@ class Packer:
 
     def records(self, ds: Dataset, head: dict, rankings: dict[str, list[str] | Ranking],
                 allowances: dict[str, tuple[int, str | None]] | None, budget: int) -> list[dict]:
-        """One ``retrieval_question`` per question; allowance per question (None: the whole budget)."""
+        """One ``retrieval_question`` per question, packed into its allowance (None: the whole budget)."""
         out = []
         for q in ds.questions:
             allowance, source = (allowances or {}).get(q["qid"], (budget, None))
@@ -61,48 +68,6 @@ class Packer:
         return out
 
 
-class Bm25(Packer):
-    """BM25 over a set's passage documents."""
-
-    def __init__(self, docs: dict[str, str], top_k: int = BM25_TOP_K):
-        super().__init__(docs)
-        self.top_k = top_k
-        self.index = BM25Index.build(docs.items())
-
-    def scored(self, query: str) -> list[tuple[str, float]]:
-        return self.index.query(query, top_k=self.top_k)
-
-    def rank(self, query: str) -> list[str]:
-        return [key for key, _score in self.scored(query)]
-
-
-class Dense:
-    """The documents' unit vectors (one embedding pass, timed: ``embed_cost``) and cosine ranking."""
-
-    def __init__(self, docs: dict[str, str], top_k: int = BM25_TOP_K, embedder=None):
-        if embedder is None:
-            from shared.infra.llm.local_embedder import LocalEmbedder
-
-            embedder = LocalEmbedder()  # loads the model: not part of the timed pass below
-        self.embedder, self.top_k, self.keys = embedder, top_k, list(docs)
-        wall, cpu = time.perf_counter(), time.process_time()
-        vectors = embedder.embed(list(docs.values()))
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        self.matrix = np.asarray(vectors, dtype=np.float32).reshape(len(self.keys), -1)
-        self.embed_cost = {"model": getattr(embedder, "name", type(embedder).__name__), "passages": len(self.keys),
-                           "seconds": round(wall, 3), "cpu_seconds": round(cpu, 3),
-                           "passages_per_s": round(len(self.keys) / wall, 1) if wall > 0 else None}
-
-    def scored(self, query: str) -> list[tuple[str, float]]:
-        """The ``top_k`` documents by cosine with the question, highest first (ties keep corpus order)."""
-        vec = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
-        if not self.keys:
-            return []
-        sims = self.matrix @ vec
-        order = np.argsort(-sims, kind="stable")[: self.top_k]
-        return [(self.keys[i], float(sims[i])) for i in order]
-
-
 def hybrid(keyword: list[tuple[str, float]], dense: list[tuple[str, float]], bm25_weight: float,
            top_k: int) -> list[str]:
     """The "no graph" hybrid order: z-score fusion of BM25's and the dense list at (W, 1 - W), top ``top_k``."""
@@ -110,17 +75,29 @@ def hybrid(keyword: list[tuple[str, float]], dense: list[tuple[str, float]], bm2
 
 
 class Baselines(Bm25):
-    """BM25, dense and their fusion over one set's documents, each question ranked once per baseline."""
+    """BM25, dense (the local embedder's cosine) and their fusion, each question ranked once per baseline."""
 
-    def __init__(self, docs: dict[str, str], top_k: int = BM25_TOP_K, bm25_weight: float = HYBRID_BM25_WEIGHT,
-                 embedder=None):
+    def __init__(self, docs: dict[str, str], top_k: int = BM25_TOP_K, bm25_weight: float = HYBRID_BM25_WEIGHT):
+        from shared.infra.llm.local_embedder import LocalEmbedder
+
         super().__init__(docs, top_k)
-        self.bm25_weight = bm25_weight
-        self.dense = Dense(docs, top_k, embedder)
+        self.bm25_weight, self.keys = bm25_weight, list(docs)
+        self.embedder = LocalEmbedder()  # loads the model: not part of the timed pass below
+        wall, cpu = time.perf_counter(), time.process_time()
+        vectors = self.embedder.embed(list(docs.values()))
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        self.matrix = np.asarray(vectors, dtype=np.float32).reshape(len(self.keys), -1)
+        self.embed_cost = {"model": getattr(self.embedder, "name", type(self.embedder).__name__),
+                           "passages": len(self.keys), "seconds": round(wall, 3), "cpu_seconds": round(cpu, 3),
+                           "passages_per_s": round(len(self.keys) / wall, 1) if wall > 0 else None}
 
-    @property
-    def embed_cost(self) -> dict:
-        return self.dense.embed_cost
+    def dense(self, query: str) -> list[tuple[str, float]]:
+        """The ``top_k`` documents by cosine with the question, highest first (ties keep corpus order)."""
+        vec = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
+        if not self.keys:
+            return []
+        sims = self.matrix @ vec
+        return [(self.keys[i], float(sims[i])) for i in np.argsort(-sims, kind="stable")[: self.top_k]]
 
     def rank_all(self, questions: list[dict]) -> dict[str, dict[str, Ranking]]:
         """{baseline: {qid: Ranking}}; the hybrid's time is its two lists' plus the fusion."""
@@ -129,11 +106,10 @@ class Baselines(Bm25):
             t0 = time.perf_counter()
             keyword = self.scored(q["question"])
             t1 = time.perf_counter()
-            dense = self.dense.scored(q["question"])
+            dense = self.dense(q["question"])
             t2 = time.perf_counter()
             fused = hybrid(keyword, dense, self.bm25_weight, self.top_k)
-            t3 = time.perf_counter()
             out["bm25"][q["qid"]] = Ranking([k for k, _ in keyword], (t1 - t0) * 1000)
             out["dense"][q["qid"]] = Ranking([k for k, _ in dense], (t2 - t1) * 1000)
-            out["hybrid_baseline"][q["qid"]] = Ranking(fused, (t3 - t0) * 1000)
+            out["hybrid_baseline"][q["qid"]] = Ranking(fused, (time.perf_counter() - t0) * 1000)
         return out

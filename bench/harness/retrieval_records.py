@@ -1,6 +1,5 @@
-"""bench/suites/retrieval.py's records, without a stack: recall, the chunk -> passage map, BM25's allowance,
-the per-question record, the per-set summary and the macro average over sets (their report tables:
-bench/report/retrieval_sets.py)."""
+"""bench/suites/retrieval.py's records, without a stack: recall, the chunk -> passage map, BM25's allowance, the
+per-question record, the per-set summary and the macro average over sets."""
 
 from __future__ import annotations
 
@@ -8,34 +7,25 @@ import statistics
 from collections.abc import Iterable
 
 from bench.harness.datasets import norm
+from bench.harness.results import median as _median
 from bench.harness.retrieval_answers import answer_in_context
 
 PASSAGE_SECTION = "sources"  # the section of chunk texts (naive, local, hybrid, causal)
 
 
-def _padded(text: str) -> str:
-    return f" {norm(text)} "
-
-
-def present(padded_context: str, text: str) -> bool:
-    """The passage's whole text, as whole word tokens, in the (normalised, padded) context."""
-    words = norm(text)
-    return bool(words) and f" {words} " in padded_context
+def _present(context: str, keys: list[str], passages: dict[str, str]) -> list[bool]:
+    """Per gold passage: its whole text, as whole word tokens, is in the (normalised) context."""
+    ctx = f" {norm(context)} "
+    return [k in passages and bool(words := norm(passages[k])) and f" {words} " in ctx for k in keys]
 
 
 def recall(context: str, keys: list[str], passages: dict[str, str]) -> float:
-    """Share of the gold passages whose whole (normalised) text is in ``context``."""
-    if not keys:
-        return 0.0
-    ctx = _padded(context)
-    return sum(k in passages and present(ctx, passages[k]) for k in keys) / len(keys)
+    return sum(_present(context, keys, passages)) / len(keys) if keys else 0.0
 
 
 def chunk_passage_map(chunks: dict[str, str], docs: dict[str, str]) -> dict[str, str]:
-    """chunk id -> passage key: the passage whose document (``"<title>\\n<text>"``; one chunk per passage at
-    1,200-token chunks) is the chunk's text, else the same once normalised (``norm``: a few passages differ only
-    in punctuation or spacing, so the exact text decides first), else the first document that contains the
-    chunk (a passage split into chunks)."""
+    """chunk id -> passage key: the passage whose document is the chunk's text, else the same once normalised
+    (a few passages differ only in punctuation or spacing), else the first document holding the chunk."""
     exact = {doc.strip(): key for key, doc in reversed(docs.items())}
     by_text: dict[str, str] = {}
     for key, doc in docs.items():
@@ -59,8 +49,7 @@ def carries_passages(result: dict) -> bool:
 
 
 def graphfleet_keys(result: dict, chunk_keys: dict[str, str]) -> tuple[list[str | None] | None, set[str]]:
-    """(candidate chunks as passage keys, in rank order, None where unmapped; None without candidates),
-    the keys of the kept chunks."""
+    """(candidate chunks as passage keys in rank order, or None without candidates), the kept chunks' keys."""
     candidates = (result.get("details") or {}).get("candidates")
     ranked = [chunk_keys.get(c) for c in candidates] if isinstance(candidates, list) else None
     kept = {chunk_keys[c] for c in (result.get("sources") or {}).get("chunks") or [] if c in chunk_keys}
@@ -73,12 +62,11 @@ def question_record(head: dict, q: dict, context: str, passages: dict[str, str],
     """One question in one mode: ``head`` (set, llm, system, mode) plus where each gold passage went."""
     result = result or {}
     budget = result.get("budget") or {}
-    ctx = _padded(context)
     first = {}
     for i, key in enumerate(ranked or []):
         first.setdefault(key, i + 1)
-    gold = [{"key": k, "candidate_rank": first.get(k), "kept": None if kept is None else k in kept,
-             "in_context": k in passages and present(ctx, passages[k])} for k in q["gold"]]
+    gold = [{"key": k, "candidate_rank": first.get(k), "kept": None if kept is None else k in kept, "in_context": p}
+            for k, p in zip(q["gold"], _present(context, q["gold"], passages), strict=True)]
     return {"bench": "retrieval_question", **head, "qid": q["qid"], "source": q.get("source"), "gold": gold,
             "candidates": None if ranked is None else len(ranked),
             "section_tokens": {s["name"]: s.get("tokens_used", 0) for s in budget.get("sections") or []},
@@ -91,8 +79,8 @@ def question_record(head: dict, q: dict, context: str, passages: dict[str, str],
 
 
 def bm25_allowances(records: Iterable[dict], budget: int) -> dict[str, tuple[int, str | None]]:
-    """Per question id: the largest ``total_allowed`` any passage-carrying mode got, and that mode (the most
-    generous same allowance for BM25); questions no such mode answered get ``(budget, None)``."""
+    """Per question id: the largest ``total_allowed`` any passage-carrying mode got, and that mode (BM25's same
+    allowance); ``(budget, None)`` where no such mode answered."""
     best: dict[str, tuple[int, str | None]] = {}
     for r in records:
         allowed = r.get("allowance") or 0
@@ -103,40 +91,29 @@ def bm25_allowances(records: Iterable[dict], budget: int) -> dict[str, tuple[int
     return {qid: (allowed, mode) if mode else (budget, None) for qid, (allowed, mode) in best.items()}
 
 
-def _median(values: list) -> float | None:
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
-
-
 def _share(flags: list) -> float | None:
-    """Share of true flags among the known ones (None: none known)."""
     known = [f for f in flags if f is not None]
     return round(sum(known) / len(known), 4) if known else None
 
 
 def mode_stats(records: list[dict], budget: int) -> dict:
-    """One mode's questions: mean recall, the answer-in-context share (among the questions that count), where
-    the gold passages went (share among the candidates, share kept), and medians of tokens, allowance,
-    allowance used and time."""
+    """One mode's questions: mean recall, answer-in-context, where the gold passages went, and medians."""
     n = len(records)
-    gold = [g for r in records for g in r["gold"]]
     used = [r["total_tokens"] / r["allowance"] for r in records if r.get("allowance") and r.get("total_tokens")
             is not None]
-    secs, ms = _median([r.get("seconds") for r in records]), _median([r.get("context_ms") for r in records])
     answers = [r.get("answer_in_context") for r in records]
     return {"questions": n, "recall": round(statistics.mean(r["recall"] for r in records), 4) if n else None,
             "answer_in_context": _share(answers), "answer_questions": sum(a is not None for a in answers),
             "all_gold_share": round(sum(r["recall"] == 1.0 for r in records) / n, 4) if n else None,
             "gold_in_candidates": _share([None if r["candidates"] is None else g["candidate_rank"] is not None
                                           for r in records for g in r["gold"]]),
-            "gold_kept": _share([g["kept"] for g in gold]),
+            "gold_kept": _share([g["kept"] for r in records for g in r["gold"]]),
             "context_tokens_median": _median([r["context_tokens"] for r in records]),
             "over_budget": sum(r["context_tokens"] > budget for r in records),
             "errors": sum(bool(r.get("error")) for r in records),
             "allowance_median": _median([r.get("allowance") for r in records]),
-            "allowance_used_median": round(_median(used), 4) if used else None,
-            "seconds_p50": None if secs is None else round(secs, 4),
-            "context_ms_p50": None if ms is None else round(ms, 2)}
+            "allowance_used_median": _median(used, 4), "seconds_p50": _median([r.get("seconds") for r in records], 4),
+            "context_ms_p50": _median([r.get("context_ms") for r in records], 2)}
 
 
 BASELINES = {  # summary key -> what its allowance is
@@ -147,24 +124,19 @@ BASELINES = {  # summary key -> what its allowance is
 }
 
 
-def set_summary(head: dict, by_mode: dict[str, list[dict]], budget: int, passages: int,
-                bm25: list[dict] | None = None, bm25_full: list[dict] | None = None,
-                hybrid_baseline: list[dict] | None = None, dense: list[dict] | None = None, **extra) -> dict:
-    """``retrieval_set``: ``head`` (set, llm, system) with each mode's stats and, for graphfleet, the baselines'
-    (``extra``: further fields, e.g. the baselines' in-process embedding cost)."""
-    questions = max((len(v) for v in by_mode.values()), default=len(bm25 or []))
-    out = {"bench": "retrieval_set", **head, "questions": questions, "passages": passages, "budget": budget,
-           "budget_encoding": "cl100k_base", "modes": {m: mode_stats(rs, budget) for m, rs in by_mode.items()}}
-    for name, records in (("bm25", bm25), ("bm25_full", bm25_full), ("hybrid_baseline", hybrid_baseline),
-                          ("dense", dense)):
-        if records is not None:
-            out[name] = {**mode_stats(records, budget), "allowance": BASELINES[name]}
-    return {**out, **extra}
+def set_summary(head: dict, by_mode: dict[str, list[dict]], budget: int, passages: int, **extra) -> dict:
+    """``retrieval_set``: ``head`` (set, llm, system) with each mode's stats, each baseline's (``extra``'s
+    records named in ``BASELINES``) and ``extra``'s other fields (e.g. the baselines' embedding cost)."""
+    baselines = {b: rs for b in BASELINES if (rs := extra.pop(b, None)) is not None}
+    questions = max((len(v) for v in by_mode.values()), default=len(baselines.get("bm25") or []))
+    return {"bench": "retrieval_set", **head, "questions": questions, "passages": passages, "budget": budget,
+            "budget_encoding": "cl100k_base", "modes": {m: mode_stats(rs, budget) for m, rs in by_mode.items()},
+            **{b: {**mode_stats(rs, budget), "allowance": BASELINES[b]} for b, rs in baselines.items()}, **extra}
 
 
 def macro_average(summaries: list[dict]) -> dict:
-    """``retrieval_macro`` of one (llm, system)'s set summaries: the mean over sets of each recall; a mode
-    (or baseline) missing from any set gets None (its mean would cover other questions)."""
+    """``retrieval_macro`` of one (llm, system)'s set summaries: the mean over sets of each figure; a mode missing
+    from any set gets None (its mean would cover other questions)."""
     head = {k: summaries[0].get(k) for k in ("run", "llm", "system")} if summaries else {}
     modes = list(dict.fromkeys(m for s in summaries for m in s["modes"]))
 

@@ -17,8 +17,7 @@ from shared.infra.redis.conn import EmbeddedRedis, free_port
 
 @contextlib.contextmanager
 def simulator(latency_ms: float = 0.0, seed: int = 7, ms_per_completion_token: float = 0.0, **flags):
-    """The LLM simulator in a subprocess: ``latency_ms`` per request, plus ``ms_per_completion_token`` per token
-    of a chat answer (12.5: a model generating 80 tokens/s); other ``flags`` become its ``--flags``."""
+    """The LLM simulator in a subprocess, its base URL; other ``flags`` become its ``--flags``."""
     port = free_port()
     cmd = [sys.executable, "-m", "llm_simulator", "--port", str(port), "--latency-ms", str(latency_ms),
            "--seed", str(seed)]
@@ -66,6 +65,24 @@ def stack(redis_url: str, llm_url: str | None, concurrency: int = 16, processes:
             yield s
         finally:
             s.stop()
+
+
+@contextlib.contextmanager
+def client_stack(llm_url: str | None, concurrency: int = 16, processes: int = 1, **env):
+    """A fresh Redis and a worker stack on it: (redis URL, the stack, a ``LocalClient``)."""
+    from graphfleet_cli.local_client import LocalClient
+
+    with redis_server() as url, stack(url, llm_url, concurrency, processes, **env) as st:
+        yield url, st, LocalClient(url)
+
+
+def ingest_docs(client, tenant: str, docs: list, timeout: float) -> tuple[dict, dict]:
+    """One ingestion job of (title, text) documents or ``DocumentInput``s: (the job, its view once finished)."""
+    from shared.infra.jobs.ingest_submit import DocumentInput, submit_ingestion
+
+    docs = [d if isinstance(d, DocumentInput) else DocumentInput(text=d[1], title=d[0]) for d in docs]
+    job = submit_ingestion(client.redis, client.celery, tenant, docs, client.settings)
+    return job, client.wait(tenant, job["job_id"], timeout=timeout)
 
 
 def sim_stats(llm_url: str) -> dict:

@@ -15,7 +15,7 @@ from bench.harness.cpu import cpu_seconds
 from bench.harness.llm_calls import llm_path
 from bench.harness.peers.peer_run import delta
 from bench.harness.results import QUERIES, ROOT
-from bench.harness.stacks import redis_server, sim_stats, stack
+from bench.harness.stacks import client_stack, sim_stats
 from shared.domain.tokens import count_tokens
 
 MODEL = "gpt-4o-mini"
@@ -26,8 +26,10 @@ MODES = {
     "lightrag": ["local", "global", "hybrid", "naive"],
 }
 NANO_BUDGET = 12_000  # nano-graphrag's local max_total_tokens (graphfleet's default is 30,000, seed 004)
-PEERS_VENV = ROOT / ".bench" / "peers-venv"
-PEERS_TIKTOKEN = ROOT / ".bench" / "tiktoken"
+_INGEST_FIELDS = ("llm_calls", "prompt_tokens", "completion_tokens", "calls_by_type", "embedding_calls",
+                  "embedding_inputs", "chunks", "entities", "relations", "communities", "communities_by_level")
+_QUERY_FIELDS = ("context_tokens", "llm_calls", "prompt_tokens", "completion_tokens", "calls_by_type",
+                 "embedding_calls")
 
 
 def peer_versions(python: str) -> dict:
@@ -42,15 +44,12 @@ def question(mode: str, run: int, only_context: bool) -> str:
 
 
 def graphfleet_run(llm: str, corpus: Path, latency: float, run: int, concurrency: int, processes: int) -> list[dict]:
-    from graphfleet_cli.local_client import LocalClient
     from graphfleet_cli.query_client import run_query
     from shared.domain.query.params import QueryParam
 
-    out = []
     base = {"system": "graphfleet", "latency_ms": latency, "run": run}
-    with redis_server() as url, stack(url, llm, concurrency, processes) as st:
-        client = LocalClient(url)
-        tenant = f"cmp{run}"
+    tenant = f"cmp{run}"
+    with client_stack(llm, concurrency, processes) as (url, st, client):
         cpu_before, before = cpu_seconds(st, llm, url), sim_stats(llm)
         started, wall = time.perf_counter(), time.time()
         job_id = client.ingest_files(tenant, [corpus])["job_id"]
@@ -60,12 +59,11 @@ def graphfleet_run(llm: str, corpus: Path, latency: float, run: int, concurrency
         cpu = {k: round(v - cpu_before.get(k, 0.0), 2) for k, v in cpu_seconds(st, llm, url).items()}
         stats = client.stats(tenant)
         levels = stats["communities_by_level"]
-        out.append({"bench": "compare_ingest", **base, "status": view["status"], "seconds": round(seconds, 3),
-                    **delta(before, sim_stats(llm)), "ledger_llm_calls": view["usage"]["calls"],
-                    "chunks": stats["chunks"], "entities": stats["entities"], "relations": stats["relations"],
-                    "communities": sum(levels.values()), "communities_by_level": levels,
-                    "reports": stats["reports"], "stage_times": view.get("stage_times"), **path,
-                    "cpu_seconds": cpu})
+        out = [{"bench": "compare_ingest", **base, "status": view["status"], "seconds": round(seconds, 3),
+                **delta(before, sim_stats(llm)), "ledger_llm_calls": view["usage"]["calls"],
+                **{k: stats[k] for k in ("chunks", "entities", "relations")}, "communities": sum(levels.values()),
+                "communities_by_level": levels, "reports": stats["reports"], "stage_times": view.get("stage_times"),
+                **path, "cpu_seconds": cpu}]
         # (label, mode, context only, QueryParam overrides): every mode, and local at nano's budget
         cases = [(mode, mode, only, {}) for mode in MODES["graphfleet"] for only in (True, False)]
         cases.append((f"local@{NANO_BUDGET}", "local", False, {"max_total_tokens": NANO_BUDGET}))
@@ -92,7 +90,7 @@ def run_peer_process(python: str, system: str, llm: str, docs: list[str], querie
                 "llm_concurrency": concurrency, "out": str(results)}
         spec_path = Path(tmp) / "spec.json"
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
-        env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(PEERS_TIKTOKEN), "OPENAI_BASE_URL": llm,
+        env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(ROOT / ".bench" / "tiktoken"), "OPENAI_BASE_URL": llm,
                "OPENAI_API_KEY": "sk-bench", "PYTHONPATH": ""}
         proc = subprocess.run([python, str(Path(__file__).parent / "peers" / "peer_run.py"), str(spec_path)],
                               cwd=tmp, env=env, capture_output=True, text=True, timeout=7200)
@@ -131,19 +129,19 @@ def schedule(systems: list[str], repeat: int, warmup: int) -> list[tuple[int, st
     return out
 
 
-def marked(recs: list[dict], warmup: bool) -> list[dict]:
-    """A run's records, marked ``warmup`` when the run was one (no median counts them)."""
+def run_system(system: str, llm: str, corpus: Path, latency: float, run: int, warmup: bool, args, concurrency: int,
+               processes: int | str) -> list[dict]:
+    """One ingestion and its queries (graphfleet at ``concurrency`` and ``processes``), marked ``warmup`` when the
+    run is one (no median counts them); a failure is a ``compare_error`` record, and the run goes on."""
+    try:
+        if system == "graphfleet":
+            recs = graphfleet_run(llm, corpus, latency, run, concurrency, processes)
+        else:
+            recs = peer_run(args.peers_python, system, llm, corpus, latency, run, args.concurrency)
+    except Exception as exc:  # a crashed run must not lose the others of a long measurement
+        recs = [{"bench": "compare_error", "system": system, "latency_ms": latency, "run": run,
+                 "error": f"{type(exc).__name__}: {exc}"[:2000]}]
     return [{**r, "warmup": True} for r in recs] if warmup else recs
-
-
-def run_system(system: str, llm: str, corpus: Path, latency: float, run: int, warmup: bool, args,
-               graphfleet_concurrency: int) -> list[dict]:
-    """One ingestion and its queries of ``system``; warm-up records are marked so no median counts them."""
-    if system == "graphfleet":
-        recs = graphfleet_run(llm, corpus, latency, run, graphfleet_concurrency, args.processes)
-    else:
-        recs = peer_run(args.peers_python, system, llm, corpus, latency, run, args.concurrency)
-    return marked(recs, warmup)
 
 
 def medians(rows: list[dict]) -> list[dict]:
@@ -153,24 +151,18 @@ def medians(rows: list[dict]) -> list[dict]:
     ingests = [r for r in rows if r["bench"] == "compare_ingest" and r["status"] == "succeeded"]
     for key in sorted({(r["system"], r["latency_ms"]) for r in ingests}):
         runs = [r for r in ingests if (r["system"], r["latency_ms"]) == key]
-        first = runs[0]
         out.append({"bench": "compare_median", "phase": "ingest", "system": key[0], "latency_ms": key[1],
                     "runs": len(runs), "seconds_median": round(statistics.median(r["seconds"] for r in runs), 3),
-                    "seconds_all": [r["seconds"] for r in runs],
-                    **{k: first.get(k) for k in ("llm_calls", "prompt_tokens", "completion_tokens", "calls_by_type",
-                                                 "embedding_calls", "embedding_inputs", "chunks", "entities",
-                                                 "relations", "communities", "communities_by_level")},
+                    "seconds_all": [r["seconds"] for r in runs], **{k: runs[0].get(k) for k in _INGEST_FIELDS},
                     **_path_medians(runs)})
     queries = [r for r in rows if r["bench"] == "compare_query"]
     for key in sorted({(r["system"], r["latency_ms"], r["mode"], r["only_need_context"]) for r in queries}):
         runs = [r for r in queries if (r["system"], r["latency_ms"], r["mode"], r["only_need_context"]) == key]
-        last = runs[-1]
         out.append({"bench": "compare_median", "phase": "query", "system": key[0], "latency_ms": key[1],
                     "mode": key[2], "only_need_context": key[3], "runs": len(runs),
                     "failed": sum(r["status"] != "succeeded" for r in runs),
                     "seconds_median": round(statistics.median(r["seconds"] for r in runs), 4),
-                    **{k: last.get(k) for k in ("context_tokens", "llm_calls", "prompt_tokens", "completion_tokens",
-                                                "calls_by_type", "embedding_calls")}})
+                    **{k: runs[-1].get(k) for k in _QUERY_FIELDS}})
     return out
 
 

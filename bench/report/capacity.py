@@ -10,9 +10,10 @@ import json
 import sys
 from pathlib import Path
 
-from bench.report.common import RESULTS
+from bench.report.common import RESULTS, md_table
 
 STAGE_GROUPS = ["submit", "chunk", "extract", "merge", "index+cluster", "report", "finalize"]
+WRAPPERS = ("exec", "eval", "evalsha")  # their time includes the commands they run (counted under their own names)
 
 
 def stage_group(segment: str) -> str:
@@ -26,27 +27,16 @@ def stage_group(segment: str) -> str:
     return last if last in STAGE_GROUPS else "finalize"
 
 
-def load(path: Path) -> list[dict]:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r for r in rows if r.get("bench") == "capacity"]
+def table(head: list[str], rows: list[list]) -> str:
+    return "\n".join(md_table(head, rows))
 
 
 def label(r: dict) -> str:
     return f"{r['chunks']:,} ({r['extraction']})"
 
 
-def table(head: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def fam(r: dict, name: str) -> int:
-    return r["families"]["families"].get(name, {}).get("bytes", 0)
-
-
-def sub(r: dict, name: str) -> int:
-    return r["families"]["subfamilies"].get(name, {}).get("bytes", 0)
+def fam(r: dict, name: str, level: str = "families") -> int:
+    return r["families"][level].get(name, {}).get("bytes", 0)
 
 
 def per(value: float, n: int, digits: int = 0) -> str:
@@ -68,11 +58,11 @@ def memory_table(rows: list[dict]) -> str:
     out = []
     for r in rows:
         n, v = r["chunks"], r["vectors"]
-        vec_ent = sub(r, "vec:entities") + sub(r, "vecmeta:entities")
-        vec_chunk = sub(r, "vec:chunks") + sub(r, "vecmeta:chunks")
+        vec = {kind: fam(r, f"vec:{kind}", "subfamilies") + fam(r, f"vecmeta:{kind}", "subfamilies")
+               for kind in ("entities", "chunks")}
         out.append([label(r), per(fam(r, "chunks"), n), per(fam(r, "documents"), n), per(fam(r, "extractions"), n),
                     per(fam(r, "entities"), r["entities"]), per(fam(r, "relations"), r["relations"]),
-                    per(vec_ent, v.get("entities", 0)), per(vec_chunk, v.get("chunks", 0)),
+                    per(vec["entities"], v.get("entities", 0)), per(vec["chunks"], v.get("chunks", 0)),
                     per(fam(r, "communities"), r["communities"]), per(fam(r, "llm_cache"), n),
                     per(fam(r, "jobs") + fam(r, "usage"), n)])
     return table(["chunks (extraction)", "chunk", "doc text /chunk", "extraction record /chunk", "entity",
@@ -80,32 +70,18 @@ def memory_table(rows: list[dict]) -> str:
                   "job + usage /chunk"], out)
 
 
-def grouped_stages(r: dict) -> dict[str, dict]:
-    acc = {g: {"ops": 0, "cpu": 0.0, "msgs": 0, "bops": 0, "workers": {}} for g in STAGE_GROUPS}
-    for s in r["stages"]:
-        g = acc[stage_group(s["stage"])]
-        g["ops"] += s["state"]["ops"]
-        g["cpu"] += s["state"]["redis_cpu_s"]
-        g["msgs"] += s["broker"]["messages"]
-        g["bops"] += s["broker"]["ops"]
-        for k, v in s["cpu_seconds"].items():
-            g["workers"][k] = g["workers"].get(k, 0.0) + v
-    return acc
-
-
 def ops_table(rows: list[dict]) -> str:
     out = []
     for r in rows:
-        g, n = grouped_stages(r), r["chunks"]
-        total_ops = sum(x["ops"] for x in g.values())
-        total_cpu = sum(x["cpu"] for x in g.values())
-        out.append([label(r), *(per(g[s]["ops"], n, 1) for s in STAGE_GROUPS), per(total_ops, n, 1),
-                    per(1e6 * total_cpu, n), per(total_ops, r["seconds"])])
+        ops, cpu = dict.fromkeys(STAGE_GROUPS, 0), 0.0
+        for s in r["stages"]:
+            ops[stage_group(s["stage"])] += s["state"]["ops"]
+            cpu += s["state"]["redis_cpu_s"]
+        n, total = r["chunks"], sum(ops.values())
+        out.append([label(r), *(per(ops[s], n, 1) for s in STAGE_GROUPS), per(total, n, 1), per(1e6 * cpu, n),
+                    per(total, r["seconds"])])
     return table(["chunks (extraction)", *STAGE_GROUPS, "total ops/chunk", "state Redis CPU µs/chunk",
                   "ops/s during ingest"], out)
-
-
-WRAPPERS = ("exec", "eval", "evalsha")  # their time includes the commands they run (counted under their own names)
 
 
 def time_table(rows: list[dict], top: int = 6) -> str:
@@ -131,15 +107,10 @@ def time_table(rows: list[dict], top: int = 6) -> str:
 
 def jobs_table(rows: list[dict]) -> str:
     """Batched runs: what each job cost while the tenant grew (bench reads included, ~12 commands a read)."""
-    out = []
-    for r in rows:
-        for j in r.get("jobs") or []:
-            if len(r["jobs"]) < 2:
-                continue
-            top = ", ".join(f"{k} {v:,.0f}" for k, v in j["top_usec_per_chunk"].items() if k not in WRAPPERS)
-            out.append([label(r), j["job"], f"{j['chunks_before']:,}", f"{j['chunks_added']:,}", j["seconds"],
-                        j["state_ops_per_chunk"], f"{j['state_redis_cpu_us_per_chunk']:,.0f}", top,
-                        j["broker_messages_per_chunk"]])
+    out = [[label(r), j["job"], f"{j['chunks_before']:,}", f"{j['chunks_added']:,}", j["seconds"],
+            j["state_ops_per_chunk"], f"{j['state_redis_cpu_us_per_chunk']:,.0f}",
+            ", ".join(f"{k} {v:,.0f}" for k, v in j["top_usec_per_chunk"].items() if k not in WRAPPERS),
+            j["broker_messages_per_chunk"]] for r in rows if len(r.get("jobs") or []) >= 2 for j in r["jobs"]]
     return table(["run", "job", "chunks before", "chunks added", "s", "state ops/chunk", "state Redis CPU µs/chunk",
                   "top commands µs/chunk", "broker msgs/chunk"], out) if out else "(no batched run)"
 
@@ -177,7 +148,8 @@ def render(rows: list[dict]) -> str:
 
 def main() -> None:
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else RESULTS / "capacity.jsonl"
-    sys.stdout.write(render(load(path)))
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    sys.stdout.write(render([r for r in rows if r.get("bench") == "capacity"]))
 
 
 if __name__ == "__main__":

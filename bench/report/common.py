@@ -1,13 +1,13 @@
-"""What every table of the report uses: the results files, the system names, ratios, recorded commands."""
+"""What every table of the report uses: the results files, the system names, cells, tables, recorded commands."""
 
 from __future__ import annotations
 
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from bench.harness.results import ROOT
+
 RESULTS = ROOT / "bench" / "results"
 SYSTEMS = ("graphfleet", "nano", "lightrag")
 NAMES = {"graphfleet": "graphfleet", "nano": "nano-graphrag", "lightrag": "LightRAG"}
@@ -32,6 +32,20 @@ def fmt_ratio(ours, theirs) -> str:
     return f"{ours / theirs:.2f}" if ours is not None and theirs else "-"
 
 
+def fmt(value, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def md_row(cells) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def md_table(head: str | list[str], rows: list[list]) -> list[str]:
+    """A markdown table: its header (cells, or one string of cells split at ``|``), rule and rows."""
+    cells = [c.strip() for c in head.split("|")] if isinstance(head, str) else head
+    return [md_row(cells), "|" + "---|" * len(cells), *(md_row(r) for r in rows)]
+
+
 @dataclass
 class Row:
     """One row of a target table: the figures, their ratio, the target, whether it is met and why not."""
@@ -46,10 +60,9 @@ class Row:
 
 
 # A suite's recorded command, with the module under its current name (the suites moved to bench.suites).
-_MOVED = {"compare": "compare", "cost_table": "cost_table", "gateway_latency": "gateway_latency",
-          "global_cost": "global_cost", "context_build": "context_build", "ingest_bench": "ingest",
-          "query_bench": "query", "scaling_bench": "scaling", "walk_bench": "walk", "retrieval_eval": "retrieval",
-          "capacity": "capacity"}
+_MOVED = {"ingest_bench": "ingest", "query_bench": "query", "scaling_bench": "scaling", "walk_bench": "walk",
+          "retrieval_eval": "retrieval", **{m: m for m in ("compare", "cost_table", "gateway_latency", "global_cost",
+                                                          "context_build", "capacity")}}
 _OLD_MODULE = re.compile(r"(?<![\w.])bench\.(" + "|".join(_MOVED) + r")\b")
 
 

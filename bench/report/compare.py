@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.report.common import NAMES, SYSTEM_MODES, SYSTEMS, current_command, fmt_ratio
+from bench.report.common import NAMES, SYSTEM_MODES, SYSTEMS, current_command, fmt_ratio, md_table
 
 STAGES = (("glean", "glean"), ("extract", "extract"), ("summar", "summarize"), ("community_report", "report"),
           ("keywords", "keywords"), ("global_map", "map"), ("map_summarize", "map"), ("global_reduce", "reduce"),
@@ -28,63 +28,54 @@ def compare_tables(rows: list[dict]) -> list[str]:
         return ["(no results yet: run `bash bench/compare.sh`)", ""]
     head = next((r for r in reversed(rows) if r["bench"] == "machine"), {})
     ours = head.get("graphfleet_versions") or {}
-    out = [f"Versions: peers (their venv) {head.get('versions')}; graphfleet (the project's venv) "
-           f"{', '.join(f'{k} {v}' for k, v in ours.items()) or '-'}; model `{head.get('model')}`, embeddings dim "
-           f"{head.get('embedding_dim')}, "
-           f"{head.get('concurrency')} LLM calls in flight per system; corpus `{head.get('corpus')}`; "
-           f"medians of {head.get('repeat')} runs. Command: `{current_command(head.get('command') or '')}`.", "",
-           "### Ingestion", "",
-           "| latency | system | wall s (median) | runs (s) | graphfleet/peer s | LLM calls | calls by stage "
-           "| graphfleet/peer calls | prompt tokens | completion tokens | graphfleet/peer tokens | embedding calls "
-           "| entities | relations | communities (by level) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     ingest = {(r["system"], r["latency_ms"]): r for r in med if r["phase"] == "ingest"}
+    cells = []
     for lat in sorted({k[1] for k in ingest}):
         gf = ingest.get(("graphfleet", lat))
-        for system in SYSTEMS:
-            r = ingest.get((system, lat))
-            if not r:
-                continue
-            peer = system != "graphfleet" and gf
-            tokens = (r["prompt_tokens"] or 0) + (r["completion_tokens"] or 0)
-            gf_tokens = (gf["prompt_tokens"] + gf["completion_tokens"]) if gf else None
-            out.append(
-                f"| {lat:.0f} ms | {NAMES[system]} | {r['seconds_median']:.2f} | {r.get('seconds_all')} "
-                f"| {fmt_ratio(gf['seconds_median'], r['seconds_median']) if peer else '-'} | {r['llm_calls']} "
-                f"| {by_stage(r['calls_by_type'])} | {fmt_ratio(gf['llm_calls'], r['llm_calls']) if peer else '-'} "
-                f"| {r['prompt_tokens']:,} | {r['completion_tokens']:,} "
-                f"| {fmt_ratio(gf_tokens, tokens) if peer else '-'} "
-                f"| {r['embedding_calls']} | {r['entities']} | {r['relations']} "
-                f"| {r['communities']} {r.get('communities_by_level') or ''} |")
-    out += ["", "### Queries (submit to result)", "",
-            "graphfleet's figures include the Redis queue, a query worker and the end-of-job message back to the "
-            "client; the peers are "
-            "called in-process. `only context` = `only_need_context` (no answer call). Context tokens: the returned "
-            "context counted with o200k (gpt-4o-mini).", "",
-            "| latency | mode | only context | graphfleet s | nano-graphrag s | gf/nano | LightRAG s | gf/LightRAG "
-            "| context tokens (gf / nano / LR) | LLM calls (gf / nano / LR) | prompt tokens (gf / nano / LR) "
-            "| calls by stage (gf / nano / LR) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in (ingest[(s, lat)] for s in SYSTEMS if (s, lat) in ingest):
+            peer = r["system"] != "graphfleet" and gf
+
+            def ratio(key, r=r, peer=peer, gf=gf):
+                return fmt_ratio(key(gf), key(r)) if peer else "-"
+
+            cells.append([f"{lat:.0f} ms", NAMES[r["system"]], f"{r['seconds_median']:.2f}", r.get("seconds_all"),
+                          ratio(lambda x: x["seconds_median"]), r["llm_calls"], by_stage(r["calls_by_type"]),
+                          ratio(lambda x: x["llm_calls"]), f"{r['prompt_tokens']:,}", f"{r['completion_tokens']:,}",
+                          ratio(lambda x: (x["prompt_tokens"] or 0) + (x["completion_tokens"] or 0)),
+                          r["embedding_calls"], r["entities"], r["relations"],
+                          f"{r['communities']} {r.get('communities_by_level') or ''}"])
+    out = [f"Versions: peers (their venv) {head.get('versions')}; graphfleet (the project's venv) "
+           f"{', '.join(f'{k} {v}' for k, v in ours.items()) or '-'}; model `{head.get('model')}`, embeddings dim "
+           f"{head.get('embedding_dim')}, {head.get('concurrency')} LLM calls in flight per system; corpus "
+           f"`{head.get('corpus')}`; medians of {head.get('repeat')} runs. Command: "
+           f"`{current_command(head.get('command') or '')}`.", "", "### Ingestion", "",
+           *md_table("latency | system | wall s (median) | runs (s) | graphfleet/peer s | LLM calls | calls by stage "
+                     "| graphfleet/peer calls | prompt tokens | completion tokens | graphfleet/peer tokens "
+                     "| embedding calls | entities | relations | communities (by level)", cells),
+           "", "### Queries (submit to result)", "",
+           "graphfleet's figures include the Redis queue, a query worker and the end-of-job message back to the "
+           "client; the peers are called in-process. `only context` = `only_need_context` (no answer call). Context "
+           "tokens: the returned context counted with o200k (gpt-4o-mini).", ""]
     queries = {(r["system"], r["latency_ms"], r["mode"], r["only_need_context"]): r
                for r in med if r["phase"] == "query"}
+    cells = []
     for lat, mode, only in sorted({k[1:] for k in queries}, key=lambda k: (k[0], SYSTEM_MODES.index(k[1]), not k[2])):
-        cells = {s: queries.get((s, lat, mode, only)) for s in SYSTEMS}
+        by = {s: queries.get((s, lat, mode, only)) for s in SYSTEMS}
+        gf = by["graphfleet"]
 
-        def col(key, cells=cells):
-            return " / ".join("-" if cells[s] is None or cells[s].get(key) is None else f"{cells[s][key]:,}"
-                              for s in SYSTEMS)
+        def col(key, by=by):
+            return " / ".join("-" if by[s] is None or by[s].get(key) is None else f"{by[s][key]:,}" for s in SYSTEMS)
 
-        def secs(s, cells=cells):
-            return f"{cells[s]['seconds_median']:.3f}" if cells[s] else "-"
-
-        gf = cells["graphfleet"]
-        ratio = {s: fmt_ratio(gf["seconds_median"], cells[s]["seconds_median"]) if gf and cells[s] else "-"
+        secs = {s: f"{by[s]['seconds_median']:.3f}" if by[s] else "-" for s in SYSTEMS}
+        ratio = {s: fmt_ratio(gf["seconds_median"], by[s]["seconds_median"]) if gf and by[s] else "-"
                  for s in ("nano", "lightrag")}
-        stages = " / ".join(by_stage(cells[s]["calls_by_type"]) if cells[s] else "-" for s in SYSTEMS)
-        out.append(f"| {lat:.0f} ms | {mode} | {only} | {secs('graphfleet')} | {secs('nano')} | {ratio['nano']} "
-                   f"| {secs('lightrag')} | {ratio['lightrag']} | {col('context_tokens')} | {col('llm_calls')} "
-                   f"| {col('prompt_tokens')} | {stages} |")
-    return out + ["", *global_phase_table(med)]
+        cells.append([f"{lat:.0f} ms", mode, only, secs["graphfleet"], secs["nano"], ratio["nano"], secs["lightrag"],
+                      ratio["lightrag"], col("context_tokens"), col("llm_calls"), col("prompt_tokens"),
+                      " / ".join(by_stage(by[s]["calls_by_type"]) if by[s] else "-" for s in SYSTEMS)])
+    return [*out, *md_table("latency | mode | only context | graphfleet s | nano-graphrag s | gf/nano | LightRAG s "
+                            "| gf/LightRAG | context tokens (gf / nano / LR) | LLM calls (gf / nano / LR) "
+                            "| prompt tokens (gf / nano / LR) | calls by stage (gf / nano / LR)", cells),
+            "", *global_phase_table(med)]
 
 
 def global_phase_table(med: list[dict]) -> list[str]:
@@ -92,21 +83,18 @@ def global_phase_table(med: list[dict]) -> list[str]:
     rows = [r for r in med if r["phase"] == "query" and r["mode"] == "global"]
     if not rows:
         return []
-    out = ["### Global mode: map and reduce phases", "",
-           "Per question, from the simulator's counters by prompt type (LightRAG's global mode has no map phase: "
-           "it is a keyword search over relations plus one answer call).", "",
-           "| latency | only context | system | map calls | map prompt tokens | map completion tokens | reduce calls "
-           "| reduce tokens (prompt + completion) | other calls |", "|---|---|---|---|---|---|---|---|---|"]
+    cells = []
     for r in sorted(rows, key=lambda r: (r["latency_ms"], not r["only_need_context"], SYSTEMS.index(r["system"]))):
-        phases: dict[str, list[int]] = {}
+        phases = {k: [0, 0, 0] for k in ("map", "reduce", "other")}
         for kind, v in (r.get("calls_by_type") or {}).items():
-            stage = stage_of(kind)
-            key = stage if stage in ("map", "reduce") else "other"
-            acc = phases.setdefault(key, [0, 0, 0])
-            acc[0] += v["calls"]
-            acc[1] += v["prompt_tokens"]
-            acc[2] += v["completion_tokens"]
-        m, red, other = (phases.get(k, [0, 0, 0]) for k in ("map", "reduce", "other"))
-        out.append(f"| {r['latency_ms']:.0f} ms | {r['only_need_context']} | {NAMES[r['system']]} | {m[0]} | {m[1]:,} "
-                   f"| {m[2]:,} | {red[0]} | {red[1] + red[2]:,} | {other[0]} |")
-    return out + [""]
+            acc = phases[stage_of(kind) if stage_of(kind) in ("map", "reduce") else "other"]
+            for i, key in enumerate(("calls", "prompt_tokens", "completion_tokens")):
+                acc[i] += v[key]
+        m, red, other = phases.values()
+        cells.append([f"{r['latency_ms']:.0f} ms", r["only_need_context"], NAMES[r["system"]], m[0], f"{m[1]:,}",
+                      f"{m[2]:,}", red[0], f"{red[1] + red[2]:,}", other[0]])
+    return ["### Global mode: map and reduce phases", "",
+            "Per question, from the simulator's counters by prompt type (LightRAG's global mode has no map phase: "
+            "it is a keyword search over relations plus one answer call).", "",
+            *md_table("latency | only context | system | map calls | map prompt tokens | map completion tokens "
+                      "| reduce calls | reduce tokens (prompt + completion) | other calls", cells), ""]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from bench.report.common import NOT_MEASURED, Row, current_command
+from bench.report.common import NOT_MEASURED, Row, current_command, md_row, md_table
 from bench.report.gateway import first_query_rows, gateway_row
 from shared.domain.query.params import QueryParam
 
@@ -24,25 +24,23 @@ def _s(x: float) -> str:
     return f"{x:.3f} s"
 
 
+def _cell(median: dict) -> str:
+    return _s(median["seconds_median"]) + (f" ({median['failed']} failed)" if median.get("failed") else "")
+
+
 def _median(rows, system, latency, mode=None, processes=1, ms_per_token=0.0) -> dict | None:
     """A ``compare_median`` record: ingestion (``mode`` None) or the answer (not context-only) of ``mode``."""
-    for r in rows:
-        if (r.get("bench") == "compare_median" and r["system"] == system and r["latency_ms"] == latency
-                and r.get("ms_per_token", 0.0) == ms_per_token
-                and (system != "graphfleet" or r.get("processes", 1) == processes)
-                and (r["phase"] == "ingest" if mode is None
-                     else r["phase"] == "query" and r["mode"] == mode and not r["only_need_context"])):
-            return r
-    return None
+    return next((r for r in rows if r.get("bench") == "compare_median" and r["system"] == system
+                 and r["latency_ms"] == latency and r.get("ms_per_token", 0.0) == ms_per_token
+                 and (system != "graphfleet" or r.get("processes", 1) == processes)
+                 and (r["phase"] == "ingest" if mode is None
+                      else r["phase"] == "query" and r["mode"] == mode and not r["only_need_context"])), None)
 
 
 def answer_row(rows, label: str, mode: str, latency: float, nano_mode: str | None = None) -> Row:
     gf, nano = _median(rows, "graphfleet", latency, mode), _median(rows, "nano", latency, nano_mode or mode)
     row = Row(label, target="≤ 1.0× nano" if mode == "global" else "≤ nano + 20 ms")
-    if gf:
-        row.graphfleet = _s(gf["seconds_median"]) + (f" ({gf['failed']} failed)" if gf.get("failed") else "")
-    if nano:
-        row.nano = _s(nano["seconds_median"]) + (f" ({nano['failed']} failed)" if nano.get("failed") else "")
+    row.graphfleet, row.nano = (_cell(m) if m else NOT_MEASURED for m in (gf, nano))
     if not (gf and nano):
         return row
     g, n = gf["seconds_median"], nano["seconds_median"]
@@ -72,12 +70,8 @@ def ingest_row(rows, latency: float, processes: int | str, ms_per_token: float =
     row = Row(f"ingest at {what} (Carol, {processes_label(processes)})",
               target=f"≤ {factor}× nano" + (f", and ≤ {CRITICAL_PATH_FACTOR}× the critical path"
                                             + (f" ({_s(path['seconds'])})" if path else "") if with_path else ""))
-    gf = _median(rows, "graphfleet", latency, None, processes, ms_per_token)
-    nano = _median(rows, "nano", latency, None, processes, ms_per_token)
-    if gf:
-        row.graphfleet = _s(gf["seconds_median"])
-    if nano:
-        row.nano = _s(nano["seconds_median"])
+    gf, nano = (_median(rows, system, latency, None, processes, ms_per_token) for system in ("graphfleet", "nano"))
+    row.graphfleet, row.nano = (_cell(m) if m else NOT_MEASURED for m in (gf, nano))
     if not (gf and nano) or (with_path and not path):
         return row
     g, n = gf["seconds_median"], nano["seconds_median"]
@@ -184,65 +178,52 @@ def cost_rows(rows: list[dict]) -> list[Row]:
             *(ingest_row(rows, lat, p, mt) for lat, mt in token for p in procs)]
 
 
-def _met(met: bool | None) -> str:
-    return "-" if met is None else ("yes" if met else "**no**")
-
-
 def coverage_table(rows: list[dict]) -> list[str]:
     """Per question: graphfleet's (selected) tokens, calls and coverage beside the full scan's and nano's."""
     recs = [r for r in rows if r.get("bench") == "global_cost"]
     if not recs:
         return [f"Global cost per question: {NOT_MEASURED}.", ""]
-    out = ["| corpus | question | graphfleet tokens | calls (map / reduce) | coverage | full scan tokens "
-           "| full scan calls | nano-graphrag tokens | nano calls | graphfleet/nano tokens |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
-    cells = {(r["corpus"], r["question"], r["system"]): r for r in recs}
+
+    def get(r, key, spec=","):
+        return NOT_MEASURED if r is None or r.get(key) is None else format(r[key], spec)
+
+    cells, out = {(r["corpus"], r["question"], r["system"]): r for r in recs}, []
     for corpus, question in dict.fromkeys((r["corpus"], r["question"]) for r in recs):
         gf, full, nano = (cells.get((corpus, question, s)) for s in ("graphfleet", "graphfleet-full", "nano"))
-
-        def get(r, key, fmt="{:,}"):
-            return NOT_MEASURED if r is None or r.get(key) is None else fmt.format(r[key])
-
         calls = NOT_MEASURED if gf is None else f"{gf['calls']} ({gf.get('map_calls')} / {gf.get('reduce_calls')})"
         if gf is not None and gf.get("answer_path") == "direct":
             calls = f"{gf['calls']} (direct: no map, no reduce)"
-        ratio = f"{gf['tokens'] / nano['tokens']:.3f}" if gf and nano and nano.get("tokens") else "-"
-        out.append(f"| {corpus} | {question} | {get(gf, 'tokens')} | {calls} | {get(gf, 'coverage', '{:.0%}')} "
-                   f"| {get(full, 'tokens')} | {get(full, 'calls')} | {get(nano, 'tokens')} | {get(nano, 'calls')} "
-                   f"| {ratio} |")
-    return out + [""]
+        out.append([corpus, question, get(gf, "tokens"), calls, get(gf, "coverage", ".0%"), get(full, "tokens"),
+                    get(full, "calls"), get(nano, "tokens"), get(nano, "calls"),
+                    f"{gf['tokens'] / nano['tokens']:.3f}" if gf and nano and nano.get("tokens") else "-"])
+    return [*md_table("corpus | question | graphfleet tokens | calls (map / reduce) | coverage | full scan tokens "
+                      "| full scan calls | nano-graphrag tokens | nano calls | graphfleet/nano tokens", out), ""]
 
 
 def _ms(r: dict | None, key: str = "seconds_median") -> float | None:
-    """A context build's milliseconds: ``p50_ms``, or ``bench.suites.context_build``'s seconds."""
-    if r is None:
-        return None
-    if key == "seconds_median" and r.get("p50_ms") is not None:
-        return r["p50_ms"]
-    return r[key] * 1000 if r.get(key) is not None else None
+    """A context build's milliseconds (``bench.suites.context_build`` records seconds)."""
+    return r[key] * 1000 if r is not None and r.get(key) is not None else None
 
 
 def context_table(rows: list[dict]) -> list[str]:
     recs = [r for r in rows if r.get("bench") == "context_build"]
     if not recs:
         return [f"Context build in-process: {NOT_MEASURED}.", ""]
-    cells = {(r["system"], r.get("mode") or "-", r["max_total_tokens"]): r for r in recs}
-    out = ["| mode | max_total_tokens | graphfleet p50 / p95 ms | context tokens | nano-graphrag p50 / p95 ms "
-           "| context tokens | graphfleet/nano p50 |", "|---|---|---|---|---|---|---|"]
+    cells, out = {(r["system"], r.get("mode") or "-", r["max_total_tokens"]): r for r in recs}, []
 
-    def cell(r):
+    def cell(r) -> list[str]:  # p50 / p95 ms, context tokens
         if _ms(r) is None:
-            return f"{NOT_MEASURED} | -"
-        p95 = _ms(r, "seconds_p95")
-        tokens = r.get("context_tokens")
-        return f"{_ms(r):.1f}" + (f" / {p95:.1f}" if p95 is not None else "") + \
-            (f" | {tokens:,}" if isinstance(tokens, int) else " | -")
+            return [NOT_MEASURED, "-"]
+        p95, tokens = _ms(r, "seconds_p95"), r.get("context_tokens")
+        return [f"{_ms(r):.1f}" + (f" / {p95:.1f}" if p95 is not None else ""),
+                f"{tokens:,}" if isinstance(tokens, int) else "-"]
 
     for mode, budget in sorted({k[1:] for k in cells}):
         gf, nano = cells.get(("graphfleet", mode, budget)), cells.get(("nano", mode, budget))
-        ratio = f"{_ms(gf) / _ms(nano):.2f}" if _ms(gf) is not None and _ms(nano) else "-"
-        out.append(f"| {mode} | {budget:,} | {cell(gf)} | {cell(nano)} | {ratio} |")
-    return out + [""]
+        out.append([mode, f"{budget:,}", *cell(gf), *cell(nano),
+                    f"{_ms(gf) / _ms(nano):.2f}" if _ms(gf) is not None and _ms(nano) else "-"])
+    return [*md_table("mode | max_total_tokens | graphfleet p50 / p95 ms | context tokens | nano-graphrag p50 / p95 ms "
+                      "| context tokens | graphfleet/nano p50", out), ""]
 
 
 def _last_line(text: str | None) -> str:
@@ -263,9 +244,8 @@ def _commands(rows: list[dict]) -> list[str]:
     out = [f"Command: `.venv/bin/{command}` (run `{head.get('run_id')}`, "
            f"{end.get('seconds', '?')} s; medians of {head.get('repeat')} runs per compare configuration"
            f"{', after ' + str(head['warmup']) + ' unmeasured warm-up round' if head.get('warmup') else ''}; "
-           f"nano-graphrag "
-           f"{(head.get('peer_versions') or {}).get('nano-graphrag', '?')}). It ran: `bench.harness.systems`' runs per "
-           "configuration" + "".join(f", `{current_command(c)}`" for c in subs) + "."]
+           f"nano-graphrag {(head.get('peer_versions') or {}).get('nano-graphrag', '?')}). It ran: "
+           "`bench.harness.systems`' runs per configuration" + "".join(f", `{current_command(c)}`" for c in subs) + "."]
     if head.get("quick"):
         out.append("**Quick run** (`--quick`: one run, latency 0 only, short sub-benches): a smoke test of the "
                    "harness, not figures to compare.")
@@ -277,24 +257,18 @@ def _commands(rows: list[dict]) -> list[str]:
 def curve_table(rows: list[dict]) -> list[str]:
     """Mean tokens per global question (and their ratio to nano-graphrag's) against mean and worst coverage, for
     the default selection, the other allowances measured (``graphfleet@<share>``) and the full scan."""
-    stats = global_cost(rows)
-    lines = []
-    for corpus, systems in stats.items():
-        nano = systems.get("nano")
-        for system, st in systems.items():
-            if system == "nano" or st.get("coverage") is None:
-                continue
-            ratio = f"{st['tokens'] / nano['tokens']:.3f}" if nano else "-"
-            lines.append(f"| {corpus} | {system} | {st['tokens']:,.0f} | {ratio} | {st['map_calls']:.1f} | "
-                         f"{st['coverage']:.0%} | {st['min_coverage']:.0%} |")
+    lines = [[corpus, system, f"{st['tokens']:,.0f}", f"{st['tokens'] / nano['tokens']:.3f}" if nano else "-",
+              f"{st['map_calls']:.1f}", f"{st['coverage']:.0%}", f"{st['min_coverage']:.0%}"]
+             for corpus, systems in global_cost(rows).items() for nano in [systems.get("nano")]
+             for system, st in systems.items() if system != "nano" and st.get("coverage") is not None]
     if not lines:
         return []
     return ["### Global answer: cost against coverage", "",
             "Means over each corpus's questions: `graphfleet` is the default (`global_selection=auto`, allowance "
             f"`global_selection_share` {QueryParam().global_selection_share:g}), `graphfleet@<share>` the same with "
             "another allowance, `graphfleet-full` the full scan.", "",
-            "| corpus | system | tokens per question | / nano | map calls | coverage (mean) | coverage (worst) |",
-            "|---|---|---|---|---|---|---|", *lines, ""]
+            *md_table("corpus | system | tokens per question | / nano | map calls | coverage (mean) | coverage (worst)",
+                      lines), ""]
 
 
 def cost_section(all_rows: list[dict]) -> list[str]:
@@ -306,7 +280,8 @@ def cost_section(all_rows: list[dict]) -> list[str]:
     table = cost_rows(rows)
     out += [*_commands(rows),
             "| | graphfleet | nano-graphrag | ratio | target | met? |", "|---|---|---|---|---|---|",
-            *(f"| {r.label} | {r.graphfleet} | {r.nano} | {r.ratio} | {r.target} | {_met(r.met)} |" for r in table), ""]
+            *(md_row([r.label, r.graphfleet, r.nano, r.ratio, r.target,
+                      "-" if r.met is None else "yes" if r.met else "**no**"]) for r in table), ""]
     unmet = [r for r in table if r.met is False]
     if unmet:
         out += ["Unmet targets, by how much:", "", *(f"- {r.label}: {r.gap}." for r in unmet), ""]

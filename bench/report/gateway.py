@@ -1,6 +1,6 @@
 """The gateway rows of issue 21's table (``bench.report.cost``): warm local queries through the gateway, and the
-first query of a fresh stack and after an ingestion against the warm ones (``bench.suites.gateway_latency``; a phase
-measured on several stacks, or after several ingestions, is judged on the medians of its records)."""
+first query of a fresh stack and after an ingestion against the warm ones (``bench.suites.gateway_latency``; a
+phase measured on several stacks, or after several ingestions, is judged on the medians of its records)."""
 
 from __future__ import annotations
 
@@ -9,40 +9,32 @@ import statistics
 from bench.report.common import Row
 
 GATEWAY_P50_S, GATEWAY_SPREAD = 0.060, 1.5  # p50 <= 60 ms, p95 <= 1.5x p50
-_MEDIANS = ("first", "p50", "p95", "first_own", "own_p95")
+_FIGURES = {"first": "first_s", "p50": "warm_p50_s", "p95": "warm_p95_s", "n": "warm_runs",
+            "cpu": "warm_cpu_ms_per_query", "first_own": "first_own_ms", "own_p95": "warm_own_ms_p95",
+            "idle_s": "idle_s"}
 
 
-def _phase_figures(r: dict) -> dict:
-    return {"first": r.get("first_s"), "p50": r.get("warm_p50_s"), "p95": r.get("warm_p95_s"),
-            "n": r.get("warm_runs"), "cpu": r.get("warm_cpu_ms_per_query"),
-            "first_own": r.get("first_own_ms"), "own_p95": r.get("warm_own_ms_p95"),
-            "idle_own": list(r.get("idle_own_ms") or []), "idle_s": r.get("idle_s")}
-
-
-def _over_trials(figs: list[dict]) -> dict:
-    """One phase measured on several stacks (``--trials``): the median of each figure, and in how many stacks
-    the first query was within the warm p95 (wall time, and graphfleet's own time outside the LLM calls)."""
-    out = {**figs[0], "trials": len(figs), "idle_own": [x for f in figs for x in f["idle_own"]],
-           "within": sum(f["first"] <= f["p95"] for f in figs if f["first"] is not None and f["p95"] is not None),
-           "own_within": sum(f["first_own"] <= f["own_p95"] for f in figs
-                             if f["first_own"] is not None and f["own_p95"] is not None)}
-    for key in _MEDIANS:
-        values = [f[key] for f in figs if f.get(key) is not None]
-        out[key] = statistics.median(values) if values else None
-    return out
+def _within(figs: list[dict], first: str, p95: str) -> int:
+    return sum(f[first] <= f[p95] for f in figs if f[first] is not None and f[p95] is not None)
 
 
 def gateway_figures(rows: list[dict]) -> dict:
-    """p50 / p95 / n of warm local queries and the first query's seconds, from ``bench.suites.gateway_latency``'s
-    phase records (one per stack)."""
-    out: dict = {}
+    """Per phase (``ingest``, ``fresh``): the figures of ``bench.suites.gateway_latency``'s records; measured on
+    several stacks (``--trials``), the median of each, and in how many the first query was within the warm p95
+    (wall time, and graphfleet's own time outside the LLM calls)."""
     phases: dict[str, list[dict]] = {}
     for r in rows:
         if r.get("bench") == "gateway_latency" and "phase" in r:
             phase = {"after_ingest": "ingest", "fresh_stack": "fresh"}.get(r["phase"], r["phase"])
-            phases.setdefault(phase, []).append(_phase_figures(r))
+            phases.setdefault(phase, []).append({**{k: r.get(f) for k, f in _FIGURES.items()},
+                                                 "idle_own": list(r.get("idle_own_ms") or [])})
+    out: dict = {}
     for phase, figs in phases.items():
-        out[phase] = figs[0] if len(figs) == 1 else _over_trials(figs)
+        out[phase] = figs[0] if len(figs) == 1 else {
+            **figs[0], "trials": len(figs), "idle_own": [x for f in figs for x in f["idle_own"]],
+            "within": _within(figs, "first", "p95"), "own_within": _within(figs, "first_own", "own_p95"),
+            **{k: statistics.median(v) if (v := [f[k] for f in figs if f.get(k) is not None]) else None
+               for k in ("first", "p50", "p95", "first_own", "own_p95")}}
     return out
 
 
@@ -58,18 +50,14 @@ def gateway_row(rows) -> Row:
     row.ratio = f"p95/p50 {p95 / p50:.2f}"
     gaps = ([f"p50 {p50 * 1000:.0f} ms > {GATEWAY_P50_S * 1000:.0f} ms"] if p50 > GATEWAY_P50_S else []) + \
         ([f"p95 {p95 * 1000:.0f} ms = {p95 / p50:.2f}× p50 > {GATEWAY_SPREAD}×"] if p95 > GATEWAY_SPREAD * p50 else [])
-    if gaps and fig.get("cpu"):
-        gaps.append(_cpu_split(fig["cpu"]))
+    if gaps and fig.get("cpu"):  # what each process computed per warm query
+        own = {k: v for k, v in fig["cpu"].items() if k in ("gateway", "query", "redis")}
+        gaps.append(f"CPU per warm query: graphfleet's processes {sum(own.values()):.0f} ms ("
+                    + ", ".join(f"{k} {v:.0f}" for k, v in own.items()) + f"), the LLM simulator "
+                    f"{fig['cpu'].get('simulator', 0):.0f} ms, on the same 2 cores (one query's path is serial: "
+                    "gateway, worker, LLM, worker, gateway)")
     row.met, row.gap = not gaps, "; ".join(gaps)
     return row
-
-
-def _cpu_split(cpu: dict[str, float]) -> str:
-    """What each process computed per warm query (``bench.suites.gateway_latency``'s ``warm_cpu_ms_per_query``)."""
-    own = {k: v for k, v in cpu.items() if k in ("gateway", "query", "redis")}
-    return (f"CPU per warm query: graphfleet's processes {sum(own.values()):.0f} ms ("
-            + ", ".join(f"{k} {v:.0f}" for k, v in own.items()) + f"), the LLM simulator {cpu.get('simulator', 0):.0f}"
-            " ms, on the same 2 cores (one query's path is serial: gateway, worker, LLM, worker, gateway)")
 
 
 def _first_gap(f: dict, unit: str) -> str:
@@ -81,8 +69,7 @@ def _first_gap(f: dict, unit: str) -> str:
         gap.append(f"outside its LLM call (graphfleet's own time): first {f['first_own']:.0f} ms vs warm p95 "
                    f"{f['own_p95']:.0f} ms" + (f", within it in {f['own_within']} of {f['trials']} {unit}"
                                                if f.get("trials") else ""))
-    if f.get("idle_own"):
-        idle = f["idle_own"]
+    if idle := f.get("idle_own"):
         gap.append(f"a query on the warm stack after {f['idle_s']:g} s idle, outside its LLM call: median "
                    f"{statistics.median(idle):.0f} ms, up to {max(idle):.0f} ms ({len(idle)} queries)")
     return "; ".join(gap)
@@ -91,19 +78,16 @@ def _first_gap(f: dict, unit: str) -> str:
 def first_query_rows(rows) -> list[Row]:
     """No penalty: the first query is no slower than the warm queries' p95 (medians over the stacks, or over the
     ingestions, when a phase was measured several times)."""
-    fig = gateway_figures(rows)
-    out = []
+    fig, out = gateway_figures(rows), []
     for key, label, unit in (("fresh", "first query on a fresh stack vs warm", "stacks"),
                              ("ingest", "first query after an ingestion vs warm", "ingestions")):
         f = fig.get(key) or {}
         row = Row(label, nano="no penalty", target="no penalty (first ≤ warm p95)")
         if f.get("first") is not None and f.get("p50"):
-            first, p50, p95 = f["first"], f["p50"], f.get("p95") or f["p50"]
+            first, p50 = f["first"], f["p50"]
             row.graphfleet = f"{first:.3f} vs {p50:.3f} s" + (f" ({f['trials']} {unit})" if f.get("trials") else "")
-            row.ratio = f"first/p50 {first / p50:.2f}"
-            row.met = first <= p95
-            if not row.met:
-                row.gap = _first_gap(f, unit)
+            row.ratio, row.met = f"first/p50 {first / p50:.2f}", first <= (f.get("p95") or p50)
+            row.gap = "" if row.met else _first_gap(f, unit)
         if f.get("first") is not None or key == "fresh":
             out.append(row)
     return out

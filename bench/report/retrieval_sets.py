@@ -1,12 +1,11 @@
-"""The multi-set retrieval tables of docs/benchmarks.md (bench/suites/retrieval.py's records; rendered by
-bench/report), per LLM setting: passage recall and answer-in-context per set and macro for the
-baselines and every mode (variants and peers included), the best graph mode against the hybrid baseline with
-the targets judged met or not, allowance/tokens/time per mode, and each set's ingestion with its embedding cost."""
+"""The multi-set retrieval tables of docs/benchmarks.md (bench/suites/retrieval.py's records), per LLM setting:
+recall and answer-in-context per set and macro, the best graph mode against the hybrid baseline with the targets
+judged, allowance/tokens/time per mode, and each set's ingestion with its embedding cost."""
 
 from __future__ import annotations
 
 from bench.harness.datasets import SETS
-from bench.report.common import NAMES
+from bench.report.common import NAMES, fmt, md_row, md_table, newest
 
 RUN_HINT = ("(no results yet: `.venv/bin/python -m bench.suites.retrieval --llm both --out "
             "bench/results/retrieval.jsonl`)")
@@ -16,19 +15,6 @@ HYBRID = BASELINE_ROWS["hybrid_baseline"]
 NOT_GRAPH = ("naive",)
 SET_POINTS, HIGH, MACRO_POINTS, NAIVE_SLACK = 0.05, 0.95, 0.08, 0.01
 CONTEXT_MS_P50, CONTEXT_MS_PASSAGES = 100.0, 2000
-
-
-def _newest(rows: list[dict], bench: str) -> list[dict]:
-    """The last record of ``bench`` per (set, llm, system): runs append, and sets may be measured separately."""
-    out: dict[tuple, dict] = {}
-    for r in rows:
-        if r.get("bench") == bench:
-            out[(r["set"], r["llm"], r["system"])] = r
-    return list(out.values())
-
-
-def _f(value, spec: str = ".2f") -> str:
-    return "-" if value is None else format(value, spec)
 
 
 def _set_order(summaries: list[dict]) -> list[str]:
@@ -72,17 +58,16 @@ def _metric_table(table, sets: list[str], asked: dict[str, int], key: str, gaps:
     count = "questions" if key == "recall" else "answer_questions"
     heads = {s: asked.get(s) if key == "recall" else next((c[s].get(count) for _, c in table if s in c), None)
              for s in sets}
-    out = ["| mode | " + " | ".join(f"{s} ({heads[s] if heads[s] is not None else '?'} q)" for s in sets)
-           + " | macro | " + " | ".join(f"macro − {g}" for g in gaps) + " |",
-           "|---" * (len(sets) + 2 + len(gaps)) + "|"]
     bases = [_macro(dict(table).get(GAPS[g], {}), sets, key) for g in gaps]
+    rows = []
     for name, cells in table:
         macro = _macro(cells, sets, key)
-        values = [_f(cells[s].get(key), ".3f") + (f" ({cells[s].get(count)} q)" if cells[s].get(count)
-                                                    != heads[s] else "") if s in cells else "-" for s in sets]
-        gap_cells = ["-" if name in BASELINE_ROWS.values() else _gap(macro, b) for b in bases]
-        out.append(f"| {name} | " + " | ".join(values) + f" | {_f(macro, '.3f')} | " + " | ".join(gap_cells) + " |")
-    return out
+        values = [fmt(cells[s].get(key), ".3f") + (f" ({cells[s].get(count)} q)" if cells[s].get(count)
+                                                     != heads[s] else "") if s in cells else "-" for s in sets]
+        rows.append([name, *values, fmt(macro, ".3f"),
+                     *("-" if name in BASELINE_ROWS.values() else _gap(macro, b) for b in bases)])
+    return md_table(["mode", *(f"{s} ({heads[s] if heads[s] is not None else '?'} q)" for s in sets), "macro",
+                     *(f"macro − {g}" for g in gaps)], rows)
 
 
 def _graph_modes(group: list[dict]) -> list[str]:
@@ -105,10 +90,6 @@ def _mark(ok: bool) -> str:
     return "met" if ok else "**not met**"
 
 
-def _row(label: str, cells: list[str]) -> str:
-    return f"| {label} | " + " | ".join(cells) + " |"
-
-
 def best_vs_hybrid(group: list[dict], sets: list[str]) -> list[str]:
     """The best graph mode per set and by macro against the hybrid baseline, and the targets judged."""
     table = dict(_rows(group))
@@ -128,12 +109,12 @@ def best_vs_hybrid(group: list[dict], sets: list[str]) -> list[str]:
     out = ["Best graph mode − hybrid baseline (passage recall; graph modes: " + ", ".join(modes) + "; per set its "
            "best one, macro: the one with the best macro).", "",
            "| | " + " | ".join(sets) + " | macro |", "|---" * (len(sets) + 2) + "|",
-           _row("hybrid baseline", [_f(base[s], ".3f") for s in sets] + [_f(h_macro, ".3f")]),
-           _row("best graph mode", [f"{b[0]:.3f} ({b[1]})" if b else "-" for b in best.values()]
-                + [f"{macro_best[0]:.3f} ({macro_best[1]})" if macro_best else "-"]),
-           _row("best − hybrid", gaps + [_gap(macro_best[0] if macro_best else None, h_macro)]),
-           _row("target", [t[1] if t else "-" for t in per_set.values()] + ["+8 points"]),
-           _row("judged", [_mark(t[0]) if t else "-" for t in per_set.values()] + [_mark(macro_ok)]), ""]
+           md_row(["hybrid baseline", *(fmt(base[s], ".3f") for s in sets), fmt(h_macro, ".3f")]),
+           md_row(["best graph mode", *(f"{b[0]:.3f} ({b[1]})" if b else "-" for b in best.values()),
+                   f"{macro_best[0]:.3f} ({macro_best[1]})" if macro_best else "-"]),
+           md_row(["best − hybrid", *gaps, _gap(macro_best[0] if macro_best else None, h_macro)]),
+           md_row(["target", *(t[1] if t else "-" for t in per_set.values()), "+8 points"]),
+           md_row(["judged", *(_mark(t[0]) if t else "-" for t in per_set.values()), _mark(macro_ok)]), ""]
     return out + checks(group, sets, table, per_set, macro_ok)
 
 
@@ -177,7 +158,7 @@ DETAIL = (("allowance_median", ",.0f"), ("allowance_used_median", ".2f"), ("cont
 
 
 def _per_set(cells: dict[str, dict], sets: list[str], key: str, spec: str) -> str:
-    return " / ".join(_f(cells[s].get(key), spec) if s in cells else "-" for s in sets)
+    return " / ".join(fmt(cells[s].get(key), spec) if s in cells else "-" for s in sets)
 
 
 def _setting(group: list[dict], ingests: list[dict], llm: bool) -> list[str]:
@@ -206,49 +187,44 @@ def _setting(group: list[dict], ingests: list[dict], llm: bool) -> list[str]:
            "given), the share of it used, context tokens (cl100k), contexts over the budget, seconds per query "
            "(submit to result) and the context build time (graphfleet: `details.context_ms`; baselines: ranking, "
            "the question's embedding included, and packing, in process), medians (p50).", "",
-           "| mode | allowance | allowance used | context tokens | over budget | s per query | context ms |",
-           "|---|---|---|---|---|---|---|"]
-    out += ["| " + " | ".join([n, *(_per_set(c, sets, k, spec) for k, spec in DETAIL)]) + " |" for n, c in table]
+           *md_table("mode | allowance | allowance used | context tokens | over budget | s per query | context ms",
+                     [[n, *(_per_set(c, sets, k, spec) for k, spec in DETAIL)] for n, c in table])]
     return [*out, "", *ingest_table(ingests, sets)]
 
 
 def ingest_table(ingests: list[dict], sets: list[str]) -> list[str]:
-    """Each set's ingestion: time, LLM calls and tokens, and beside them the embedding's cost (the job's
-    ledger: calls, input tokens, summed latency, passages per second of it; and the baselines' one pass in
-    process: passages per second, CPU seconds)."""
+    """Each set's ingestion: time, LLM calls and tokens, and the embedding's cost beside them."""
     if not ingests:
         return []
-    out = ["Ingestion per set: LLM calls and tokens (the simulator's counters), and the embedding beside them: the "
-           "job's `embed` calls (chunks and entity descriptions), their input tokens, their latency summed (calls "
-           "overlap) and the wall time while one ran, passages per second of that wall time; in process, one pass "
-           "of the local embedder over the set's passages (passages per second, CPU seconds).", "",
-           "| set | system | passages | ingest s | LLM calls | LLM tokens (prompt + completion) | embed calls "
-           "| embed input tokens | embed latency s (summed / wall) | passages per embed s | in process: passages/s "
-           "| in process: CPU s | entities | relations |", "|---" * 14 + "|"]
-    order = {s: i for i, s in enumerate(sets)}
+    order, rows = {s: i for i, s in enumerate(sets)}, []
     for r in sorted(ingests, key=lambda r: (order.get(r["set"], 99), _system_order(r))):
         e, p = r.get("embedding") or {}, r.get("embed_in_process") or {}
         tokens = (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)
-        out.append(f"| {r['set']} | {NAMES.get(r['system'], r['system'])} | {r['passages']:,} | {r['seconds']} "
-                   f"| {_f(r.get('llm_calls'), ',d')} | {tokens:,} | {_f(e.get('calls'), ',d')} "
-                   f"| {_f(e.get('input_tokens'), ',d')} "
-                   f"| {_f(e.get('latency_s'), '.1f')} / {_f(e.get('wall_s'), '.1f')} "
-                   f"| {_f(e.get('passages_per_s'), ',.0f')} | {_f(p.get('passages_per_s'), ',.0f')} "
-                   f"| {_f(p.get('cpu_seconds'), '.2f')} | {_f(r.get('entities'), ',d')} "
-                   f"| {_f(r.get('relations'), ',d')} |")
-    return [*out, ""]
+        rows.append([r["set"], NAMES.get(r["system"], r["system"]), f"{r['passages']:,}", r["seconds"],
+                     fmt(r.get("llm_calls"), ",d"), f"{tokens:,}",
+                     fmt(e.get("calls"), ",d"), fmt(e.get("input_tokens"), ",d"),
+                     f"{fmt(e.get('latency_s'), '.1f')} / {fmt(e.get('wall_s'), '.1f')}",
+                     fmt(e.get("passages_per_s"), ",.0f"), fmt(p.get("passages_per_s"), ",.0f"),
+                     fmt(p.get("cpu_seconds"), ".2f"), fmt(r.get("entities"), ",d"), fmt(r.get("relations"), ",d")])
+    return ["Ingestion per set: LLM calls and tokens (the simulator's counters), and the embedding beside them: the "
+            "job's `embed` calls (chunks and entity descriptions), their input tokens, their latency summed (calls "
+            "overlap) and the wall time while one ran, passages per second of that wall time; in process, one pass "
+            "of the local embedder over the set's passages (passages per second, CPU seconds).", "",
+            *md_table("set | system | passages | ingest s | LLM calls | LLM tokens (prompt + completion) | embed calls "
+                      "| embed input tokens | embed latency s (summed / wall) | passages per embed s | in process: "
+                      "passages/s | in process: CPU s | entities | relations", rows), ""]
 
 
 def sets_tables(rows: list[dict]) -> list[str]:
-    """Per LLM setting (simulator first): the tables above, from the newest record of each set."""
-    summaries = _newest(rows, "retrieval_set")
+    """Per LLM setting (simulator first): the tables above, from the newest record of each set (runs append,
+    and sets may be measured separately)."""
+    summaries, ingests = (newest([r for r in rows if r.get("bench") == b], "set", "llm", "system")
+                          for b in ("retrieval_set", "retrieval_set_ingest"))
     if not summaries:
         return [RUN_HINT, ""]
-    ingests = _newest(rows, "retrieval_set_ingest")
     out = []
     for llm in (True, False):
-        group = [s for s in summaries if s["llm"] == llm]
-        if group:
+        if group := [s for s in summaries if s["llm"] == llm]:
             sets = set(_set_order(group))
             out += _setting(group, [r for r in ingests if r["llm"] == llm and r["set"] in sets], llm)
     return out

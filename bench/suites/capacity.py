@@ -9,16 +9,15 @@ ingested chunk (by stage) and per query (by mode and stage), broker messages per
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
-from pathlib import Path
 
 from bench.harness import capacity_probe as probe
 from bench.harness.capacity_corpus import batches, corpus
 from bench.harness.cpu import cpu_seconds
-from bench.harness.results import emit, machine, own_versions
+from bench.harness.results import emit, machine, own_versions, parser
 from bench.harness.stacks import redis_server, sim_stats, simulator, stack
+from shared.infra.redis.conn import connect
 
 QUERIES = {
     "local": "What did Microsoft say about the growth of Azure and the commercial cloud?",
@@ -26,24 +25,6 @@ QUERIES = {
     "naive": "What happens to Scrooge on Christmas morning?",
 }
 POLL_S = 0.25
-
-
-def _env(broker_url: str, args, fast: bool) -> dict:
-    env = {"GRAPHFLEET_BROKER_URL": broker_url, "GRAPHFLEET_CHUNKING__SIZE_TOKENS": args.size_tokens,
-           "GRAPHFLEET_CHUNKING__OVERLAP_TOKENS": args.overlap}
-    if fast:
-        env["GRAPHFLEET_EXTRACTION__STRATEGY"] = "fast"
-    return env
-
-
-def _use_broker(state_url: str, broker_url: str) -> None:
-    """This process (the stack's readiness check, the submitting client) uses the workers' state and broker:
-    ``Stack`` takes the configured broker only for the configured state Redis (``queueing.settings_for``)."""
-    from shared.config import reset_settings_cache
-
-    os.environ["GRAPHFLEET_REDIS_URL"] = state_url
-    os.environ["GRAPHFLEET_BROKER_URL"] = broker_url
-    reset_settings_cache()
 
 
 class StageRecorder:
@@ -61,23 +42,20 @@ class StageRecorder:
 
     def poll(self, view: dict | None) -> None:
         self.polls += 1
-        times = (view or {}).get("stage_times") or {}
-        new = sorted((t, s) for s, t in times.items() if s not in self.seen)
+        new = sorted((t, s) for s, t in ((view or {}).get("stage_times") or {}).items() if s not in self.seen)
         if new:
             self.seen.update(s for _t, s in new)
             self.mark("+".join(s for _t, s in new))
 
     def segments(self, per_view: dict) -> list[dict]:
-        out = []
-        for (stage, s0, b0, c0, p0), (_n, s1, b1, c1, p1) in zip(self.marks, self.marks[1:], strict=False):
-            state = probe.minus(probe.delta(s0, s1), per_view, p1 - p0)
-            cpu = {k: round(v - c0.get(k, 0.0), 2) for k, v in c1.items()}
-            out.append({"stage": stage, "state": state, "broker": probe.broker_messages(probe.delta(b0, b1)),
-                        "cpu_seconds": cpu})
-        return out
+        return [{"stage": stage, "state": probe.minus(probe.delta(s0, s1), per_view, p1 - p0),
+                 "broker": probe.broker_messages(probe.delta(b0, b1)),
+                 "cpu_seconds": {k: round(v - c0.get(k, 0.0), 2) for k, v in c1.items()}}
+                for (stage, s0, b0, c0, p0), (_n, s1, b1, c1, p1) in zip(self.marks, self.marks[1:], strict=False)]
 
 
 def ingest(client, rec: StageRecorder, docs: list[tuple[str, str]], timeout: float) -> tuple[dict, float]:
+    """One ingestion job, its view read every ``POLL_S`` (the recorder marks each new stage)."""
     from shared.infra.jobs.ingest_submit import DocumentInput, submit_ingestion
 
     rec.seen.clear()
@@ -133,13 +111,21 @@ def measure_queries(client, state, broker, repeat: int) -> list[dict]:
 
 def run_size(target: int, fast: bool, args) -> dict:
     from graphfleet_cli.local_client import LocalClient
+    from shared.config import reset_settings_cache
 
     built = corpus(target, args.size_tokens, args.overlap)
     with simulator(latency_ms=0.0) as llm, redis_server() as state_url, redis_server() as broker_url:
-        _use_broker(state_url, broker_url)
-        with stack(state_url, llm, args.concurrency, args.processes, **_env(broker_url, args, fast)) as st:
+        # this process (the readiness check, the submitting client) uses the workers' state and broker: ``Stack``
+        # takes the configured broker only for the configured state Redis (``queueing.settings_for``)
+        os.environ.update(GRAPHFLEET_REDIS_URL=state_url, GRAPHFLEET_BROKER_URL=broker_url)
+        reset_settings_cache()
+        env = {"GRAPHFLEET_BROKER_URL": broker_url, "GRAPHFLEET_CHUNKING__SIZE_TOKENS": args.size_tokens,
+               "GRAPHFLEET_CHUNKING__OVERLAP_TOKENS": args.overlap}
+        if fast:
+            env["GRAPHFLEET_EXTRACTION__STRATEGY"] = "fast"
+        with stack(state_url, llm, args.concurrency, args.processes, **env) as st:
             client = LocalClient(state_url)
-            state, broker = probe_client(state_url), probe_client(broker_url)
+            state, broker = connect(state_url), connect(broker_url)
             b_idle = probe.snapshot(broker)
             time.sleep(5.0)
             idle = probe.delta(b_idle, probe.snapshot(broker))
@@ -157,12 +143,11 @@ def run_size(target: int, fast: bool, args) -> dict:
             sim1 = sim_stats(llm)
             mem1, families = probe.memory(state), probe.memory_by_family(state, "cap")
             stats = client.stats("cap")
-            vectors = {sub.split(":", 1)[1]: probe.hash_len(state, f"gf:t:{{cap}}:{sub}")
+            vectors = {sub.split(":", 1)[1]: int(state.hlen(f"gf:t:{{cap}}:{sub}") or 0)
                        for sub in families["subfamilies"] if sub.startswith("vec:")}
             per_view = per_view_cost(client, state, views[-1]["id"])
             queries = measure_queries(client, state, broker, args.query_repeat)
-            mem2 = probe.memory(state)
-            broker_mem = probe.memory(broker)
+            mem2, broker_mem = probe.memory(state), probe.memory(broker)
     usage = [v["usage"] for v in views]
     return {"bench": "capacity", "target_chunks": target, "extraction": "fast" if fast else "llm",
             "size_tokens": args.size_tokens, "overlap_tokens": args.overlap, "processes": args.processes,
@@ -175,8 +160,8 @@ def run_size(target: int, fast: bool, args) -> dict:
             "broker_memory_after": broker_mem, "families": families,
             "stages": rec.segments(per_view), "poll_cost_per_view": per_view["ops"],
             "broker_idle_ops_per_s": round(idle["ops"] / 5.0, 1), "broker_idle_by_command": idle["by_command"],
-            "llm_calls": sum(u["calls"] for u in usage), "prompt_tokens": sum(u["prompt_tokens"] for u in usage),
-            "completion_tokens": sum(u["completion_tokens"] for u in usage),
+            "llm_calls": sum(u["calls"] for u in usage),
+            **{k: sum(u[k] for u in usage) for k in ("prompt_tokens", "completion_tokens")},
             "calls_by_stage": by_stage(usage, ("calls",)),
             "tokens_by_stage": by_stage(usage, ("prompt_tokens", "completion_tokens")),
             "sim_embedding_calls": sim1["embeddings"]["calls"] - sim0["embeddings"]["calls"],
@@ -207,26 +192,17 @@ def by_stage(usage: list[dict], fields: tuple[str, ...]) -> dict[str, int]:
     return out
 
 
-def probe_client(url: str):
-    from shared.infra.redis.conn import connect
-
-    return connect(url)
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser(__doc__, processes=1, concurrency=16)
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 50000], help="target chunks per run")
     ap.add_argument("--llm-up-to", type=int, default=1000, help="LLM extraction up to this size, fast above")
     ap.add_argument("--both-at", type=int, nargs="*", default=[], help="sizes also run with the other extraction")
     ap.add_argument("--size-tokens", type=int, default=300)
     ap.add_argument("--overlap", type=int, default=30)
-    ap.add_argument("--processes", type=int, default=1)
-    ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--query-repeat", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument("--batch-chunks", type=int, default=0,
                     help="ingest in consecutive jobs of about this many chunks (0: one job)")
-    ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     emit({"bench": "machine", **machine(), "versions": own_versions(), "command": "python -m bench.suites.capacity",
           "args": {k: v for k, v in vars(args).items() if k != "out"}, "started": time.time()}, args.out)

@@ -1,29 +1,26 @@
-"""Benchmark ``shared.domain.clustering.hierarchical_leiden`` on seeded power-law graphs."""
+"""Benchmark ``shared.domain.clustering.hierarchical_leiden`` on seeded power-law graphs, beside graspologic's.
+
+    .venv/bin/python -m bench.suites.clustering [--sizes 10k 100k 500k 100kn-500k] [--repeat 1]
+        [--graspologic-python PATH] [--out bench/results/clustering.jsonl]
+"""
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import igraph as ig
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from shared.domain.clustering import hierarchical_leiden  # noqa: E402
+from bench.harness.results import emit, parser
+from shared.domain.clustering import hierarchical_leiden
 
 # name -> (nodes, edges per new node): Barabasi-Albert gives ~nodes * m edges.
-SIZES = {
-    "10k": (2_000, 5),
-    "100k": (20_000, 5),
-    "500k": (50_000, 10),
-    "100kn-500k": (100_000, 5),
-}
+SIZES = {"10k": (2_000, 5), "100k": (20_000, 5), "500k": (50_000, 10), "100kn-500k": (100_000, 5)}
+RING = [(f"w{i}", f"w{(i + 1) % 30}", 1.0) for i in range(30)]  # an untimed warm-up call's graph, both sides
 
 _GRASPOLOGIC = r"""
 import json, sys, time
@@ -35,7 +32,6 @@ with open(path) as fh:
     for line in fh:
         a, b, w = line.rstrip("\n").split("\t")
         edges.append((a, b, float(w)))
-# untimed warm-up on a small ring (first-call costs), as for graphfleet in run_ours' caller
 hierarchical_leiden([(f"w{i}", f"w{(i + 1) % 30}", 1.0) for i in range(30)], max_cluster_size=max_size,
                     random_seed=seed)
 start = time.perf_counter()
@@ -68,32 +64,18 @@ def run_ours(edges: list[tuple[str, str, float]], max_size: int, seed: int) -> d
     start = time.perf_counter()
     result = hierarchical_leiden(edges, max_cluster_size=max_size, seed=seed)
     seconds = time.perf_counter() - start
-    leaves = [c for c in result.communities if not c.children]
-    return {
-        "seconds": round(seconds, 3),
-        "levels": result.levels,
-        "communities": len(result.communities),
-        "leaves_over_max": sum(1 for c in leaves if len(c.nodes) > max_size),
-    }
-
-
-def warm_up(max_size: int, seed: int) -> None:
-    """One untimed call on a small ring, so no timed run pays first-call costs (lazy imports, allocator
-    growth); graspologic's process does the same before its clock."""
-    hierarchical_leiden([(f"w{i}", f"w{(i + 1) % 30}", 1.0) for i in range(30)], max_cluster_size=max_size,
-                        seed=seed)
+    return {"seconds": round(seconds, 3), "levels": result.levels, "communities": len(result.communities),
+            "leaves_over_max": sum(1 for c in result.communities if not c.children and len(c.nodes) > max_size)}
 
 
 def run_graspologic(python: str, edges: list[tuple[str, str, float]], max_size: int, seed: int) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as fh:
         fh.write("".join(f"{a}\t{b}\t{w}\n" for a, b, w in edges))
-        path = fh.name
     try:
-        proc = subprocess.run(
-            [python, "-c", _GRASPOLOGIC, path, str(max_size), str(seed)], capture_output=True, text=True, check=False
-        )
+        proc = subprocess.run([python, "-c", _GRASPOLOGIC, fh.name, str(max_size), str(seed)], capture_output=True,
+                              text=True, check=False)
     finally:
-        Path(path).unlink(missing_ok=True)
+        Path(fh.name).unlink(missing_ok=True)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -102,42 +84,31 @@ def run_graspologic(python: str, edges: list[tuple[str, str, float]], max_size: 
 def _median_of(runs: list[dict]) -> dict:
     """The run with the median seconds, with every run's seconds beside it."""
     ok = sorted((r for r in runs if "seconds" in r), key=lambda r: r["seconds"])
-    if not ok:
-        return runs[-1]
-    return {**ok[(len(ok) - 1) // 2], "seconds_all": [r["seconds"] for r in runs if "seconds" in r]}
+    return {**ok[(len(ok) - 1) // 2], "seconds_all": [r["seconds"] for r in runs if "seconds" in r]} if ok else runs[-1]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
-    parser.add_argument("--model", choices=["barabasi", "chunglu"], default="barabasi")
-    parser.add_argument("--max-cluster-size", type=int, default=10)
-    parser.add_argument("--seed", type=int, default=0xDEADBEEF)
-    parser.add_argument("--repeat", type=int, default=1, help="runs per graph and implementation (median kept)")
-    parser.add_argument("--graspologic-python", help="interpreter with graspologic installed")
-    parser.add_argument("--out", type=Path, help="also append the JSON lines to this file")
-    args = parser.parse_args(argv)
-
-    def emit(record: dict) -> None:
-        line = json.dumps({"bench": "clustering", **record})
-        print(line, flush=True)
-        if args.out:
-            with args.out.open("a") as fh:
-                fh.write(line + "\n")
-
-    warm_up(args.max_cluster_size, args.seed)
+    ap = parser(__doc__, repeat=1)
+    ap.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
+    ap.add_argument("--model", choices=["barabasi", "chunglu"], default="barabasi")
+    ap.add_argument("--max-cluster-size", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0xDEADBEEF)
+    ap.add_argument("--graspologic-python", help="interpreter with graspologic installed")
+    args = ap.parse_args(argv)
+    hierarchical_leiden(RING, max_cluster_size=args.max_cluster_size, seed=args.seed)  # first-call costs, untimed
     for name in args.sizes:
         edges = make_graph(name, args.model, args.seed)
         nodes = len({n for a, b, _ in edges for n in (a, b)})
-        base = {"graph": f"{args.model}-{name}", "nodes": nodes, "edges": len(edges), "runs": args.repeat}
+        base = {"bench": "clustering", "graph": f"{args.model}-{name}", "nodes": nodes, "edges": len(edges),
+                "runs": args.repeat}
         ours = _median_of([run_ours(edges, args.max_cluster_size, args.seed) for _ in range(args.repeat)])
-        emit({**base, "impl": "graphfleet", **ours})
+        emit({**base, "impl": "graphfleet", **ours}, args.out)
         if args.graspologic_python:
             theirs = _median_of([run_graspologic(args.graspologic_python, edges, args.max_cluster_size, args.seed)
                                  for _ in range(args.repeat)])
             if "seconds" in theirs and ours["seconds"]:
                 theirs["ratio_vs_graphfleet"] = round(theirs["seconds"] / ours["seconds"], 2)
-            emit({**base, "impl": "graspologic", **theirs})
+            emit({**base, "impl": "graspologic", **theirs}, args.out)
     return 0
 
 

@@ -8,31 +8,27 @@ default) and 30,000, on the same corpus ingested with the LLM simulator at 0 ms.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
 from pathlib import Path
 
-from bench.harness.results import SAMPLE, carol_question, emit, machine
+from bench.harness.results import PEERS_PYTHON, SAMPLE, carol_question, emit, machine, parser, percentile
 from bench.harness.stacks import redis_server, simulator, stack
-from bench.harness.systems import EMBEDDING_DIM, MODEL, PEERS_VENV, run_peer_process
+from bench.harness.systems import EMBEDDING_DIM, MODEL, run_peer_process
 from shared.domain.tokens import count_tokens
 
 MODES = ("local", "naive")
 
 
 def _summary(seconds: list[float]) -> dict:
-    ordered = sorted(seconds)
     return {"runs": len(seconds), "seconds_median": round(statistics.median(seconds), 5),
-            "seconds_p95": round(ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))], 5),
-            "seconds_min": round(ordered[0], 5)}
+            "seconds_p95": round(percentile(seconds, 0.95), 5), "seconds_min": round(min(seconds), 5)}
 
 
 def case_questions(case: int, repeat: int) -> list[str]:
     """The warm-up question and the ``repeat`` timed ones of the ``case``-th (mode, budget) case."""
-    first = case * (repeat + 1)
-    return [carol_question(first + i) for i in range(repeat + 1)]
+    return [carol_question(case * (repeat + 1) + i) for i in range(repeat + 1)]
 
 
 def case_plan(modes: list[str], budgets: list[int], repeat: int) -> list[tuple[str, int, list[str]]]:
@@ -41,20 +37,19 @@ def case_plan(modes: list[str], budgets: list[int], repeat: int) -> list[tuple[s
     return [(mode, budget, case_questions(k, repeat)) for k, (mode, budget) in enumerate(pairs)]
 
 
-def graphfleet_builds(llm: str, corpus: Path, modes: list[str], budgets: list[int], repeat: int) -> list[dict]:
+def graphfleet_builds(llm: str, corpus: Path, plan: list[tuple[str, int, list[str]]]) -> list[dict]:
     from graphfleet_cli.local_client import LocalClient
+    from shared.config import reset_settings_cache
 
     with redis_server() as url:
         with stack(url, llm, 16):
             client = LocalClient(url)
             view = client.wait("ctx", client.ingest_files("ctx", [corpus])["job_id"], timeout=1800)
             assert view["status"] == "succeeded", view
+        # the workers stopped, this process builds the contexts from the same Redis
         os.environ.update(GRAPHFLEET_REDIS_URL=url, GRAPHFLEET_LLM_BASE_URL=llm, GRAPHFLEET_LLM_API_KEY="sk-bench")
-        from shared.config import reset_settings_cache
-
         reset_settings_cache()
-        return [_graphfleet_case(mode, budget, questions)
-                for mode, budget, questions in case_plan(modes, budgets, repeat)]
+        return [_graphfleet_case(mode, budget, questions) for mode, budget, questions in plan]
 
 
 def _graphfleet_case(mode: str, budget: int, questions: list[str]) -> dict:
@@ -87,11 +82,9 @@ def _graphfleet_case(mode: str, budget: int, questions: list[str]) -> dict:
             "context_tokens": tokens, "reported_tokens_exact_and_within_budget": exact}
 
 
-def nano_builds(python: str, llm: str, corpus: Path, modes: list[str], budgets: list[int], repeat: int
-                ) -> list[dict]:
+def nano_builds(python: str, llm: str, corpus: Path, plan: list[tuple[str, int, list[str]]]) -> list[dict]:
     queries = [{"id": f"{mode}-{budget}-{i}", "mode": mode, "query": text, "only_need_context": True,
-                "repeat": 1, "budget": budget}
-               for mode, budget, questions in case_plan(modes, budgets, repeat) for i, text in enumerate(questions)]
+                "repeat": 1, "budget": budget} for mode, budget, questions in plan for i, text in enumerate(questions)]
     lines, proc = run_peer_process(python, "nano", llm, [corpus.read_text(encoding="utf-8")], queries, None, 16)
     cases: dict[tuple[str, int], list[dict]] = {}
     for rec in lines:
@@ -104,38 +97,26 @@ def nano_builds(python: str, llm: str, corpus: Path, modes: list[str], budgets: 
         out.append({"bench": "context_build", "system": "nano", "mode": mode, "max_total_tokens": budget,
                     **_summary(seconds), "context_tokens": count_tokens(recs[-1]["output"] or "", MODEL),
                     "error": next((r["error"] for r in recs if r["error"]), None)})
-    if not out:
-        out.append({"bench": "context_build_error", "system": "nano", "returncode": proc.returncode,
-                    "stderr": proc.stderr[-2000:]})
-    return out
+    return out or [{"bench": "context_build_error", "system": "nano", "returncode": proc.returncode,
+                    "stderr": proc.stderr[-2000:]}]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeat", type=int, default=20)
+    ap = parser(__doc__, repeat=20, corpus=SAMPLE, peers_python=PEERS_PYTHON)
     ap.add_argument("--budgets", type=int, nargs="+", default=[12000, 30000])
-    ap.add_argument("--modes", nargs="+", default=["local", "naive"], choices=MODES)
+    ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     ap.add_argument("--systems", nargs="+", default=["graphfleet", "nano"], choices=["graphfleet", "nano"])
-    ap.add_argument("--corpus", type=Path, default=SAMPLE)
-    ap.add_argument("--peers-python", default=str(PEERS_VENV / "bin" / "python"))
-    ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     emit({"bench": "context_build_machine", **machine(), "corpus": args.corpus.name, "repeat": args.repeat,
           "model": MODEL, "embedding_dim": EMBEDDING_DIM}, args.out)
+    plan = case_plan(args.modes, args.budgets, args.repeat)
     rows: list[dict] = []
     with simulator(latency_ms=0) as llm:
         if "graphfleet" in args.systems:
-            rows += graphfleet_builds(llm, args.corpus, args.modes, args.budgets, args.repeat)
+            rows += graphfleet_builds(llm, args.corpus, plan)
         if "nano" in args.systems:
-            rows += nano_builds(args.peers_python, llm, args.corpus, args.modes, args.budgets, args.repeat)
-    for row in rows:
-        emit(row, args.out)
-    print(f"\ncontext build in-process (only_need_context, one embedding call each), median of {args.repeat} warm runs")
-    print(f"{'system':<12}{'mode':<7}{'budget':>8}{'median s':>10}{'p95 s':>9}{'tokens':>8}")
-    for r in rows:
-        if r["bench"] == "context_build":
-            print(f"{r['system']:<12}{r['mode']:<7}{r['max_total_tokens']:>8}{r['seconds_median']:>10.4f}"
-                  f"{r['seconds_p95']:>9.4f}{r['context_tokens']:>8}")
+            rows += nano_builds(args.peers_python, llm, args.corpus, plan)
+    emit(rows, args.out)
 
 
 if __name__ == "__main__":

@@ -17,17 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.harness import systems as compare
-from bench.harness.results import ROOT, SAMPLE, emit, machine, own_versions
+from bench.harness.results import PEERS_PYTHON, ROOT, SAMPLE, emit, machine, own_versions, parser
 from bench.harness.stacks import simulator
-from graphfleet_cli.stack import WORKER_GROUPS, available_cores, parse_processes, plan_workers
+from graphfleet_cli.stack import WORKER_GROUPS, available_cores, plan_workers
 
 OUT_NAME = "cost_table.jsonl"
+SUB_BENCH_TIMEOUT_S = 4 * 3600
+# the simulator's call kinds -> the stages of graphfleet's usage records (``bench.harness.llm_calls.stage_spans``)
+STAGE_OF = {"extract": "extract", "glean_continue": "glean", "glean_loop": "glean", "summarize": "summarize",
+            "community_report": "report"}
 
 
 @dataclass(frozen=True)
 class SubBench:
-    """A row's bench, run as ``python -m module *args --out FILE``; ``quick`` is added with ``--quick`` (the
-    options not in the bench's ``--help`` are left out)."""
+    """A row's bench, run as ``python -m module *args --out FILE``; ``quick``: added with ``--quick``."""
 
     module: str
     args: tuple[str, ...] = ()
@@ -42,47 +45,39 @@ SUB_BENCHES = {
                               ("--corpora", "carol", "--questions", "2")),
     "context_build": SubBench("bench.suites.context_build", (), ("--repeat", "5")),
 }
-SUB_BENCH_TIMEOUT_S = 4 * 3600
 
 
 def configs(args) -> list[dict]:
-    """The compare runs: (latency, ms per completion token, graphfleet processes, systems)."""
-    latencies = [0.0] if args.quick else args.latency
-    out = []
-    for latency in latencies:
-        for procs in args.processes:
-            systems = ["graphfleet", "nano"] if procs == args.processes[0] else ["graphfleet"]
-            out.append({"latency_ms": latency, "ms_per_token": 0.0, "processes": procs, "systems": systems})
-    if args.ms_per_completion_token:
-        for procs in args.processes:
-            systems = ["graphfleet", "nano"] if procs == args.processes[0] else ["graphfleet"]
-            out.append({"latency_ms": args.token_latency, "ms_per_token": args.ms_per_completion_token,
-                        "processes": procs, "systems": systems})
-    return out
-
-
-def row_name(cfg: dict) -> str:
-    token = f"_{cfg['ms_per_token']:g}ms_per_token" if cfg["ms_per_token"] else ""
-    return f"carol_{cfg['latency_ms']:g}ms{token}_p{cfg['processes']}"
+    """The compare runs: (latency, ms per completion token, graphfleet processes, systems); nano runs with the
+    first process count only."""
+    settings = [(latency, 0.0) for latency in ([0.0] if args.quick else args.latency)]
+    settings += [(args.token_latency, args.ms_per_completion_token)] if args.ms_per_completion_token else []
+    return [{"latency_ms": latency, "ms_per_token": per_token, "processes": procs,
+             "systems": ["graphfleet", "nano"] if procs == args.processes[0] else ["graphfleet"]}
+            for latency, per_token in settings for procs in args.processes]
 
 
 def run_config(cfg: dict, args, tag: dict, out: Path) -> None:
-    """One simulator, ``--warmup`` unmeasured rounds then ``--repeat`` measured ones, each system once a round
-    in alternating order (``compare.schedule``; records emitted as they finish), then the medians and the
-    critical path; every record tagged with the configuration."""
-    base = {**tag, "row": row_name(cfg), "latency_ms": cfg["latency_ms"], "ms_per_token": cfg["ms_per_token"],
+    """One simulator, ``--warmup`` unmeasured rounds then ``--repeat`` measured ones (``compare.schedule``),
+    then the medians and the critical path; every record tagged with the configuration."""
+    token = f"_{cfg['ms_per_token']:g}ms_per_token" if cfg["ms_per_token"] else ""
+    base = {**tag, "row": f"carol_{cfg['latency_ms']:g}ms{token}_p{cfg['processes']}",
+            "latency_ms": cfg["latency_ms"], "ms_per_token": cfg["ms_per_token"],
             "processes": cfg["processes"], "ingest_processes": ingest_processes(cfg["processes"])}
     rows: list[dict] = []
     with simulator(latency_ms=cfg["latency_ms"], ms_per_completion_token=cfg["ms_per_token"]) as llm:
         for run, system, warm in compare.schedule(cfg["systems"], args.repeat, args.warmup):
-            recs = compare.marked(_run_system(system, llm, cfg, run, args), warm)
-            for rec in recs:
-                emit({**rec, **base}, out)
-            rows += [{**r, **base} for r in recs]
+            recs = [{**r, **base} for r in compare.run_system(system, llm, SAMPLE, cfg["latency_ms"], run, warm, args,
+                                                              args.graphfleet_concurrency, cfg["processes"])]
+            emit(recs, out)
+            rows += recs
+    from shared.config import get_settings
+
     medians = [{**m, **base} for m in compare.medians(rows)]
-    path = critical_path(cfg, medians, rows, graphfleet_in_flight(args) * ingest_processes(cfg["processes"]))
-    for rec in medians + ([{**base, **path}] if path else []):
-        emit(rec, out)
+    # LLM calls in flight: per graphfleet worker process (the flag, else the configured default), times the processes
+    in_flight = args.graphfleet_concurrency or get_settings().workers.llm_concurrency
+    path = critical_path(cfg, medians, rows, in_flight * base["ingest_processes"])
+    emit(medians + ([{**base, **path}] if path else []), out)
 
 
 def ingest_processes(processes: int | str) -> int:
@@ -92,29 +87,8 @@ def ingest_processes(processes: int | str) -> int:
     from shared.config import get_settings
 
     w = get_settings().workers
-    plan = plan_workers(WORKER_GROUPS, "auto", available_cores(), None, w.llm_concurrency, w.cpu_concurrency)
-    return plan["ingest"].processes
-
-
-def graphfleet_in_flight(args) -> int:
-    """LLM calls one graphfleet worker process keeps in flight: the flag, else the configured default."""
-    if args.graphfleet_concurrency:
-        return args.graphfleet_concurrency
-    from shared.config import get_settings
-
-    return get_settings().workers.llm_concurrency
-
-
-def _run_system(system: str, llm: str, cfg: dict, run: int, args) -> list[dict]:
-    """One ingestion and its queries; a failure is a ``compare_error`` record, and the run goes on."""
-    try:
-        if system == "graphfleet":
-            return compare.graphfleet_run(llm, SAMPLE, cfg["latency_ms"], run, args.graphfleet_concurrency,
-                                          cfg["processes"])
-        return compare.peer_run(args.peers_python, system, llm, SAMPLE, cfg["latency_ms"], run, args.concurrency)
-    except Exception as exc:  # a crashed run must not lose the others of a long one-run measurement
-        return [{"bench": "compare_error", "system": system, "latency_ms": cfg["latency_ms"], "run": run,
-                 "error": f"{type(exc).__name__}: {exc}"[:2000]}]
+    return plan_workers(WORKER_GROUPS, "auto", available_cores(), None, w.llm_concurrency,
+                        w.cpu_concurrency)["ingest"].processes
 
 
 def _waves(calls_by_type: dict, stage_times: dict | None) -> tuple[list[str], str]:
@@ -125,39 +99,30 @@ def _waves(calls_by_type: dict, stage_times: dict | None) -> tuple[list[str], st
         return [], "no extraction calls"
     waves = ["extract"] + [kind for kind in ("glean_continue", "glean_loop")  # per chunk, one after another
                            for _ in range(math.ceil(calls.get(kind, 0) / extract))]
-    if calls.get("summarize"):
-        waves.append("summarize")
+    waves += ["summarize"] if calls.get("summarize") else []
     report_waves = sorted(k for k in (stage_times or {}) if k.startswith("report"))
     if report_waves:
         return waves + ["community_report"] * len(report_waves), "stage timeline"
     return waves + ["community_report"] * 2, "issue 21's estimate (2 report waves; no stage timeline recorded)"
 
 
-# the simulator's call kinds -> the stages of graphfleet's usage records (``bench.harness.llm_calls.stage_spans``)
-STAGE_OF = {"extract": "extract", "glean_continue": "glean", "glean_loop": "glean", "summarize": "summarize",
-            "community_report": "report"}
-
-
 def longest_chain_s(waves: list[str], stages: dict, latency_ms: float, ms_per_token: float) -> float | None:
     """A lower bound on the LLM waves one after another, from each stage's shortest and longest answer (a call of
-    ``n`` completion tokens lasts the latency plus ``n × ms_per_token``): a chunk's gleaning rounds follow its
-    extraction, so the chunk holding the longest extraction (or gleaning) answer takes that call plus at least
-    the shortest of the others; the summary wave lasts at least its longest call; of the report waves one holds
-    the longest report and each other lasts at least the shortest. None when a wave's stage has no record."""
+    ``n`` completion tokens lasts the latency plus ``n × ms_per_token``): the chunk holding the longest extraction
+    (or gleaning) answer takes that call plus at least the shortest of its other rounds; the summary wave lasts
+    at least its longest call; of the report waves one holds the longest report, each other at least the
+    shortest. None when a wave's stage has no record."""
     if not all((stages.get(STAGE_OF.get(kind, "")) or {}).get("completion_max") is not None for kind in waves):
         return None
 
-    def call_s(kind: str, end: str) -> float:
-        return (latency_ms + ms_per_token * stages[STAGE_OF[kind]][f"completion_{end}"]) / 1000
-
     def bound(kinds: list[str]) -> float:  # one of the waves holds its stage's longest call, the rest the shortest
-        low = [call_s(k, "min") for k in kinds]
-        return max((sum(low) - low[i] + call_s(k, "max") for i, k in enumerate(kinds)), default=0.0)
+        low, high = ([(latency_ms + ms_per_token * stages[STAGE_OF[k]][f"completion_{end}"]) / 1000 for k in kinds]
+                     for end in ("min", "max"))
+        return max((sum(low) - low[i] + high[i] for i in range(len(kinds))), default=0.0)
 
     chunk = [k for k in waves if STAGE_OF[k] in ("extract", "glean")]
     reports = [k for k in waves if STAGE_OF[k] == "report"]
-    barriers = [k for k in waves if k not in chunk and k not in reports]
-    return bound(chunk) + sum(bound([k]) for k in barriers) + bound(reports)
+    return bound(chunk) + sum(bound([k]) for k in waves if k not in chunk and k not in reports) + bound(reports)
 
 
 def _measured(rows: list[dict], field: str):
@@ -167,37 +132,32 @@ def _measured(rows: list[dict], field: str):
 
 
 def critical_path(cfg: dict, medians: list[dict], rows: list[dict], in_flight: int | None = None) -> dict | None:
-    """graphfleet's ingestion against the time its LLM waves alone take one after another: each wave at least as
-    long as its longest call where the run recorded its calls' answers (``longest_chain_s``), else as an average
-    call of its kind (the latency plus its completion tokens at ``ms_per_token``); and, with ``in_flight`` calls
-    at most at a time, the same waves each in ``ceil(calls of the wave / in_flight)`` rounds of average calls
-    (a kind's calls split evenly over its waves)."""
-    if not (cfg["latency_ms"] or cfg["ms_per_token"]):
-        return None
+    """graphfleet's ingestion against the time its LLM waves alone take one after another: each wave at least
+    its longest call where the run recorded its calls' answers (``longest_chain_s``), else an average call of
+    its kind; and, with ``in_flight`` calls at most at a time, each wave in ``ceil(calls / in_flight)`` rounds
+    of average calls (a kind's calls split evenly over its waves)."""
     gf = next((m for m in medians if m["phase"] == "ingest" and m["system"] == "graphfleet"), None)
-    if gf is None:
+    if not (cfg["latency_ms"] or cfg["ms_per_token"]) or gf is None:
         return None
     timeline, stages = _measured(rows, "stage_times"), _measured(rows, "llm_stages")
-    waves, source = _waves(gf.get("calls_by_type") or {}, timeline)
     by_type = gf.get("calls_by_type") or {}
+    waves, source = _waves(by_type, timeline)
 
     def wave_s(kind: str) -> float:
         v = by_type.get(kind) or {"calls": 1, "completion_tokens": 0}
         return (cfg["latency_ms"] + cfg["ms_per_token"] * v["completion_tokens"] / max(1, v["calls"])) / 1000
 
     def rounds(kind: str) -> int:
-        per_wave = math.ceil((by_type.get(kind) or {"calls": 1})["calls"] / waves.count(kind))
-        return math.ceil(per_wave / in_flight) if in_flight else 1
+        return math.ceil(math.ceil((by_type.get(kind) or {"calls": 1})["calls"] / waves.count(kind)) / in_flight)
 
     average = round(sum(wave_s(k) for k in waves), 3)
     chain = longest_chain_s(waves, stages or {}, cfg["latency_ms"], cfg["ms_per_token"]) if waves else None
     seconds = average if chain is None else round(max(chain, average), 3)
-    bound = round(sum(wave_s(k) * rounds(k) for k in waves), 3) if in_flight else None
     return {"bench": "critical_path", "system": "graphfleet", "waves": waves, "waves_source": source,
             "stage_times": timeline, "seconds": seconds, "graphfleet_s": gf["seconds_median"],
             "average_waves_s": average, "longest_calls": chain is not None,
-            "ratio": round(gf["seconds_median"] / seconds, 2) if seconds else None,
-            "in_flight": in_flight, "in_flight_bound_s": bound,
+            "ratio": round(gf["seconds_median"] / seconds, 2) if seconds else None, "in_flight": in_flight,
+            "in_flight_bound_s": round(sum(wave_s(k) * rounds(k) for k in waves), 3) if in_flight else None,
             # measured: graphfleet's wall time split by whether one of its LLM calls was in flight (llm_calls)
             **{k: gf[k] for k in ("llm_in_flight_s", "llm_idle_s", "simulator_cpu_s") if gf.get(k) is not None}}
 
@@ -212,26 +172,15 @@ def _module_exists(module: str) -> bool:
     return (ROOT / Path(*module.split("."))).with_suffix(".py").exists()
 
 
-def _options(args: list[str] | tuple[str, ...], help_text: str) -> list[str]:
-    """``args`` without the options (and their values) the bench's ``--help`` does not list."""
-    out, keep = [], True
-    for a in args:
-        if a.startswith("--"):
-            keep = a in help_text
-        if keep:
-            out.append(a)
-    return out
-
-
 def sub_bench_args(bench: SubBench, args) -> list[str]:
     """The bench's arguments, ``--peers-python`` when its ``--help`` lists it, and with ``--quick`` its quick
-    options (a full run keeps each bench's own sample sizes)."""
+    options that its ``--help`` lists (with their values; a full run keeps each bench's own sample sizes)."""
     text = _help(bench.module)
-    out = list(bench.args)
-    if "--peers-python" in text:
-        out += ["--peers-python", args.peers_python]
-    if args.quick:
-        out += _options(bench.quick, text)
+    out = [*bench.args, *(["--peers-python", args.peers_python] if "--peers-python" in text else [])]
+    keep = True
+    for a in bench.quick if args.quick else ():
+        keep = a in text if a.startswith("--") else keep
+        out += [a] if keep else []
     return out
 
 
@@ -262,31 +211,25 @@ def run_sub_bench(row: str, args, tag: dict) -> list[dict]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeat", type=int, default=3, help="runs per compare configuration (medians)")
+    ap = parser(__doc__, out=False, repeat=3, processes=[1, 2, "auto"], ms_per_completion_token=12.5,
+                peers_python=PEERS_PYTHON)
+    ap.add_argument("--concurrency", type=int, default=16, help="LLM calls in flight for nano-graphrag (its default)")
     ap.add_argument("--warmup", type=int, default=1,
                     help="unmeasured runs of each system first on each simulator (it memoizes its analysis)")
     ap.add_argument("--latency", type=float, nargs="*", default=[0.0, 200.0],
                     help="ms per call (none: only the per-token run)")
-    ap.add_argument("--processes", type=parse_processes, nargs="+", default=[1, 2, "auto"],
-                    help="graphfleet processes per group: N, or auto (graphfleet up's default, from the cores)")
-    ap.add_argument("--ms-per-completion-token", type=float, default=12.5,
-                    help="the LLM-bound ingestion's simulator setting (omitted with --quick unless given)")
     ap.add_argument("--token-latency", type=float, default=0.0, help="latency per call at that setting, ms")
-    ap.add_argument("--concurrency", type=int, default=16, help="LLM calls in flight for nano-graphrag (its default)")
     ap.add_argument("--graphfleet-concurrency", type=int, default=0,
                     help="threads per graphfleet worker process (0: its configured default, workers.llm_concurrency)")
-    ap.add_argument("--peers-python", default=str(compare.PEERS_VENV / "bin" / "python"))
     ap.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
     ap.add_argument("--rows", nargs="+", default=["compare", *SUB_BENCHES], choices=["compare", *SUB_BENCHES],
                     help="measure only these parts (default: all)")
     ap.add_argument("--quick", action="store_true", help="one run, latency 0, short sub-benches (a smoke test)")
     argv = sys.argv[1:] if argv is None else argv
     args = ap.parse_args(argv)
-    if args.quick:
+    if args.quick:  # the per-token run only when asked for
         args.repeat, args.warmup = 1, 0
-        if "--ms-per-completion-token" not in argv:
-            args.ms_per_completion_token = None
+        args.ms_per_completion_token = args.ms_per_completion_token if "--ms-per-completion-token" in argv else None
     args.command = "python -m bench.suites.cost_table " + " ".join(argv)
     return args
 
@@ -300,13 +243,10 @@ def main(argv: list[str] | None = None) -> None:
     emit({**tag, "bench": "cost_run", "row": "run", "system": "all", "command": args.command,
           "repeat": args.repeat, "warmup": args.warmup, "machine": machine(), "graphfleet_versions": own_versions(),
           "peer_versions": compare.peer_versions(args.peers_python) if "compare" in args.rows else {}}, out)
-    if "compare" in args.rows:
-        for cfg in configs(args):
-            run_config(cfg, args, tag, out)
-    for row in SUB_BENCHES:
-        if row in args.rows:
-            for rec in run_sub_bench(row, args, tag):
-                emit(rec, out)
+    for cfg in configs(args) if "compare" in args.rows else []:
+        run_config(cfg, args, tag, out)
+    for row in (row for row in SUB_BENCHES if row in args.rows):
+        emit(run_sub_bench(row, args, tag), out)
     emit({**tag, "bench": "cost_run_end", "row": "run", "system": "all",
           "seconds": round(time.perf_counter() - started, 1)}, out)
 

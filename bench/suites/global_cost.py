@@ -1,14 +1,17 @@
-"""Global search cost and coverage per question: graphfleet's default selection vs its full scan vs nano-graphrag."""
+"""Global search cost and coverage per question: graphfleet's default selection vs its full scan vs nano-graphrag.
+
+    .venv/bin/python -m bench.suites.global_cost [--corpora carol musique] [--questions 10] [--shares 0.05 0.1]
+        [--systems graphfleet nano] [--peers-python PATH] [--out FILE]
+"""
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
 from bench.harness.peers.peer_run import delta
-from bench.harness.results import SAMPLE, emit
-from bench.harness.stacks import redis_server, sim_stats, simulator, stack
+from bench.harness.results import PEERS_PYTHON, SAMPLE, emit, parser
+from bench.harness.stacks import client_stack, ingest_docs, sim_stats, simulator
 
 CAROL_QUESTIONS = [
     "What are the main themes of the story?",
@@ -26,18 +29,16 @@ POOL_PASSAGES = 2000  # a dev set corpus: the first this many passages of its po
 CORPORA = ("carol", "musique", "2wiki", "hotpotqa")
 
 
-def corpus_docs(name: str, questions: int) -> tuple[list, list[str]]:
-    """(documents to ingest, questions) of a corpus."""
-    from shared.infra.jobs.ingest_submit import DocumentInput
-
+def corpus_docs(name: str, questions: int) -> tuple[list[tuple[str, str]], list[str]]:
+    """((title, text) documents to ingest, questions) of a corpus."""
     if name == "carol":
-        return [DocumentInput(text=SAMPLE.read_text(encoding="utf-8"), title=SAMPLE.name)], CAROL_QUESTIONS[:questions]
+        return [(SAMPLE.name, SAMPLE.read_text(encoding="utf-8"))], CAROL_QUESTIONS[:questions]
     from bench.harness.datasets import load_named_set
 
     ds = load_named_set(name)
-    keys = list(ds.passages)[:POOL_PASSAGES]
-    docs = [DocumentInput(text=ds.docs[k], title=ds.titles.get(k, k)) for k in keys]
-    return docs, [q["question"] for q in ds.questions[:questions]]
+    docs = ds.docs
+    return [(ds.titles.get(k, k), docs[k]) for k in list(ds.passages)[:POOL_PASSAGES]], \
+        [q["question"] for q in ds.questions[:questions]]
 
 
 def _tokens(before: dict, after: dict) -> dict:
@@ -56,8 +57,7 @@ def point_reports(points: list) -> dict[str, float]:
     """Report id -> best score over the positive points citing it (a point may cite several reports)."""
     out: dict[str, float] = {}
     for cid, score in points or []:
-        for rid in str(cid).split(","):
-            rid = rid.strip()
+        for rid in (r.strip() for r in str(cid).split(",")):
             if rid and score > 0:
                 out[rid] = max(out.get(rid, 0.0), float(score))
     return out
@@ -72,57 +72,49 @@ def coverage(full: dict[str, float], selected: dict[str, float]) -> tuple[float,
     return len(found) / len(full), sum(full[r] for r in found) / sum(full.values())
 
 
-def mapped_points(client, question: str, extra: dict, details: dict) -> dict:
-    """A direct answer (the selected reports fit one call: no map phase) has no map points to measure coverage
-    by: the same question with the same selection, mapped (``global_direct_answer=False``), gives the points its
-    reports hold. The selection must be the same one (it is chosen before the answer path)."""
+def global_run(client, llm: str, question: str, extra: dict) -> dict:
+    """One global query: its LLM usage, details and the reports its map points cite. A direct answer (the
+    selected reports fit one call) has no map points: the same question and selection, mapped
+    (``global_direct_answer=False``), gives the points its reports hold."""
     from shared.domain.query.params import QueryParam
 
-    res = client.query("gc", QueryParam(query=question, mode="global", global_direct_answer=False, **extra),
-                       timeout=900)
-    mapped = res["result"].get("details", {})
-    if mapped.get("selection") != details.get("selection"):
-        raise RuntimeError(f"the mapped run selected other reports than the direct answer: {question!r}")
-    return {"points": point_reports(mapped.get("points")), "basis": "the same selection, mapped"}
+    before = sim_stats(llm)
+    res = client.query("gc", QueryParam(query=question, mode="global", **extra), timeout=900)
+    details = res["result"].get("details", {})
+    run = {"usage": _tokens(before, sim_stats(llm)), "details": details, "status": res["status"],
+           "error": res.get("error"), "points": point_reports(details.get("points")), "basis": "points"}
+    if details.get("answer_path") == "direct":
+        res = client.query("gc", QueryParam(query=question, mode="global", global_direct_answer=False, **extra),
+                           timeout=900)
+        mapped = res["result"].get("details", {})
+        if mapped.get("selection") != details.get("selection"):
+            raise RuntimeError(f"the mapped run selected other reports than the direct answer: {question!r}")
+        run.update(points=point_reports(mapped.get("points")), basis="the same selection, mapped")
+    return run
 
 
 def graphfleet_run(name: str, docs: list, questions: list[str], out: Path | None, shares: tuple = ()) -> None:
-    from graphfleet_cli.local_client import LocalClient
-    from shared.domain.query.params import QueryParam
-    from shared.infra.jobs.ingest_submit import submit_ingestion
-
-    with simulator(0.0) as llm, redis_server() as url, stack(url, llm, 16, 1, GRAPHFLEET_LLM__CACHE_ENABLED="false"):
-        client = LocalClient(url)
+    with simulator(0.0) as llm, client_stack(llm, 16, 1, GRAPHFLEET_LLM__CACHE_ENABLED="false") as (_u, _s, client):
         started = time.perf_counter()
-        job = submit_ingestion(client.redis, client.celery, "gc", docs, client.settings)
-        view = client.wait("gc", job["job_id"], timeout=7200)
+        _job, view = ingest_docs(client, "gc", docs, 7200)
         stats = client.stats("gc")
         emit({"bench": "global_cost_ingest", "corpus": name, "system": "graphfleet", "status": view["status"],
               "seconds": round(time.perf_counter() - started, 2), "documents": len(docs), "chunks": stats["chunks"],
               "reports": stats.get("reports"), "communities_by_level": stats["communities_by_level"]}, out)
+        variants = [("graphfleet", {}), ("graphfleet-full", {"global_selection": "all"})]
+        variants += [(f"graphfleet@{share:g}", {"global_selection_share": share}) for share in shares]
         for i, q in enumerate(questions):
-            runs = {}
-            variants = [("graphfleet", {}), ("graphfleet-full", {"global_selection": "all"})]
-            variants += [(f"graphfleet@{share:g}", {"global_selection_share": share}) for share in shares]
-            for system, extra in variants:
-                before = sim_stats(llm)
-                res = client.query("gc", QueryParam(query=q, mode="global", **extra), timeout=900)
-                details = res["result"].get("details", {})
-                runs[system] = {"usage": _tokens(before, sim_stats(llm)), "details": details, "status": res["status"],
-                                "error": res.get("error"), "points": point_reports(details.get("points")),
-                                "basis": "points"}
-                if details.get("answer_path") == "direct":
-                    runs[system].update(mapped_points(client, q, extra, details))
+            runs = {system: global_run(client, llm, q, extra) for system, extra in variants}
             full = runs["graphfleet-full"]["points"]
             for system, run in runs.items():
                 cov, score_cov = coverage(full, run["points"])
-                sel = run["details"].get("selection") or {}
+                sel, details, usage = run["details"].get("selection") or {}, run["details"], run["usage"]
                 emit({"bench": "global_cost", "corpus": name, "question_index": i, "question": q, "system": system,
-                      "status": run["status"], "error": run.get("error"), **run["usage"],
-                      "map_calls": run["usage"]["calls_by_type"].get("global_map", 0),
-                      "reduce_calls": run["usage"]["calls_by_type"].get("global_reduce", 0),
-                      "reduce": run["details"].get("reduce"), "groups": run["details"].get("groups"),
-                      "answer_path": run["details"].get("answer_path", "map"), "coverage_basis": run["basis"],
+                      "status": run["status"], "error": run.get("error"), **usage,
+                      "map_calls": usage["calls_by_type"].get("global_map", 0),
+                      "reduce_calls": usage["calls_by_type"].get("global_reduce", 0),
+                      "reduce": details.get("reduce"), "groups": details.get("groups"),
+                      "answer_path": details.get("answer_path", "map"), "coverage_basis": run["basis"],
                       "reports_found": len(run["points"]), "full_scan_reports": len(full),
                       "coverage": round(cov, 4), "score_coverage": round(score_cov, 4),
                       "strategy": sel.get("strategy"), "reports_read": sel.get("read"),
@@ -136,7 +128,7 @@ def nano_run(name: str, docs: list, questions: list[str], peers_python: str, out
     queries = [{"id": str(i), "mode": "global", "query": q, "only_need_context": False}
                for i, q in enumerate(questions)]
     with simulator(0.0) as llm:
-        lines, proc = run_peer_process(peers_python, "nano", llm, [d.text for d in docs], queries, None, 16)
+        lines, proc = run_peer_process(peers_python, "nano", llm, [text for _, text in docs], queries, None, 16)
     if proc.returncode != 0:
         emit({"bench": "global_cost_error", "corpus": name, "system": "nano", "stderr": proc.stderr[-2000:]}, out)
     for rec in lines:
@@ -157,15 +149,13 @@ def nano_run(name: str, docs: list, questions: list[str], peers_python: str, out
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser(__doc__, peers_python=PEERS_PYTHON)
     ap.add_argument("--corpora", nargs="+", default=["carol", "musique"], choices=CORPORA,
                     help="the Carol and the first 2,000 pooled passages of a public dev set (musique is the table's)")
     ap.add_argument("--questions", type=int, default=10, help="questions per corpus")
     ap.add_argument("--systems", nargs="+", default=["graphfleet", "nano"], choices=["graphfleet", "nano"])
-    ap.add_argument("--peers-python", default=".bench/peers-venv/bin/python")
     ap.add_argument("--shares", type=float, nargs="*", default=[],
                     help="also run the selection with these global_selection_share values (the cost/coverage curve)")
-    ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     for name in args.corpora:
         docs, questions = corpus_docs(name, args.questions)

@@ -2,26 +2,20 @@
 
     .venv/bin/python -m bench.suites.walk [--passages 10000 100000] [--queries 50] --out bench/results/walk.jsonl
 
-A synthetic passage-entity graph shaped like the ingested dev sets: ~8 entity mentions per passage
-(the simulator's extraction gives 6.5-8), 30% of them drawn from a Zipf law (a few names recur in
-thousands of passages) and the rest uniform over 6 entities per passage (names of one or two
-passages), and ~3 relations per entity between entities that share a passage.
-Each query seeds 3 entities and 5 passages (as a question that names one
-or two things does). Reported: build seconds, memory of the arrays, and per-query milliseconds (p50,
-p95) of the walk alone (seeds -> ranked passages and entities), medians over ``--queries`` queries;
-each also as this process's CPU time, which a machine shared with other work does not inflate.
+A synthetic passage-entity graph shaped like the ingested dev sets: ~8 entity mentions per passage, 30% of
+them drawn from a Zipf law (a few names recur in thousands of passages), the rest uniform over 6 entities per
+passage, and ~3 relations per entity. Each query seeds 3 entities and 5 passages. Reported: build seconds, the
+arrays' memory, and per-query milliseconds (p50, p95) of the walk alone, also as this process's CPU time.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 
-from bench.harness.results import emit, machine
+from bench.harness.results import emit, machine, parser
 from shared.domain.retrieval.graph_walk import WalkIndex
 
 MENTIONS_PER_PASSAGE = 8
@@ -44,26 +38,26 @@ def synthetic(passages: int, seed: int = 7) -> tuple[list[str], dict[str, list[s
     for name, ps in sources.items():
         for p in ps[:50]:
             by_passage.setdefault(p, []).append(name)
-    edges = []
-    for ents in by_passage.values():
-        for a, b in zip(ents, ents[1:], strict=False):
-            edges.append((a, b, float(rng.integers(1, 5))))
+    edges = [(a, b, float(rng.integers(1, 5))) for ents in by_passage.values()
+             for a, b in zip(ents, ents[1:], strict=False)]
     extra = rng.integers(0, len(names), size=(len(names) * RELATIONS_PER_ENTITY // 4, 2))
-    edges += [(names[a], names[b], 1.0) for a, b in extra]
-    return pids, sources, edges
+    return pids, sources, edges + [(names[a], names[b], 1.0) for a, b in extra]
 
 
-def run(sizes: list[int], queries: int, out: Path | None) -> None:
-    emit({"bench": "machine", **machine()}, out)
+def main() -> None:
+    ap = parser(__doc__)
+    ap.add_argument("--passages", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--queries", type=int, default=50)
+    args = ap.parse_args()
+    emit({"bench": "machine", **machine()}, args.out)
     rng = np.random.default_rng(11)
-    for n in sizes:
+    for n in args.passages:
         pids, sources, edges = synthetic(n)
         t0, c0 = time.perf_counter(), time.process_time()
         index = WalkIndex.build(pids, sources, edges)
         build_s, build_cpu_s = time.perf_counter() - t0, time.process_time() - c0
-        names = index.entities
-        times, cpu = [], []
-        for _ in range(queries):
+        names, times, cpu = index.entities, [], []
+        for _ in range(args.queries):
             ents = [(names[i], 1.0) for i in rng.integers(0, len(names), size=3)]
             seeds = [(pids[i], 1.0) for i in rng.integers(0, n, size=5)]
             t0, c0 = time.perf_counter(), time.process_time()
@@ -78,16 +72,7 @@ def run(sizes: list[int], queries: int, out: Path | None) -> None:
               "query_ms_p50": round(statistics.median(times), 1),
               "query_ms_p95": round(times[int(0.95 * (len(times) - 1))], 1),
               "query_cpu_ms_p50": round(statistics.median(cpu), 1),
-              "query_cpu_ms_p95": round(cpu[int(0.95 * (len(cpu) - 1))], 1), "queries": queries}, out)
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--passages", type=int, nargs="+", default=[10_000, 100_000])
-    ap.add_argument("--queries", type=int, default=50)
-    ap.add_argument("--out", type=Path, default=None)
-    args = ap.parse_args()
-    run(args.passages, args.queries, args.out)
+              "query_cpu_ms_p95": round(cpu[int(0.95 * (len(cpu) - 1))], 1), "queries": args.queries}, args.out)
 
 
 if __name__ == "__main__":

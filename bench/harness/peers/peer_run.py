@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -52,31 +53,34 @@ def graph_counts(workdir: Path) -> dict:
     return {"entities": g.number_of_nodes(), "relations": g.number_of_edges()}
 
 
-# ---- nano-graphrag ---------------------------------------------------------------------------------
+def embedder(spec: dict):
+    """The simulator's embeddings at the spec's dimension, as both peers call them."""
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=spec["base_url"], api_key="sk-bench")
+
+    async def embed(texts: list[str], **_kw) -> np.ndarray:
+        resp = await client.embeddings.create(model="text-embedding-3-small", input=texts,
+                                              dimensions=spec["embedding_dim"], encoding_format="float")
+        return np.array([d.embedding for d in resp.data])
+
+    return embed
+
 
 async def nano_rag(spec: dict):
     from nano_graphrag import GraphRAG
     from nano_graphrag._llm import openai_complete_if_cache
     from nano_graphrag._utils import wrap_embedding_func_with_attrs
-    from openai import AsyncOpenAI
-
-    dim, model = spec["embedding_dim"], spec["model"]
-    client = AsyncOpenAI(base_url=spec["base_url"], api_key="sk-bench")
-
-    @wrap_embedding_func_with_attrs(embedding_dim=dim, max_token_size=8192)
-    async def embed(texts: list[str]) -> np.ndarray:
-        resp = await client.embeddings.create(model="text-embedding-3-small", input=texts, dimensions=dim,
-                                              encoding_format="float")
-        return np.array([d.embedding for d in resp.data])
 
     async def complete(prompt, system_prompt=None, history_messages=[], **kwargs):  # noqa: B006 (nano's signature)
-        return await openai_complete_if_cache(model, prompt, system_prompt=system_prompt,
+        return await openai_complete_if_cache(spec["model"], prompt, system_prompt=system_prompt,
                                               history_messages=history_messages, **kwargs)
 
     import graspologic  # noqa: F401  (imported lazily by nano at clustering; warm it like a running service)
 
     # The simulator's embeddings are bags of hashed words: cosines run lower than a real model's, so
     # the 0.2 cut-off meant for real embeddings would drop every chunk. 0 keeps nano's top-k ranking.
+    embed = wrap_embedding_func_with_attrs(embedding_dim=spec["embedding_dim"], max_token_size=8192)(embedder(spec))
     return GraphRAG(working_dir=spec["workdir"], enable_naive_rag=True, embedding_func=embed,
                     best_model_func=complete, cheap_model_func=complete, query_better_than_threshold=0.0,
                     best_model_max_async=spec["llm_concurrency"], cheap_model_max_async=spec["llm_concurrency"])
@@ -97,39 +101,25 @@ def nano_param(mode: str, only_context: bool, budget: int | None):
 
 async def nano_communities(rag) -> dict:
     keys = await rag.community_reports.all_keys()
-    levels: dict[int, int] = {}
-    for item in await rag.community_reports.get_by_ids(keys):
-        if item:
-            levels[int(item.get("level", 0))] = levels.get(int(item.get("level", 0)), 0) + 1
+    levels = Counter(int(item.get("level", 0)) for item in await rag.community_reports.get_by_ids(keys) if item)
     return {"communities": len(keys), "communities_by_level": dict(sorted(levels.items()))}
 
-
-# ---- LightRAG --------------------------------------------------------------------------------------
 
 async def lightrag_rag(spec: dict):
     from lightrag import LightRAG
     from lightrag.llm.openai import openai_complete_if_cache
     from lightrag.utils import EmbeddingFunc
-    from openai import AsyncOpenAI
-
-    dim, model, base = spec["embedding_dim"], spec["model"], spec["base_url"]
-    client = AsyncOpenAI(base_url=base, api_key="sk-bench")
-
-    async def embed(texts: list[str], **_kw) -> np.ndarray:
-        resp = await client.embeddings.create(model="text-embedding-3-small", input=texts, dimensions=dim,
-                                              encoding_format="float")
-        return np.array([d.embedding for d in resp.data])
 
     async def complete(prompt, system_prompt=None, history_messages=None, keyword_extraction=False, **kwargs):
         kwargs.pop("hashing_kv", None)
-        return await openai_complete_if_cache(model, prompt, system_prompt=system_prompt,
-                                              history_messages=history_messages or [], base_url=base,
+        return await openai_complete_if_cache(spec["model"], prompt, system_prompt=system_prompt,
+                                              history_messages=history_messages or [], base_url=spec["base_url"],
                                               api_key="sk-bench", **kwargs)
 
-    rag = LightRAG(working_dir=spec["workdir"], llm_model_func=complete, llm_model_name=model,
+    embed = EmbeddingFunc(embedding_dim=spec["embedding_dim"], max_token_size=8192, func=embedder(spec))
+    rag = LightRAG(working_dir=spec["workdir"], llm_model_func=complete, llm_model_name=spec["model"],
                    llm_model_max_async=spec["llm_concurrency"], embedding_func_max_async=spec["llm_concurrency"],
-                   embedding_func=EmbeddingFunc(embedding_dim=dim, max_token_size=8192, func=embed),
-                   cosine_better_than_threshold=0.0,  # as for nano: the simulator's cosines run low
+                   embedding_func=embed, cosine_better_than_threshold=0.0,  # as for nano: the cosines run low
                    vector_db_storage_cls_kwargs={"cosine_better_than_threshold": 0.0})
     await rag.initialize_storages()
     try:
@@ -152,59 +142,52 @@ def lightrag_param(mode: str, only_context: bool, budget: int | None):
     return param
 
 
+async def timed_query(rag, query: str, param) -> tuple[str, str | None, float]:
+    """(the output as text, the error if it failed, seconds): a peer's failure is a result, not a crash."""
+    started, out, error = time.perf_counter(), "", None
+    try:
+        out = await rag.aquery(query, param=param)
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        error = f"{type(exc).__name__}: {exc}"
+    seconds = time.perf_counter() - started
+    return out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, default=str), error, seconds
+
+
 async def timed_repeats(rag, q: dict, param) -> dict:
-    """The same query ``q["repeat"]`` times in this process: seconds of each run, the median, and the last
-    output's length in characters."""
-    seconds, out, error = [], "", None
+    """The same query ``q["repeat"]`` times in this process: each run's seconds, the median, the last output."""
+    seconds, text, error = [], "", None
     for _ in range(q["repeat"]):
-        started = time.perf_counter()
-        try:
-            out = await rag.aquery(q["query"], param=param)
-        except Exception as exc:  # reported, not raised
-            error = f"{type(exc).__name__}: {exc}"
-        seconds.append(round(time.perf_counter() - started, 5))
-    text = out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, default=str)
-    ordered = sorted(seconds)
+        text, failed, s = await timed_query(rag, q["query"], param)
+        error = failed or error
+        seconds.append(round(s, 5))
     return {"phase": "repeat", "id": q.get("id"), "mode": q["mode"], "only_need_context": q["only_need_context"],
             "budget": q.get("budget"), "runs": len(seconds), "seconds_all": seconds,
-            "seconds_median": ordered[len(ordered) // 2], "error": error, "output": text}
+            "seconds_median": sorted(seconds)[len(seconds) // 2], "error": error, "output": text}
 
-
-# ---- driver ----------------------------------------------------------------------------------------
 
 async def main(spec: dict) -> None:
     system, base = spec["system"], spec["base_url"]
     workdir = Path(spec["workdir"])
     workdir.mkdir(parents=True, exist_ok=True)
-    make = nano_rag if system == "nano" else lightrag_rag
     param_of = nano_param if system == "nano" else lightrag_param
     out_path = Path(spec["out"]) if spec.get("out") else None
-    rag = await make(spec)
+    rag = await (nano_rag if system == "nano" else lightrag_rag)(spec)
     if spec.get("docs"):
         before, started = sim_stats(base), time.perf_counter()
         await rag.ainsert(spec["docs"])
         seconds = time.perf_counter() - started
-        record = {"phase": "ingest", "system": system, "seconds": round(seconds, 3), "docs": len(spec["docs"]),
-                  **delta(before, sim_stats(base)), **graph_counts(workdir)}
-        if system == "nano":
-            record.update(await nano_communities(rag))
-        else:
-            record.update({"communities": 0, "communities_by_level": {}})
-        emit(record, out_path)
+        communities = await nano_communities(rag) if system == "nano" else {"communities": 0,
+                                                                             "communities_by_level": {}}
+        emit({"phase": "ingest", "system": system, "seconds": round(seconds, 3), "docs": len(spec["docs"]),
+              **delta(before, sim_stats(base)), **graph_counts(workdir), **communities}, out_path)
     for q in spec.get("queries", []):
         if q.get("repeat"):
-            emit(await timed_repeats(rag, q, param_of(q["mode"], q["only_need_context"], q.get("budget",
-                                                                                                spec.get("budget")))),
-                 out_path)
+            param = param_of(q["mode"], q["only_need_context"], q.get("budget", spec.get("budget")))
+            emit(await timed_repeats(rag, q, param), out_path)
             continue
-        before, started = sim_stats(base), time.perf_counter()
-        error = None
-        try:
-            out = await rag.aquery(q["query"], param=param_of(q["mode"], q["only_need_context"], spec.get("budget")))
-        except Exception as exc:  # a peer's failure is a result to report, not a crash of the benchmark
-            out, error = "", f"{type(exc).__name__}: {exc}"
-        seconds = time.perf_counter() - started
-        text = out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, default=str)
+        before = sim_stats(base)
+        text, error, seconds = await timed_query(rag, q["query"], param_of(q["mode"], q["only_need_context"],
+                                                                          spec.get("budget")))
         emit({"phase": "query", "system": system, "id": q.get("id"), "mode": q["mode"],
               "only_need_context": q["only_need_context"], "seconds": round(seconds, 4), "error": error,
               "output": text if spec.get("return_output", True) else None, **delta(before, sim_stats(base))}, out_path)
