@@ -238,3 +238,12 @@ def rabbit_vhost():
             _ctl("delete_user", vhost.user)
         with contextlib.suppress(RuntimeError):
             _ctl("delete_vhost", vhost.vhost)
+
+
+def take_task_name(app, name: str) -> None:
+    """Let a test's own task take the name of a product task on ``app``. The product's tasks are shared
+    (Celery adds them to every app it finalizes once any test of this process imported ``workers``), and a
+    shared task is added before the app's own pending ones, which then resolve to it: finalize first, then
+    free the name."""
+    app.finalize()
+    app.tasks.pop(name, None)

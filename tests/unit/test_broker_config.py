@@ -94,12 +94,13 @@ def test_rabbitmq_countdown_goes_through_native_delayed_delivery():
     from celery.contrib.testing.worker import start_worker
 
     from shared.infra.messaging.queueing import QUERY_DEADLINE
-    from tests.brokers import rabbit_vhost
+    from tests.brokers import rabbit_vhost, take_task_name
 
     with rabbit_vhost() as vhost:
         app = make_celery(_settings(vhost.url))
         app.conf.task_queues = [x for x in app.conf.task_queues if x.name == "reducer"]
         ran, keys = threading.Event(), []
+        take_task_name(app, QUERY_DEADLINE)
 
         @app.task(name=QUERY_DEADLINE, bind=True, shared=False)  # shared: it would join every later app
         def _deadline(self, **_fields):

@@ -17,7 +17,7 @@ from shared.infra.messaging.broker_probe import AmqpProbe, RedisProbe, broker_re
 from shared.infra.messaging.messages import ExtractChunk, send
 from shared.infra.redis.keys import BROKER_UNACKED_INDEX, active_jobs_key, watchdog_key
 from shared.pipeline.watchdog import Watchdog
-from tests.brokers import rabbit_vhost, sentinel_group
+from tests.brokers import rabbit_vhost, sentinel_group, take_task_name
 from tests.unit.test_watchdog import _running_job
 
 
@@ -148,6 +148,7 @@ def test_rabbitmq_probe_sees_which_job_a_celery_worker_holds(redis_server, tenan
         celery = q.make_celery(settings)
         probe = make_probe(settings, app=q.make_celery(settings))
         release, started = threading.Event(), threading.Event()
+        take_task_name(celery, q.EXTRACT)
 
         @celery.task(name=q.EXTRACT, shared=False)  # shared: it would join every later app
         def _extract(**_fields):

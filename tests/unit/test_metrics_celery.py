@@ -12,6 +12,7 @@ from prometheus_client import REGISTRY
 from shared.infra.messaging.messages import READY_AT
 from shared.infra.messaging.queueing import EXTRACT, ROUTES
 from shared.infra.observability import metrics as m
+from tests.brokers import take_task_name
 from workers.metrics_signals import install as install_celery_signal_handlers
 
 
@@ -25,6 +26,7 @@ def app():
     app.conf.update(task_always_eager=True, task_eager_propagates=False, broker_url="memory://")
     install_celery_signal_handlers(app)
     install_celery_signal_handlers(app)  # idempotent
+    take_task_name(app, EXTRACT)
 
     @app.task(name=EXTRACT, shared=False)  # shared: it would join every later app
     def extract(x):
