@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
-
 
 def union_s(intervals: list[tuple[float, float]], start: float, end: float) -> float:
     """Seconds of ``[start, end]`` covered by at least one of ``intervals``."""
@@ -32,26 +30,3 @@ def job_calls(redis_url: str, tenant: str, job_ids: list[str], started: float, e
 def in_flight_s(records, start: float = float("-inf"), end: float = float("inf")) -> float:
     """Seconds some call of ``records`` was in flight, within ``[start, end]``."""
     return union_s([(r.ts - r.latency_s, r.ts) for r in records], start, end)
-
-
-def llm_path(redis_url: str, tenant: str, job_id: str, started: float, ended: float) -> dict:
-    """The job's calls against its wall time ``[started, ended]`` (``time.time()``)."""
-    records = job_calls(redis_url, tenant, [job_id], started, ended)[job_id]
-    busy = in_flight_s(records, started, ended)
-    return {"llm_in_flight_s": round(busy, 3), "llm_idle_s": round(ended - started - busy, 3),
-            "llm_calls_timed": len(records), "llm_stages": stage_spans(records, started)}
-
-
-def stage_spans(records, started: float) -> dict[str, dict]:
-    """Per stage: calls, first sent and last answered (s from ``started``), median and longest call, and the
-    shortest and longest answer in completion tokens (``bench.suites.cost_table``'s critical path)."""
-    out: dict[str, dict] = {}
-    for stage in sorted({r.stage for r in records}):
-        mine = [r for r in records if r.stage == stage]
-        out[stage] = {"calls": len(mine), "first_sent": round(min(r.ts - r.latency_s for r in mine) - started, 3),
-                      "last_answered": round(max(r.ts for r in mine) - started, 3),
-                      "call_p50_s": round(statistics.median(r.latency_s for r in mine), 3),
-                      "call_max_s": round(max(r.latency_s for r in mine), 3),
-                      "completion_min": min(r.completion_tokens for r in mine),
-                      "completion_max": max(r.completion_tokens for r in mine)}
-    return out

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 from bench.harness.cpu import cpu_seconds
-from bench.harness.llm_calls import llm_path
 from bench.harness.peers.peer_run import delta
 from bench.harness.results import QUERIES, ROOT
 from bench.harness.stacks import client_stack, sim_stats
@@ -51,11 +50,10 @@ def graphfleet_run(llm: str, corpus: Path, latency: float, run: int, concurrency
     tenant = f"cmp{run}"
     with client_stack(llm, concurrency, processes) as (url, st, client):
         cpu_before, before = cpu_seconds(st, llm, url), sim_stats(llm)
-        started, wall = time.perf_counter(), time.time()
+        started = time.perf_counter()
         job_id = client.ingest_files(tenant, [corpus])["job_id"]
         view = client.wait(tenant, job_id, timeout=3600)
         seconds = time.perf_counter() - started
-        path = llm_path(url, tenant, job_id, wall, wall + seconds)
         cpu = {k: round(v - cpu_before.get(k, 0.0), 2) for k, v in cpu_seconds(st, llm, url).items()}
         stats = client.stats(tenant)
         levels = stats["communities_by_level"]
@@ -63,7 +61,7 @@ def graphfleet_run(llm: str, corpus: Path, latency: float, run: int, concurrency
                 **delta(before, sim_stats(llm)), "ledger_llm_calls": view["usage"]["calls"],
                 **{k: stats[k] for k in ("chunks", "entities", "relations")}, "communities": sum(levels.values()),
                 "communities_by_level": levels, "reports": stats["reports"], "stage_times": view.get("stage_times"),
-                **path, "cpu_seconds": cpu}]
+                "cpu_seconds": cpu}]
         # (label, mode, context only, QueryParam overrides): every mode, and local at nano's budget
         cases = [(mode, mode, only, {}) for mode in MODES["graphfleet"] for only in (True, False)]
         cases.append((f"local@{NANO_BUDGET}", "local", False, {"max_total_tokens": NANO_BUDGET}))
@@ -153,8 +151,7 @@ def medians(rows: list[dict]) -> list[dict]:
         runs = [r for r in ingests if (r["system"], r["latency_ms"]) == key]
         out.append({"bench": "compare_median", "phase": "ingest", "system": key[0], "latency_ms": key[1],
                     "runs": len(runs), "seconds_median": round(statistics.median(r["seconds"] for r in runs), 3),
-                    "seconds_all": [r["seconds"] for r in runs], **{k: runs[0].get(k) for k in _INGEST_FIELDS},
-                    **_path_medians(runs)})
+                    "seconds_all": [r["seconds"] for r in runs], **{k: runs[0].get(k) for k in _INGEST_FIELDS}})
     queries = [r for r in rows if r["bench"] == "compare_query"]
     for key in sorted({(r["system"], r["latency_ms"], r["mode"], r["only_need_context"]) for r in queries}):
         runs = [r for r in queries if (r["system"], r["latency_ms"], r["mode"], r["only_need_context"]) == key]
@@ -165,10 +162,3 @@ def medians(rows: list[dict]) -> list[dict]:
                     **{k: runs[-1].get(k) for k in _QUERY_FIELDS}})
     return out
 
-
-def _path_medians(runs: list[dict]) -> dict:
-    """Medians of the LLM-path split (``llm_calls.llm_path``) and of the simulator's CPU, where the runs have them."""
-    out = {k: round(statistics.median(r[k] for r in runs), 3) for k in ("llm_in_flight_s", "llm_idle_s")
-           if all(r.get(k) is not None for r in runs)}
-    sim = [r["cpu_seconds"]["simulator"] for r in runs if "simulator" in (r.get("cpu_seconds") or {})]
-    return {**out, "simulator_cpu_s": round(statistics.median(sim), 2)} if len(sim) == len(runs) else out

@@ -11,7 +11,6 @@ from shared.domain.query.params import QueryParam
 LOCAL_SLACK_S = 0.020  # local answer: <= nano + 20 ms
 GLOBAL_TOKENS_RATIO, GLOBAL_COVERAGE = 0.1, 0.9
 INGEST_TARGETS = {"0": 0.8, "200": 0.5, "token": 0.3}  # graphfleet/nano seconds
-CRITICAL_PATH_FACTOR = 1.5
 
 
 def newest_run(rows: list[dict]) -> list[dict]:
@@ -64,56 +63,14 @@ def ingest_row(rows, latency: float, processes: int | str, ms_per_token: float =
     what = f"{ms_per_token:g} ms per completion token" + (f" + {latency:g} ms" if latency else "") \
         if ms_per_token else f"{latency:g} ms"
     factor = INGEST_TARGETS.get(key, INGEST_TARGETS["0"])
-    path = next((r for r in rows if r.get("bench") == "critical_path" and r["latency_ms"] == latency
-                 and r.get("ms_per_token", 0.0) == ms_per_token and r.get("processes", 1) == processes), None)
-    with_path = key == "200"
-    row = Row(f"ingest at {what} (Carol, {processes_label(processes)})",
-              target=f"≤ {factor}× nano" + (f", and ≤ {CRITICAL_PATH_FACTOR}× the critical path"
-                                            + (f" ({_s(path['seconds'])})" if path else "") if with_path else ""))
+    row = Row(f"ingest at {what} (Carol, {processes_label(processes)})", target=f"≤ {factor}× nano")
     gf, nano = (_median(rows, system, latency, None, processes, ms_per_token) for system in ("graphfleet", "nano"))
     row.graphfleet, row.nano = (_cell(m) if m else NOT_MEASURED for m in (gf, nano))
-    if not (gf and nano) or (with_path and not path):
-        return row
-    g, n = gf["seconds_median"], nano["seconds_median"]
-    row.ratio = f"{g / n:.2f}" + (f"; {g / path['seconds']:.2f}× critical path" if path else "")
-    cpu = _median(rows, "graphfleet", 0.0, None, processes) if latency or ms_per_token else None
-    gaps = _ingest_gaps(g, n, factor, path, with_path, cpu)
-    row.met, row.gap = not gaps, "; ".join(gaps)
+    if gf and nano:
+        g, n = gf["seconds_median"], nano["seconds_median"]
+        row.ratio, row.met = f"{g / n:.2f}", g <= factor * n
+        row.gap = "" if row.met else f"{_s(g)} = {g / n:.2f}× nano {_s(n)} ({g - factor * n:.2f} s over)"
     return row
-
-
-def _measured_path(path: dict) -> str:
-    """The measured split of graphfleet's ingestion (``bench.harness.llm_calls``), when the run recorded it."""
-    if path.get("llm_in_flight_s") is None:
-        return ""
-    sim = f", the simulator using {_s(path['simulator_cpu_s'])} of CPU" if path.get("simulator_cpu_s") else ""
-    return (f"; measured, some LLM call of the job was in flight for {_s(path['llm_in_flight_s'])}{sim}, and none "
-            f"for {_s(path['llm_idle_s'])} (graphfleet's own time on the path)")
-
-
-def _ingest_gaps(g: float, n: float, factor: float, path: dict | None, with_path: bool, cpu: dict | None) -> list[str]:
-    """Why an ingestion misses its targets, in measured figures: the excess over each target, and what bounds it
-    from below (the critical path of the LLM waves; the same ingestion with a 0 ms LLM, i.e. CPU and queues)."""
-    limit = factor * n
-    gaps = [] if g <= limit else [f"{_s(g)} = {g / n:.2f}× nano {_s(n)} (≤ {factor}×: ≤ {_s(limit)}, "
-                                  f"{g - limit:.2f} s over)"]
-    if with_path and g > CRITICAL_PATH_FACTOR * path["seconds"]:
-        gaps.append(f"{g / path['seconds']:.1f}× the critical path {_s(path['seconds'])} ({len(path['waves'])} LLM "
-                    f"waves, {path['waves_source']}; ≤ {CRITICAL_PATH_FACTOR}×: "
-                    f"{g - CRITICAL_PATH_FACTOR * path['seconds']:.2f} s over){_measured_path(path)}")
-    if not gaps:
-        return []
-    if path and g > limit and path["seconds"] > limit:
-        gaps.append(f"the target ({_s(limit)}) is below the critical path ({_s(path['seconds'])}): no schedule "
-                    "reaches it at this simulator setting")
-    elif path and g > limit and (path.get("in_flight_bound_s") or 0) > limit:
-        gaps.append(f"the target ({_s(limit)}) is below the time the same waves take with {path['in_flight']} calls "
-                    f"in flight ({_s(path['in_flight_bound_s'])}): it needs more calls in flight")
-    if cpu:
-        cpu_s = cpu["seconds_median"]
-        gaps.append(f"the same ingestion with a 0 ms LLM (CPU and queues only) takes {_s(cpu_s)}"
-                    + (", above the target by itself" if g > limit and cpu_s > limit else ""))
-    return gaps
 
 
 def global_cost(rows: list[dict]) -> dict[str, dict[str, dict]]:
@@ -285,26 +242,6 @@ def cost_section(all_rows: list[dict]) -> list[str]:
     unmet = [r for r in table if r.met is False]
     if unmet:
         out += ["Unmet targets, by how much:", "", *(f"- {r.label}: {r.gap}." for r in unmet), ""]
-    paths = [r for r in rows if r.get("bench") == "critical_path"]
-    if paths:
-        out += ["Critical path: the LLM waves of one ingestion one after another (extract, gleaning rounds, "
-                "summaries, one per report wave), a lower bound on any schedule of the job's calls at the "
-                "simulator's setting (a call lasts the latency plus its completion tokens at the time per token). "
-                "Each wave lasts at least as long as its longest call: the chunk with the longest extraction (or "
-                "gleaning) answer takes that call plus at least the shortest call of its other rounds, the summary "
-                "wave at least its longest summary, and of the report waves one holds the longest report and the "
-                "others at least the shortest (from the shortest and longest answer per stage of the job's usage "
-                "records); where the run recorded no answers per stage, or the sum of average calls per wave is "
-                "longer, that sum.", "",
-                *(f"- {r['latency_ms']:g} ms + {r.get('ms_per_token', 0):g} ms/token, "
-                  f"{processes_label(r.get('processes', 1))}: {_s(r['seconds'])} ({' → '.join(r['waves'])}; "
-                  f"{r['waves_source']}"
-                  + (f"; longest calls, the average calls' sum {_s(r['average_waves_s'])}"
-                     if r.get("longest_calls") else "") + "); graphfleet "
-                  f"{_s(r['graphfleet_s'])} = {r['ratio']}×"
-                  + (f"; with {r['in_flight']} calls in flight (concurrency × processes) the waves take "
-                     f"{_s(r['in_flight_bound_s'])}" if r.get("in_flight_bound_s") else "") + _measured_path(r)
-                  for r in paths), ""]
     return [*out, *curve_table(rows), "### Global answer: tokens, calls and coverage per question", "",
             "Coverage: the share of the full scan's positive-score map points (by report) that the selected scan also "
             "finds (the simulator's map answers are deterministic).", "", *coverage_table(rows),

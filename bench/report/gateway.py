@@ -9,9 +9,7 @@ import statistics
 from bench.report.common import Row
 
 GATEWAY_P50_S, GATEWAY_SPREAD = 0.060, 1.5  # p50 <= 60 ms, p95 <= 1.5x p50
-_FIGURES = {"first": "first_s", "p50": "warm_p50_s", "p95": "warm_p95_s", "n": "warm_runs",
-            "cpu": "warm_cpu_ms_per_query", "first_own": "first_own_ms", "own_p95": "warm_own_ms_p95",
-            "idle_s": "idle_s"}
+_FIGURES = {"first": "first_s", "p50": "warm_p50_s", "p95": "warm_p95_s", "n": "warm_runs"}
 
 
 def _within(figs: list[dict], first: str, p95: str) -> int:
@@ -20,21 +18,18 @@ def _within(figs: list[dict], first: str, p95: str) -> int:
 
 def gateway_figures(rows: list[dict]) -> dict:
     """Per phase (``ingest``, ``fresh``): the figures of ``bench.suites.gateway_latency``'s records; measured on
-    several stacks (``--trials``), the median of each, and in how many the first query was within the warm p95
-    (wall time, and graphfleet's own time outside the LLM calls)."""
+    several stacks (``--trials``), the median of each, and in how many the first query was within the warm p95."""
     phases: dict[str, list[dict]] = {}
     for r in rows:
         if r.get("bench") == "gateway_latency" and "phase" in r:
             phase = {"after_ingest": "ingest", "fresh_stack": "fresh"}.get(r["phase"], r["phase"])
-            phases.setdefault(phase, []).append({**{k: r.get(f) for k, f in _FIGURES.items()},
-                                                 "idle_own": list(r.get("idle_own_ms") or [])})
+            phases.setdefault(phase, []).append({k: r.get(f) for k, f in _FIGURES.items()})
     out: dict = {}
     for phase, figs in phases.items():
         out[phase] = figs[0] if len(figs) == 1 else {
-            **figs[0], "trials": len(figs), "idle_own": [x for f in figs for x in f["idle_own"]],
-            "within": _within(figs, "first", "p95"), "own_within": _within(figs, "first_own", "own_p95"),
+            **figs[0], "trials": len(figs), "within": _within(figs, "first", "p95"),
             **{k: statistics.median(v) if (v := [f[k] for f in figs if f.get(k) is not None]) else None
-               for k in ("first", "p50", "p95", "first_own", "own_p95")}}
+               for k in ("first", "p50", "p95")}}
     return out
 
 
@@ -50,29 +45,15 @@ def gateway_row(rows) -> Row:
     row.ratio = f"p95/p50 {p95 / p50:.2f}"
     gaps = ([f"p50 {p50 * 1000:.0f} ms > {GATEWAY_P50_S * 1000:.0f} ms"] if p50 > GATEWAY_P50_S else []) + \
         ([f"p95 {p95 * 1000:.0f} ms = {p95 / p50:.2f}× p50 > {GATEWAY_SPREAD}×"] if p95 > GATEWAY_SPREAD * p50 else [])
-    if gaps and fig.get("cpu"):  # what each process computed per warm query
-        own = {k: v for k, v in fig["cpu"].items() if k in ("gateway", "query", "redis")}
-        gaps.append(f"CPU per warm query: graphfleet's processes {sum(own.values()):.0f} ms ("
-                    + ", ".join(f"{k} {v:.0f}" for k, v in own.items()) + f"), the LLM simulator "
-                    f"{fig['cpu'].get('simulator', 0):.0f} ms, on the same 2 cores (one query's path is serial: "
-                    "gateway, worker, LLM, worker, gateway)")
     row.met, row.gap = not gaps, "; ".join(gaps)
     return row
 
 
 def _first_gap(f: dict, unit: str) -> str:
     first, p95 = f["first"], f.get("p95") or f["p50"]
-    gap = [f"first {first * 1000:.0f} ms vs warm p95 {p95 * 1000:.0f} ms: {(first - p95) * 1000:.0f} ms"]
-    if f.get("trials"):
-        gap.append(f"medians of {f['trials']} {unit}; within the warm p95 in {f['within']} of {f['trials']}")
-    if f.get("first_own") is not None and f.get("own_p95") is not None:
-        gap.append(f"outside its LLM call (graphfleet's own time): first {f['first_own']:.0f} ms vs warm p95 "
-                   f"{f['own_p95']:.0f} ms" + (f", within it in {f['own_within']} of {f['trials']} {unit}"
-                                               if f.get("trials") else ""))
-    if idle := f.get("idle_own"):
-        gap.append(f"a query on the warm stack after {f['idle_s']:g} s idle, outside its LLM call: median "
-                   f"{statistics.median(idle):.0f} ms, up to {max(idle):.0f} ms ({len(idle)} queries)")
-    return "; ".join(gap)
+    trials = (f"; medians of {f['trials']} {unit}; within the warm p95 in {f['within']} of {f['trials']}"
+              if f.get("trials") else "")
+    return f"first {first * 1000:.0f} ms vs warm p95 {p95 * 1000:.0f} ms: {(first - p95) * 1000:.0f} ms{trials}"
 
 
 def first_query_rows(rows) -> list[Row]:

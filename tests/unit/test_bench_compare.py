@@ -133,16 +133,6 @@ def test_each_context_build_case_asks_questions_no_earlier_case_asked():
     assert len({q for c in cases for q in c}) == 24
 
 
-def test_ingest_medians_carry_the_llm_path_split_and_the_simulators_cpu_when_every_run_has_them():
-    runs = [{**_ingest("graphfleet", s, i), "llm_in_flight_s": busy, "llm_idle_s": s - busy,
-             "cpu_seconds": {"simulator": sim, "ingest": 1.0}}
-            for i, (s, busy, sim) in enumerate([(2.0, 1.6, 0.8), (3.0, 2.0, 0.9), (2.5, 1.9, 0.7)])]
-    gf = next(m for m in medians(runs) if m["phase"] == "ingest")
-    assert (gf["llm_in_flight_s"], gf["llm_idle_s"], gf["simulator_cpu_s"]) == (1.9, 0.6, 0.8)
-    runs[0] = _ingest("graphfleet", 2.0, 0)  # one run without them (an older record): no median of a part
-    assert "llm_idle_s" not in next(m for m in medians(runs) if m["phase"] == "ingest")
-
-
 def test_precise_cpu_reads_the_threads_schedstat_in_ns_and_misses_nothing_of_a_short_window():
     import os
 
