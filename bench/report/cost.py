@@ -203,9 +203,6 @@ def _commands(rows: list[dict]) -> list[str]:
            f"{', after ' + str(head['warmup']) + ' unmeasured warm-up round' if head.get('warmup') else ''}; "
            f"nano-graphrag {(head.get('peer_versions') or {}).get('nano-graphrag', '?')}). It ran: "
            "`bench.harness.systems`' runs per configuration" + "".join(f", `{current_command(c)}`" for c in subs) + "."]
-    if head.get("quick"):
-        out.append("**Quick run** (`--quick`: one run, latency 0 only, short sub-benches): a smoke test of the "
-                   "harness, not figures to compare.")
     if missing:
         out += ["", "Not measured or failed in this run:", *missing]
     return out + [""]

@@ -58,21 +58,6 @@ def parse_variant(spec: str) -> tuple[str, str, dict]:
     return name, mode, fields
 
 
-def rejected_modes(modes: list[str]) -> list[str]:
-    """Modes this checkout's QueryParam does not accept (e.g. ``graph`` before it lands)."""
-    from pydantic import ValidationError
-
-    from shared.domain.query.params import QueryParam
-
-    bad = []
-    for mode in modes:
-        try:
-            QueryParam(mode=mode)
-        except ValidationError:
-            bad.append(mode)
-    return bad
-
-
 def _measure_modes(client, args, ds: Dataset, head: dict, chunk_keys: dict[str, str]) -> dict[str, list[dict]]:
     """Each (label, mode, overrides): every question's context under the budget, as question records."""
     from shared.domain.query.params import QueryParam
@@ -207,7 +192,7 @@ def run(args) -> None:
           "sets": {ds.name: {"questions": len(ds.questions), "passages": len(ds.passages), "skipped": ds.skipped}
                    for ds in sets},
           "systems": args.systems, "llm": LLM_FLAGS[args.llm], "modes": args.modes,
-          "modes_skipped": args.modes_skipped, "budget": args.budget, "bm25_top_k": args.bm25_top_k,
+          "budget": args.budget, "bm25_top_k": args.bm25_top_k,
           "hybrid_bm25_weight": args.hybrid_bm25_weight,
           "questions_out": str(args.questions_out) if args.questions_out else None}, args.out)
     summaries: list[dict] = []
@@ -231,8 +216,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--join", default="", help="--questions' sentence joiner (HotpotQA: \"\", 2WikiMultihopQA: \" \")")
     ap.add_argument("--set-name", default=None, help="--questions' set name in the records (default: file stem)")
     ap.add_argument("--budget", type=int, default=4000)
-    ap.add_argument("--modes", nargs="+", default=None,
-                    help=f"default: {' '.join(DEFAULT_MODES)} (those this checkout's QueryParam accepts)")
+    ap.add_argument("--modes", nargs="+", default=DEFAULT_MODES, choices=DEFAULT_MODES)
     ap.add_argument("--llm", choices=list(LLM_FLAGS), default="sim",
                     help="sim: the simulator; none: LLM-free extraction, no LLM at query time; both: each in turn")
     ap.add_argument("--no-llm", dest="llm", action="store_const", const="none", help="same as --llm none")
@@ -258,13 +242,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.questions and args.corpus is None:
         guess = args.questions.with_name(args.questions.stem + "_corpus.json")
         args.corpus = guess if guess.exists() else None
-    args.modes_skipped = rejected_modes(DEFAULT_MODES) if args.modes is None else []
-    if args.modes is None:  # the default list: a mode not landed yet (graph) is left out, and said so
-        args.modes = [m for m in DEFAULT_MODES if m not in args.modes_skipped]
-        if args.modes_skipped:
-            print(f"retrieval: this checkout's QueryParam rejects {args.modes_skipped}: left out", file=sys.stderr)
-    elif bad := rejected_modes(args.modes):
-        ap.error(f"this checkout's QueryParam rejects mode(s) {bad}: pass --modes without them")
     if not args.sets and not args.questions:
         ap.error("nothing to measure: --sets or --questions")
     if args.questions_out is None and args.out is not None:

@@ -156,12 +156,9 @@ def test_newest_run_only():
     assert newest_run([old, answer("graphfleet", 0.0, "local", 0.07)])[0]["seconds_median"] == 0.07
 
 
-def test_quick_configs():
-    args = cost_table.parse_args(["--quick"])
-    cfgs = cost_table.configs(args)
-    assert {c["latency_ms"] for c in cfgs} == {0.0} and args.repeat == 1 and args.ms_per_completion_token is None
-    assert [c["systems"] for c in cfgs] == [["graphfleet", "nano"], ["graphfleet"], ["graphfleet"]]
+def test_configs():
     full = cost_table.configs(cost_table.parse_args([]))
+    assert [c["systems"] for c in full[:3]] == [["graphfleet", "nano"], ["graphfleet"], ["graphfleet"]]
     assert {(c["latency_ms"], c["ms_per_token"], c["processes"]) for c in full} == {
         (lat, mt, p) for lat, mt in ((0.0, 0.0), (200.0, 0.0), (0.0, 12.5)) for p in (1, 2, "auto")}
     assert cost_table.parse_args(["--processes", "auto", "3"]).processes == ["auto", 3]
@@ -172,7 +169,7 @@ def test_quick_configs():
 
 
 def test_failures_are_listed_not_counted():
-    recs = [{**RUN, "bench": "cost_run", "command": "python -m bench.cost_table", "quick": True},
+    recs = [{**RUN, "bench": "cost_run", "command": "python -m bench.cost_table"},
             {**RUN, "bench": "compare_error", "system": "nano", "row": "carol_200ms_p1", "run": 0,
              "stderr": "Traceback\nRuntimeError: boom"},
             {**RUN, "bench": "cost_missing", "row": "context_build", "module": "bench.context_build",
@@ -181,7 +178,6 @@ def test_failures_are_listed_not_counted():
     text = "\n".join(cost_section(recs))
     assert "- `compare_error`: nano in `carol_200ms_p1`, run 0 failed: RuntimeError: boom" in text
     assert "- `context_build` (bench.context_build): ImportError: x" in text
-    assert "**Quick run**" in text
     assert "| global answer at 200 ms (Carol) | 0.200 s | not measured | - | ≤ 1.0× nano | - |" in text
 
 

@@ -26,7 +26,7 @@ from bench.harness.retrieval_records import (
     recall,
     set_summary,
 )
-from bench.suites.retrieval import DEFAULT_MODES, parse_args, parse_variant, rejected_modes
+from bench.suites.retrieval import DEFAULT_MODES, parse_args, parse_variant
 from shared.domain.tokens import count_tokens
 
 QUESTIONS = [
@@ -312,11 +312,7 @@ def test_options_default_to_all_four_sets_every_mode_and_keep_no_llm(tmp_path):
     args = parse_args(["--modes", "naive", "--questions", str(q), "--join", " "])
     assert args.sets == [] and args.corpus is None and args.questions_out is None
     assert DEFAULT_MODES == ["local", "global", "naive", "hybrid", "causal", "graph"]
-    assert rejected_modes(["naive", "warp"]) == ["warp"]
-    # by default every mode this checkout accepts ("graph" only once it has landed), the rest said so
-    args, skipped = parse_args([]), rejected_modes(DEFAULT_MODES)
-    assert skipped in ([], ["graph"]) and args.modes_skipped == skipped
-    assert args.modes == [m for m in DEFAULT_MODES if m not in skipped]
+    assert parse_args([]).modes == DEFAULT_MODES
     with pytest.raises(SystemExit):
         parse_args(["--modes", "naive", "warp"])  # refused before any ingestion
 
