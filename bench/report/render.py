@@ -12,7 +12,6 @@ from bench.report.capacity import capacity_section
 from bench.report.common import ROOT, load_results, newest
 from bench.report.compare import compare_tables
 from bench.report.cost import cost_section
-from bench.report.retrieval import retrieval_table
 from bench.report.retrieval_sets import sets_tables
 from bench.report.tables import clustering_table, ingest_table, query_table, scaling_table, walk_table
 
@@ -32,7 +31,8 @@ def machine_line() -> str:
 
 def note(name: str) -> list[str]:
     """A hand-written part of the page (``bench/report/notes/<name>.md``): a section's heading and how it was
-    measured (``*_head``), or the reading of the tables before it."""
+    measured (``*_head``), the reading of the tables before it, or a section whose records no suite writes any
+    more, rendered once (``retrieval_peers``: the earlier HotpotQA runs with the peers)."""
     return [*(NOTES / f"{name}.md").read_text().splitlines(), ""]
 
 
@@ -47,8 +47,7 @@ def render() -> str:
         *note("compare_head"), *compare_tables(load_results("compare.jsonl")), *note("compare"),
         *cost_section(load_results("cost_table.jsonl")), *note("cost"), *note("warmups"),
         *note("retrieval_head"), *sets_tables(load_results("retrieval.jsonl")), *note("retrieval"),
-        *([*note("retrieval_peers_head"), *old, *note("retrieval_peers")]
-          if (old := retrieval_table(load_results("retrieval.jsonl"))) else []),
+        *note("retrieval_peers"),
         *note("walk_head"), *walk_table(walks),
         *note("scaling_head"), *scaling_table(load_results("scaling.jsonl")), *note("scaling"),
         *capacity_section(load_results("capacity.jsonl"), load_results("capacity_after_fix.jsonl")),

@@ -7,7 +7,6 @@ from __future__ import annotations
 from bench.harness.peers.peer_run import delta
 from bench.harness.systems import medians, question, schedule
 from bench.report.compare import by_stage, compare_tables
-from bench.report.retrieval import retrieval_runs, retrieval_table
 from bench.report.tables import scaling_table
 from bench.suites.context_build import case_questions
 from bench.suites.scaling import renamed
@@ -94,37 +93,6 @@ def test_scaling_table_reports_speed_up_against_one_process_at_the_same_latency(
     table = "\n".join(scaling_table(med + runs))
     assert "| carol | 0 ms | 1 | 1,000 | 40 | 2 | 2.5 | 16.0 | 1.60 |" in table
     assert "| carol | 200 ms | 1 | 1,000 | 40 | 2 | 4.0 | 10.0 | 2.00 |" in table
-
-
-def _retrieval_run(llm: bool, systems: dict[str, float], bm25: float, finished: bool = True) -> list[dict]:
-    rows = [{"bench": "machine", "cpus": 2}]
-    for system, recall in systems.items():
-        rows.append({"bench": "retrieval_ingest", "system": system, "status": "succeeded", "seconds": 1.0,
-                     "passages": 3, "llm": llm, "llm_calls": 1, "prompt_tokens": 1, "completion_tokens": 1,
-                     "entities": 1, "relations": 1})
-        rows.append({"bench": "retrieval_mode", "system": system, "mode": "local", "questions": 2,
-                     "recall_mean": recall, "all_gold_share": 0.0, "context_tokens_median": 9,
-                     "over_budget": 0, "seconds_median": 0.1})
-    rows.append({"bench": "retrieval_mode", "system": "bm25", "mode": "bm25 (baseline)", "questions": 2,
-                 "recall_mean": bm25, "all_gold_share": 0.0, "context_tokens_median": 9, "over_budget": 0,
-                 "seconds_median": None})
-    if finished:
-        rows.append({"bench": "retrieval_summary", "budget": 40, "budget_encoding": "cl100k_base",
-                     "questions": 2, "llm": llm})
-    return rows
-
-
-def test_retrieval_report_takes_each_systems_newest_finished_run_per_llm_setting():
-    rows = (_retrieval_run(True, {"graphfleet": 0.5, "nano": 0.1}, 0.9)
-            + _retrieval_run(False, {"graphfleet": 0.3}, 0.9)
-            + _retrieval_run(True, {"nano": 0.2}, 0.8)
-            + _retrieval_run(True, {"lightrag": 0.7}, 0.8, finished=False))  # stopped: ignored
-    merged = retrieval_runs(rows)
-    local = {r["system"]: r["recall_mean"] for r in merged[True] if r["bench"] == "retrieval_mode"}
-    assert local == {"graphfleet": 0.5, "nano": 0.2, "bm25": 0.8}
-    assert [r["system"] for r in merged[False] if r["bench"] == "retrieval_mode"] == ["graphfleet", "bm25"]
-    text = "\n".join(retrieval_table(rows))
-    assert "| nano-graphrag | local | 2 | 0.20 |" in text and "LightRAG" not in text
 
 
 def test_each_context_build_case_asks_questions_no_earlier_case_asked():
