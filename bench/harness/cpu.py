@@ -24,10 +24,10 @@ def stack_processes(stack_obj, *urls: str) -> dict[str, list]:
     return out
 
 
-def group_cpu(procs: dict[str, list]) -> dict[str, float]:
+def cpu_seconds(stack_obj, *urls: str) -> dict[str, float]:
     """CPU seconds used so far by each worker group (its processes summed), the simulator and Redis."""
     out: dict[str, float] = {}
-    for label, group in procs.items():
+    for label, group in stack_processes(stack_obj, *urls).items():
         key = label.rstrip("0123456789")
         out.setdefault(key, 0.0)
         for proc in group:
@@ -37,7 +37,3 @@ def group_cpu(procs: dict[str, list]) -> dict[str, float]:
             except Exception:  # noqa: BLE001 - psutil.NoSuchProcess and the like
                 pass
     return out
-
-
-def cpu_seconds(stack_obj, *urls: str) -> dict[str, float]:
-    return group_cpu(stack_processes(stack_obj, *urls))

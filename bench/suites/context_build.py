@@ -23,18 +23,15 @@ MODES = ("local", "naive")
 
 def _summary(seconds: list[float]) -> dict:
     return {"runs": len(seconds), "seconds_median": round(statistics.median(seconds), 5),
-            "seconds_p95": round(percentile(seconds, 0.95), 5), "seconds_min": round(min(seconds), 5)}
-
-
-def case_questions(case: int, repeat: int) -> list[str]:
-    """The warm-up question and the ``repeat`` timed ones of the ``case``-th (mode, budget) case."""
-    return [carol_question(case * (repeat + 1) + i) for i in range(repeat + 1)]
+            "seconds_p95": round(percentile(seconds, 0.95), 5)}
 
 
 def case_plan(modes: list[str], budgets: list[int], repeat: int) -> list[tuple[str, int, list[str]]]:
-    """(mode, budget, questions) of every case in running order, the same for both systems."""
+    """(mode, budget, questions) of every case in running order, the same for both systems: a warm-up question
+    and ``repeat`` timed ones, none asked by an earlier case."""
     pairs = [(mode, budget) for mode in modes for budget in budgets]
-    return [(mode, budget, case_questions(k, repeat)) for k, (mode, budget) in enumerate(pairs)]
+    return [(mode, budget, [carol_question(k * (repeat + 1) + i) for i in range(repeat + 1)])
+            for k, (mode, budget) in enumerate(pairs)]
 
 
 def graphfleet_builds(llm: str, corpus: Path, plan: list[tuple[str, int, list[str]]]) -> list[dict]:
@@ -69,17 +66,13 @@ def _graphfleet_case(mode: str, budget: int, questions: list[str]) -> dict:
                             indexes, walk_provider=indexes.walk, lexical_embedder=rt.lexical_embedder(ctx))
 
     build(0)  # warm: caches, code paths
-    seconds, context_ms, result, exact = [], [], None, True
+    seconds, result = [], None
     for i in range(1, len(questions)):
         started = time.perf_counter()
         result = build(i)
         seconds.append(time.perf_counter() - started)
-        context_ms.append(result.details.get("context_ms", 0.0))
-        tokens = count_tokens(result.context or "", MODEL)  # the reported total must be the context's true count
-        exact = exact and tokens == result.budget.total_tokens <= result.budget.total_allowed
     return {"bench": "context_build", "system": "graphfleet", "mode": mode, "max_total_tokens": budget,
-            **_summary(seconds), "context_ms_median": round(statistics.median(context_ms), 2),
-            "context_tokens": tokens, "reported_tokens_exact_and_within_budget": exact}
+            **_summary(seconds), "context_tokens": count_tokens(result.context or "", MODEL)}
 
 
 def nano_builds(python: str, llm: str, corpus: Path, plan: list[tuple[str, int, list[str]]]) -> list[dict]:

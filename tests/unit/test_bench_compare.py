@@ -8,7 +8,7 @@ from bench.harness.peers.peer_run import delta
 from bench.harness.systems import medians, question, schedule
 from bench.report.compare import by_stage, compare_tables
 from bench.report.tables import scaling_table
-from bench.suites.context_build import case_questions
+from bench.suites.context_build import case_plan
 from bench.suites.scaling import renamed
 
 
@@ -96,6 +96,6 @@ def test_scaling_table_reports_speed_up_against_one_process_at_the_same_latency(
 
 
 def test_each_context_build_case_asks_questions_no_earlier_case_asked():
-    cases = [case_questions(k, repeat=5) for k in range(4)]
+    cases = [questions for _mode, _budget, questions in case_plan(["local", "naive"], [12000, 30000], repeat=5)]
     assert all(len(c) == 6 for c in cases)
     assert len({q for c in cases for q in c}) == 24
