@@ -114,8 +114,3 @@ def load_named_set(name: str, data_root: Path = DATA_ROOT) -> Dataset:
     return load_files([(data_root / rel, join) for rel, join in files], data_root / corpus if corpus else None,
                       name=name)
 
-
-def load_set(questions_path: Path, corpus_path: Path | None, join: str = "") -> tuple[list[dict], dict[str, str]]:
-    """One question file (JSON array or lines) and an optional corpus: (questions, passage key -> text)."""
-    ds = load_files([(questions_path, join)], corpus_path, name=questions_path.stem)
-    return ds.questions, ds.passages

@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 
-from bench.harness.datasets import DATA_ROOT, Dataset, _question_passages, load_files, load_named_set, load_set
+from bench.harness.datasets import DATA_ROOT, Dataset, _question_passages, load_files, load_named_set
 from bench.harness.retrieval_baselines import BUDGET_MODEL, Bm25
 from bench.harness.retrieval_records import (
     bm25_allowances,
@@ -100,13 +100,14 @@ def test_quickstart_pools_its_three_files_into_one_set_of_30():
 def test_load_pools_the_questions_contexts_or_reads_a_corpus_file(tmp_path):
     qpath = tmp_path / "q.json"
     qpath.write_text(json.dumps(QUESTIONS))
-    questions, passages = load_set(qpath, None)
+    ds = load_files([(qpath, "")])
+    questions, passages = ds.questions, ds.passages
     assert passages["Blue River"] == "The Blue River is long. It flows through Ora."
     assert set(passages) == {"Zedland", "Blue River", "Moon"}
     assert questions[0]["gold"] == ["Blue River", "Zedland"] and questions[0]["qid"] == "q1"
     cpath = tmp_path / "c.json"
     cpath.write_text(json.dumps({"Zedland": ["Zedland is a country.", " Its capital is Ora."], "Sun": ["Hot."]}))
-    _, passages = load_set(qpath, cpath)
+    passages = load_files([(qpath, "")], cpath).passages
     assert set(passages) == {"Zedland", "Sun"}
 
 
