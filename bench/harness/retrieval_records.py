@@ -1,5 +1,5 @@
 """bench/suites/retrieval.py's records, without a stack: recall, the chunk -> passage map, BM25's allowance, the
-per-question record, the per-set summary and the macro average over sets."""
+per-question record and the per-set summary."""
 
 from __future__ import annotations
 
@@ -97,31 +97,21 @@ def _share(flags: list) -> float | None:
 
 
 def mode_stats(records: list[dict], budget: int) -> dict:
-    """One mode's questions: mean recall, answer-in-context, where the gold passages went, and medians."""
+    """One mode's questions: mean recall, answer-in-context, contexts over the budget, and medians."""
     n = len(records)
     used = [r["total_tokens"] / r["allowance"] for r in records if r.get("allowance") and r.get("total_tokens")
             is not None]
     answers = [r.get("answer_in_context") for r in records]
     return {"questions": n, "recall": round(statistics.mean(r["recall"] for r in records), 4) if n else None,
             "answer_in_context": _share(answers), "answer_questions": sum(a is not None for a in answers),
-            "all_gold_share": round(sum(r["recall"] == 1.0 for r in records) / n, 4) if n else None,
-            "gold_in_candidates": _share([None if r["candidates"] is None else g["candidate_rank"] is not None
-                                          for r in records for g in r["gold"]]),
-            "gold_kept": _share([g["kept"] for r in records for g in r["gold"]]),
             "context_tokens_median": _median([r["context_tokens"] for r in records]),
             "over_budget": sum(r["context_tokens"] > budget for r in records),
-            "errors": sum(bool(r.get("error")) for r in records),
             "allowance_median": _median([r.get("allowance") for r in records]),
             "allowance_used_median": _median(used, 4), "seconds_p50": _median([r.get("seconds") for r in records], 4),
             "context_ms_p50": _median([r.get("context_ms") for r in records], 2)}
 
 
-BASELINES = {  # summary key -> what its allowance is
-    "bm25": "largest total_allowed of the passage-carrying graphfleet modes, per question",
-    "bm25_full": "the whole budget",
-    "hybrid_baseline": "as bm25 (same allowance)",
-    "dense": "as bm25 (same allowance)",
-}
+BASELINES = ("bm25", "bm25_full", "hybrid_baseline", "dense")  # summary keys
 
 
 def set_summary(head: dict, by_mode: dict[str, list[dict]], budget: int, passages: int, **extra) -> dict:
@@ -131,23 +121,5 @@ def set_summary(head: dict, by_mode: dict[str, list[dict]], budget: int, passage
     questions = max((len(v) for v in by_mode.values()), default=len(baselines.get("bm25") or []))
     return {"bench": "retrieval_set", **head, "questions": questions, "passages": passages, "budget": budget,
             "budget_encoding": "cl100k_base", "modes": {m: mode_stats(rs, budget) for m, rs in by_mode.items()},
-            **{b: {**mode_stats(rs, budget), "allowance": BASELINES[b]} for b, rs in baselines.items()}, **extra}
+            **{b: mode_stats(rs, budget) for b, rs in baselines.items()}, **extra}
 
-
-def macro_average(summaries: list[dict]) -> dict:
-    """``retrieval_macro`` of one (llm, system)'s set summaries: the mean over sets of each figure; a mode missing
-    from any set gets None (its mean would cover other questions)."""
-    head = {k: summaries[0].get(k) for k in ("run", "llm", "system")} if summaries else {}
-    modes = list(dict.fromkeys(m for s in summaries for m in s["modes"]))
-
-    def mean(values: list) -> float | None:
-        ok = len(values) == len(summaries) and summaries and all(v is not None for v in values)
-        return round(statistics.mean(values), 4) if ok else None
-
-    return {"bench": "retrieval_macro", **head, "sets": [s["set"] for s in summaries],
-            "questions": sum(s["questions"] for s in summaries),
-            "recall": {m: mean([s["modes"][m]["recall"] for s in summaries if m in s["modes"]]) for m in modes},
-            **{b: mean([s[b]["recall"] for s in summaries if s.get(b)]) for b in BASELINES},
-            "answer_in_context": {m: mean([s["modes"][m].get("answer_in_context") for s in summaries
-                                           if m in s["modes"]]) for m in modes}
-            | {b: mean([s[b].get("answer_in_context") for s in summaries if s.get(b)]) for b in BASELINES}}

@@ -25,7 +25,6 @@ from bench.harness.retrieval_records import (
     bm25_allowances,
     chunk_passage_map,
     graphfleet_keys,
-    macro_average,
     question_record,
     set_summary,
 )
@@ -149,12 +148,11 @@ def run_peer(args, system: str, ds: Dataset, llm: str, head: dict) -> dict[str, 
     return by_mode
 
 
-def run_set(args, ds: Dataset, llm_url: str | None, run_id: str) -> list[dict]:
+def run_set(args, ds: Dataset, llm_url: str | None, run_id: str) -> None:
     """One set under each LLM setting: graphfleet (and peers), the baselines; the set summaries. The baselines
     rank each question once for every setting, and each setting packs them into its own allowances."""
     base = Baselines(ds.docs, args.bm25_top_k, args.hybrid_bm25_weight)
     rankings = base.rank_all(ds.questions)
-    summaries = []
     for llm in LLM_FLAGS[args.llm]:
         head = {"run": run_id, "set": ds.name, "llm": llm}
         url = llm_url if llm else None
@@ -167,16 +165,12 @@ def run_set(args, ds: Dataset, llm_url: str | None, run_id: str) -> list[dict]:
                                               None, args.budget)
         emit([*flat, *(r for name in ("bm25", "bm25_full", "hybrid_baseline", "dense") for r in baselines[name])],
              args.questions_out, echo=False)
-        summaries.append(set_summary({**head, "system": "graphfleet"}, by_mode, args.budget, len(ds.passages),
-                                     **baselines, embed_cost=base.embed_cost,
-                                     hybrid_bm25_weight=args.hybrid_bm25_weight))
-        emit(summaries[-1], args.out)
+        emit(set_summary({**head, "system": "graphfleet"}, by_mode, args.budget, len(ds.passages), **baselines,
+                         embed_cost=base.embed_cost, hybrid_bm25_weight=args.hybrid_bm25_weight), args.out)
         for system in (s for s in args.systems if s != "graphfleet" and llm):
             by_mode = run_peer(args, system, ds, url, head)
             emit([r for records in by_mode.values() for r in records], args.questions_out, echo=False)
-            summaries.append(set_summary({**head, "system": system}, by_mode, args.budget, len(ds.passages)))
-            emit(summaries[-1], args.out)
-    return summaries
+            emit(set_summary({**head, "system": system}, by_mode, args.budget, len(ds.passages)), args.out)
 
 
 def run(args) -> None:
@@ -195,13 +189,10 @@ def run(args) -> None:
           "budget": args.budget, "bm25_top_k": args.bm25_top_k,
           "hybrid_bm25_weight": args.hybrid_bm25_weight,
           "questions_out": str(args.questions_out) if args.questions_out else None}, args.out)
-    summaries: list[dict] = []
     with contextlib.ExitStack() as es:
         llm_url = es.enter_context(simulator(latency_ms=args.latency_ms)) if True in LLM_FLAGS[args.llm] else None
         for ds in sets:
-            summaries += run_set(args, ds, llm_url, run_id)
-    for key in dict.fromkeys((s["llm"], s["system"]) for s in summaries):
-        emit(macro_average([s for s in summaries if (s["llm"], s["system"]) == key]), args.out)
+            run_set(args, ds, llm_url, run_id)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -20,7 +20,6 @@ from bench.harness.retrieval_records import (
     bm25_allowances,
     chunk_passage_map,
     graphfleet_keys,
-    macro_average,
     mode_stats,
     question_record,
     recall,
@@ -252,7 +251,7 @@ def test_bm25_packs_whole_passages_best_first_within_each_questions_allowance():
     assert [r["allowance"] for r in full] == [4000, 4000] and full[0]["allowance_from"] is None
 
 
-# ------------------------------------------------------------------ summaries and the macro average
+# ------------------------------------------------------------------ summaries
 def _rec(mode: str, qid: str, recall_: float, tokens: int, allowance: int | None, seconds: float | None = 0.1,
          ms: float | None = None, gold: list[dict] | None = None) -> dict:
     return {"mode": mode, "qid": qid, "recall": recall_, "context_tokens": tokens, "total_tokens": tokens,
@@ -264,41 +263,16 @@ def test_mode_stats_and_set_summary():
     local = [_rec("local", "a", 1.0, 3000, 3500, 0.2, 10.0), _rec("local", "b", 0.5, 4100, 3600, 0.4, 30.0),
              _rec("local", "c", 0.0, 1000, 3400, 0.3, None)]
     stats = mode_stats(local, 4000)
-    assert stats["recall"] == 0.5 and stats["all_gold_share"] == round(1 / 3, 4)
+    assert stats["recall"] == 0.5
     assert (stats["context_tokens_median"], stats["over_budget"], stats["allowance_median"]) == (3000, 1, 3500)
     assert stats["allowance_used_median"] == round(3000 / 3500, 4)
     assert (stats["seconds_p50"], stats["context_ms_p50"]) == (0.3, 20.0)
-    assert stats["gold_kept"] is None and stats["gold_in_candidates"] is None
     summary = set_summary({"set": "s", "llm": True, "system": "graphfleet"}, {"local": local}, 4000, 99,
                           bm25=[_rec("bm25", q, 1.0, 3400, 3600, None) for q in "abc"], bm25_full=[])
     assert summary["bench"] == "retrieval_set" and summary["questions"] == 3 and summary["passages"] == 99
     assert summary["modes"]["local"] == stats and summary["bm25"]["recall"] == 1.0
     assert summary["bm25"]["allowance_median"] == 3600 and summary["bm25"]["seconds_p50"] is None
     assert summary["bm25_full"]["recall"] is None  # no questions: no figure rather than a failure
-
-
-def _summary(set_: str, recalls: dict[str, float], bm25: float, llm: bool = True, system: str = "graphfleet",
-             questions: int = 10) -> dict:
-    def stats(r):
-        return {"questions": questions, "recall": r, "allowance_median": 3600, "allowance_used_median": 0.9,
-                "context_tokens_median": 3300, "over_budget": 0, "seconds_p50": 0.05, "context_ms_p50": None}
-
-    out = {"bench": "retrieval_set", "set": set_, "llm": llm, "system": system, "questions": questions,
-           "budget": 4000, "budget_encoding": "cl100k_base", "modes": {m: stats(r) for m, r in recalls.items()}}
-    if system == "graphfleet":
-        out["bm25"], out["bm25_full"] = stats(bm25), stats(bm25 + 0.02)
-    return out
-
-
-def test_macro_average_is_the_mean_over_sets_and_none_for_a_mode_missing_from_a_set():
-    sums = [_summary("hotpotqa", {"local": 0.6, "naive": 0.9, "graph": 0.8}, 0.95),
-            _summary("musique", {"local": 0.3, "naive": 0.5}, 0.6, questions=292),
-            _summary("2wiki", {"local": 0.45, "naive": 0.7}, 0.7)]
-    macro = macro_average(sums)
-    assert macro["bench"] == "retrieval_macro" and (macro["llm"], macro["system"]) == (True, "graphfleet")
-    assert macro["sets"] == ["hotpotqa", "musique", "2wiki"] and macro["questions"] == 312
-    assert macro["recall"] == {"local": 0.45, "naive": 0.7, "graph": None}
-    assert macro["bm25"] == 0.75 and macro["bm25_full"] == 0.77
 
 
 # ------------------------------------------------------------------ options
