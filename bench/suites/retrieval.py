@@ -16,7 +16,6 @@ from pathlib import Path
 
 from bench.harness import results
 from bench.harness.datasets import DATA_ROOT, SETS, Dataset, load_named_set
-from bench.harness.llm_calls import in_flight_s
 from bench.harness.peers.peer_run import delta
 from bench.harness.results import PEERS_PYTHON, emit, machine
 from bench.harness.retrieval_baselines import BASELINE_MODES, BM25_TOP_K, BUDGET_MODEL, HYBRID_BM25_WEIGHT, Baselines
@@ -102,6 +101,16 @@ def run_graphfleet(args, ds: Dataset, llm: str | None, head: dict, embed_in_proc
               "embed_in_process": embed_in_process,
               **{k: stats[k] for k in ("chunks", "entities", "relations", "communities_by_level")}}, args.out)
         return _measure_modes(client, args, ds, head, chunk_keys)
+
+
+def in_flight_s(records) -> float:
+    """Seconds some call of ``records`` (usage records) was in flight: the union of their intervals."""
+    covered, reach = 0.0, float("-inf")
+    for lo, hi in sorted((r.ts - r.latency_s, r.ts) for r in records):
+        if hi > reach:
+            covered += hi - max(lo, reach)
+            reach = hi
+    return covered
 
 
 def embed_usage(redis, job_id: str, usage: dict, passages: int, since: float) -> dict:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.report.cost import cost_rows, cost_section, newest_run
-from bench.report.gateway import gateway_figures
+from bench.report.cost import cost_rows, cost_section, gateway_figures, newest_run
 from bench.suites import cost_table
 
 RUN = {"run_id": "20261125T190000Z"}
@@ -203,17 +202,3 @@ def test_bench_record_shapes_of_global_cost_and_context_build():
     assert "| musique | a | 20,000 | 3 (2 / 1) | 90% | 350,000 | 3 | 400,000 | 3 | 0.050 |" in text
     assert "| local | 12,000 | 12.0 / 15.0 | 11,000 | 8.0 / 9.0 | 11,900 | 1.50 |" in text
     assert "| local | 30,000 |" not in text
-
-
-def test_in_flight_seconds_are_the_union_of_the_calls_within_the_window():
-    from types import SimpleNamespace as Rec
-
-    from bench.harness.llm_calls import in_flight_s, union_s
-
-    # calls [0, 1], [0.5, 1.5], [3, 4] within [0, 5]: in flight 2.5 s; clipped to the wall time
-    assert union_s([(0.5, 1.5), (0.0, 1.0), (3.0, 4.0)], 0.0, 5.0) == pytest.approx(2.5)
-    assert union_s([(-1.0, 0.5), (4.5, 9.0), (1.0, 1.0)], 0.0, 5.0) == pytest.approx(1.0)
-    assert union_s([], 0.0, 5.0) == 0.0 and union_s([(0.0, 1.0), (0.2, 0.4)], 0.0, 5.0) == pytest.approx(1.0)
-    calls = [Rec(ts=1.0, latency_s=1.0), Rec(ts=1.5, latency_s=1.0), Rec(ts=4.0, latency_s=1.0)]  # as usage records
-    assert in_flight_s(calls) == pytest.approx(2.5) and in_flight_s(calls, 0.0, 0.75) == pytest.approx(0.75)
-    assert in_flight_s([]) == 0.0

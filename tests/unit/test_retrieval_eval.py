@@ -296,3 +296,14 @@ def test_variants_parse_to_query_param_overrides_and_reject_bad_fields():
     for bad in ("nomode", "x:local:no_such_field=1", "x:local:top_k=-3", "x:warp", "x:local:top_k"):
         with pytest.raises((argparse.ArgumentTypeError, ValueError)):
             parse_variant(bad)
+
+
+def test_in_flight_seconds_are_the_union_of_the_calls():
+    from types import SimpleNamespace as Rec
+
+    from bench.suites.retrieval import in_flight_s
+
+    # calls [0, 1], [0.5, 1.5], [3, 4]: in flight 2.5 s; a call inside another adds nothing
+    calls = [Rec(ts=1.0, latency_s=1.0), Rec(ts=1.5, latency_s=1.0), Rec(ts=4.0, latency_s=1.0)]
+    assert in_flight_s(calls) == pytest.approx(2.5) and in_flight_s([]) == 0.0
+    assert in_flight_s([Rec(ts=1.0, latency_s=1.0), Rec(ts=0.4, latency_s=0.2)]) == pytest.approx(1.0)
