@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.harness.results import DATA as DATA_ROOT
-from bench.harness.retrieval_answers import gold_answers
 
 # name -> (question files under the data root with their sentence joiner, pooled corpus file); the names are a
 # contract (--sets, the records' "set", the report's columns)
@@ -79,6 +78,13 @@ def _question_passages(q: dict, join: str = "") -> list[tuple[str, str, bool]]:
         return [(p["title"], p["paragraph_text"], bool(p.get("is_supporting"))) for p in q["paragraphs"]]
     gold = {title for title, _idx in q.get("supporting_facts", [])}
     return [(title, _joined(sents, join), title in gold) for title, sents in q.get("context") or []]
+
+
+def gold_answers(q: dict) -> list[str]:
+    """The record's answer (a string, or a list of them) and its ``answer_aliases`` (MuSiQue), as given."""
+    answer, aliases = q.get("answer"), q.get("answer_aliases") or []
+    answers = answer if isinstance(answer, list) else [answer]
+    return [a for a in (*answers, *aliases) if isinstance(a, str)]
 
 
 def load_files(files: list[tuple[Path, str]], corpus: Path | None = None, corpus_join: str = "",

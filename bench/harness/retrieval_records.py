@@ -1,16 +1,34 @@
-"""bench/suites/retrieval.py's records, without a stack: recall, the chunk -> passage map, BM25's allowance, the
-per-question record and the per-set summary."""
+"""bench/suites/retrieval.py's records, without a stack: recall and answer-in-context (a gold answer or an alias in
+the context as whole words), the chunk -> passage map, BM25's allowance, the per-question and per-set records."""
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Iterable
 
 from bench.harness.datasets import norm
 from bench.harness.results import median as _median
-from bench.harness.retrieval_answers import answer_in_context
 
 PASSAGE_SECTION = "sources"  # the section of chunk texts (naive, local, hybrid, causal)
+_PUNCT = re.compile(r"[^\w\s]|_")  # ASCII string.punctuation and every other non-word, non-space character
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+EXCLUDED = frozenset({"", "yes", "no"})
+
+
+def normalize(text: str, punct: str = "") -> str:
+    """SQuAD's answer normalisation; ``punct=" "`` turns punctuation into a space instead of removing it."""
+    return " ".join(_ARTICLES.sub(" ", _PUNCT.sub(punct, text.lower())).split())
+
+
+def answer_in_context(context: str, answers: list[str]) -> bool | None:
+    """True when any answer or alias is in the context as whole words (punctuation removed, or made spaces);
+    None when the question is left out (its first answer empty, yes or no)."""
+    if not answers or normalize(answers[0]) in EXCLUDED:
+        return None
+    forms = [(f" {normalize(context, punct)} ", punct) for punct in ("", " ")]
+    return any(words not in EXCLUDED and f" {words} " in form
+               for a in answers for form, punct in forms for words in [normalize(a, punct)])
 
 
 def _present(context: str, keys: list[str], passages: dict[str, str]) -> list[bool]:
