@@ -36,9 +36,6 @@ class Bm25:
     def scored(self, query: str) -> list[tuple[str, float]]:
         return self.index.query(query, top_k=self.top_k)
 
-    def rank(self, query: str) -> list[str]:
-        return [key for key, _score in self.scored(query)]
-
     def pack(self, ranked: list[str], allowance: int) -> tuple[str, list[str]]:
         """(context, kept keys): each document that still fits (+1 token for its line break), in rank order."""
         kept, used = [], 0

@@ -89,14 +89,12 @@ def run_graphfleet(args, ds: Dataset, llm: str | None, head: dict, embed_in_proc
         ingest_s = time.perf_counter() - started
         stats, usage, store = client.stats("eval"), view["usage"], client.store("eval")
         chunk_keys = chunk_passage_map({i: c.text for i, c in store.chunks(store.all_chunk_ids()).items()}, docs)
-        # chat calls and tokens from the simulator's counters, as for the peers (graphfleet's own ledger also
-        # counts embedding calls and their input tokens; it is kept beside them)
+        # chat calls and tokens from the simulator's counters, as for the peers
         sim = delta(before, sim_stats(llm)) if llm else {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
                                                           "embedding_calls": None}
         emit({"bench": "retrieval_set_ingest", **head, "status": view["status"], "seconds": round(ingest_s, 2),
               "passages": len(docs), "chunks_mapped": len(chunk_keys), "passages_mapped": len(set(chunk_keys.values())),
               **{k: sim[k] for k in ("llm_calls", "prompt_tokens", "completion_tokens", "embedding_calls")},
-              "ledger": {k: usage.get(k) for k in ("calls", "prompt_tokens", "completion_tokens", "cost_usd")},
               "embedding": embed_usage(client.redis, job["job_id"], usage, len(docs), started_ts),
               "embed_in_process": embed_in_process,
               **{k: stats[k] for k in ("chunks", "entities", "relations", "communities_by_level")}}, args.out)
@@ -209,7 +207,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--modes", nargs="+", default=DEFAULT_MODES, choices=DEFAULT_MODES)
     ap.add_argument("--llm", choices=list(LLM_FLAGS), default="sim",
                     help="sim: the simulator; none: LLM-free extraction, no LLM at query time; both: each in turn")
-    ap.add_argument("--no-llm", dest="llm", action="store_const", const="none", help="same as --llm none")
     ap.add_argument("--bm25-top-k", type=int, default=BM25_TOP_K,
                     help="the baselines' top k: BM25's, the dense list's and the fused hybrid's")
     ap.add_argument("--hybrid-bm25-weight", type=float, default=HYBRID_BM25_WEIGHT,

@@ -235,7 +235,7 @@ def test_bm25_packs_whole_passages_best_first_within_each_questions_allowance():
                        {"qid": "b", "question": "filler number 7 river", "gold": ["P7"]}],
                  passages, {k: k for k in passages})
     bm25 = Bm25(ds.docs, top_k=300)
-    rankings = {q["qid"]: bm25.rank(q["question"]) for q in ds.questions}
+    rankings = {q["qid"]: [key for key, _ in bm25.scored(q["question"])] for q in ds.questions}
     assert rankings["a"] == ["Target"]  # only passages with a positive score
     assert rankings["b"][0] == "P7" and len(rankings["b"]) == 31
     head = {"set": "t", "llm": False, "system": "bm25", "mode": "bm25"}
@@ -280,7 +280,7 @@ def test_options_default_to_all_four_sets_every_mode_and_keep_no_llm(tmp_path):
     args = parse_args(["--modes", "naive", "--out", str(tmp_path / "r.jsonl")])
     assert args.sets == ["hotpotqa", "musique", "2wiki", "quickstart"] and args.llm == "sim"
     assert args.questions_out == tmp_path / "r.questions.jsonl" and args.bm25_top_k == 300
-    assert parse_args(["--modes", "naive", "--no-llm"]).llm == "none"
+    assert parse_args(["--modes", "naive", "--llm", "none"]).llm == "none"
     assert parse_args(["--modes", "naive", "--llm", "both"]).llm == "both"
     assert parse_args(["--modes", "naive", "--sets", "musique"]).questions_out is None
     assert DEFAULT_MODES == ["local", "global", "naive", "hybrid", "causal", "graph"]

@@ -33,14 +33,10 @@ def delta(before: dict, after: dict) -> dict:
             "embedding_calls": emb["calls"], "embedding_inputs": emb["inputs"]}
 
 
-def emit(record: dict, out: Path | None = None) -> None:
-    """One JSON line to ``out`` (the peers print progress tickers on stdout), else to stdout."""
-    line = json.dumps(record, ensure_ascii=False)
-    if out is None:
-        print(line, flush=True)
-        return
+def emit(record: dict, out: Path) -> None:
+    """One JSON line to ``out`` (not stdout: the peers print progress tickers there)."""
     with out.open("a", encoding="utf-8") as fh:
-        fh.write(line + "\n")
+        fh.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
 def graph_counts(workdir: Path) -> dict:
@@ -170,7 +166,7 @@ async def main(spec: dict) -> None:
     workdir = Path(spec["workdir"])
     workdir.mkdir(parents=True, exist_ok=True)
     param_of = nano_param if system == "nano" else lightrag_param
-    out_path = Path(spec["out"]) if spec.get("out") else None
+    out_path = Path(spec["out"])
     rag = await (nano_rag if system == "nano" else lightrag_rag)(spec)
     if spec.get("docs"):
         before, started = sim_stats(base), time.perf_counter()
@@ -190,7 +186,7 @@ async def main(spec: dict) -> None:
                                                                           spec.get("budget")))
         emit({"phase": "query", "system": system, "id": q.get("id"), "mode": q["mode"],
               "only_need_context": q["only_need_context"], "seconds": round(seconds, 4), "error": error,
-              "output": text if spec.get("return_output", True) else None, **delta(before, sim_stats(base))}, out_path)
+              "output": text, **delta(before, sim_stats(base))}, out_path)
     if system == "lightrag":
         await rag.finalize_storages()
 
