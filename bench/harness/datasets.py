@@ -87,8 +87,7 @@ def gold_answers(q: dict) -> list[str]:
     return [a for a in (*answers, *aliases) if isinstance(a, str)]
 
 
-def load_files(files: list[tuple[Path, str]], corpus: Path | None = None, corpus_join: str = "",
-               name: str = "custom") -> Dataset:
+def load_files(files: list[tuple[Path, str]], corpus: Path | None = None, name: str = "custom") -> Dataset:
     """Questions of every file (deduplicated by id, first file wins), pooled passages keyed by (title, text).
     With a corpus file (``{title: [sentences]}`` or ``[{title, text}]``) the corpus is the passages and
     gold passages are matched by title and text, else by title."""
@@ -97,7 +96,7 @@ def load_files(files: list[tuple[Path, str]], corpus: Path | None = None, corpus
         raw = read_records(corpus)
         items = raw.items() if isinstance(raw, dict) else ((p["title"], p.get("sentences") or p["text"]) for p in raw)
         for title, sents in items:
-            passages.add(title, _joined(sents, corpus_join))
+            passages.add(title, _joined(sents, ""))
     questions: list[dict] = []
     seen: set[str] = set()
     skipped = {"no_passages": 0, "duplicate_id": 0}

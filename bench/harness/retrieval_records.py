@@ -109,19 +109,15 @@ def bm25_allowances(records: Iterable[dict], budget: int) -> dict[str, tuple[int
     return {qid: (allowed, mode) if mode else (budget, None) for qid, (allowed, mode) in best.items()}
 
 
-def _share(flags: list) -> float | None:
-    known = [f for f in flags if f is not None]
-    return round(sum(known) / len(known), 4) if known else None
-
-
 def mode_stats(records: list[dict], budget: int) -> dict:
     """One mode's questions: mean recall, answer-in-context, contexts over the budget, and medians."""
     n = len(records)
     used = [r["total_tokens"] / r["allowance"] for r in records if r.get("allowance") and r.get("total_tokens")
             is not None]
-    answers = [r.get("answer_in_context") for r in records]
+    answers = [a for r in records if (a := r.get("answer_in_context")) is not None]  # None: not counted
     return {"questions": n, "recall": round(statistics.mean(r["recall"] for r in records), 4) if n else None,
-            "answer_in_context": _share(answers), "answer_questions": sum(a is not None for a in answers),
+            "answer_in_context": round(sum(answers) / len(answers), 4) if answers else None,
+            "answer_questions": len(answers),
             "context_tokens_median": _median([r["context_tokens"] for r in records]),
             "over_budget": sum(r["context_tokens"] > budget for r in records),
             "allowance_median": _median([r.get("allowance") for r in records]),

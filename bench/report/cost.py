@@ -76,10 +76,6 @@ def ingest_row(rows, latency: float, processes: int | str, ms_per_token: float =
     return row
 
 
-def _within(figs: list[dict], first: str, p95: str) -> int:
-    return sum(f[first] <= f[p95] for f in figs if f[first] is not None and f[p95] is not None)
-
-
 def gateway_figures(rows: list[dict]) -> dict:
     """Per phase (``ingest``, ``fresh``): the figures of ``bench.suites.gateway_latency``'s records; measured on
     several stacks (``--trials``), the median of each, and in how many the first query was within the warm p95."""
@@ -91,7 +87,8 @@ def gateway_figures(rows: list[dict]) -> dict:
     out: dict = {}
     for phase, figs in phases.items():
         out[phase] = figs[0] if len(figs) == 1 else {
-            **figs[0], "trials": len(figs), "within": _within(figs, "first", "p95"),
+            **figs[0], "trials": len(figs),
+            "within": sum(f["first"] <= f["p95"] for f in figs if f["first"] is not None and f["p95"] is not None),
             **{k: statistics.median(v) if (v := [f[k] for f in figs if f.get(k) is not None]) else None
                for k in ("first", "p50", "p95")}}
     return out

@@ -21,7 +21,7 @@ from bench.harness.stacks import simulator
 OUT_NAME = "cost_table.jsonl"
 SUB_BENCH_TIMEOUT_S = 4 * 3600
 # row -> the suite measuring it (run as ``python -m MODULE ARGS --out FILE``) and its arguments
-SUB_BENCHES = {
+SUB_BENCHES = {  # --peers-python last: the run's --peers-python follows it
     "gateway_local_0": ("bench.suites.gateway_latency", ["--latency", "0"]),
     "global_tokens": ("bench.suites.global_cost", ["--shares", "0.05", "0.1", "--peers-python"]),
     "context_build": ("bench.suites.context_build", ["--peers-python"]),
@@ -57,8 +57,7 @@ def run_config(cfg: dict, args, tag: dict, out: Path) -> None:
 def run_sub_bench(row: str, args, tag: dict) -> list[dict]:
     """Run a row's suite in a subprocess; its records tagged, or a ``cost_missing`` one saying why there are none."""
     module, argv = SUB_BENCHES[row]
-    argv = [a for a in argv if a != "--peers-python"] + (["--peers-python", args.peers_python]
-                                                         if "--peers-python" in argv else [])
+    argv = [*argv, args.peers_python] if argv[-1:] == ["--peers-python"] else argv
     cmd = [sys.executable, "-m", module, *argv]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.jsonl"

@@ -64,7 +64,7 @@ def _phase(gw: httpx.Client, headers: dict, phase: str, args, run: list[int]) ->
             "warm_p50_s": round(statistics.median(warm), 4), "warm_p95_s": round(percentile(warm, 0.95), 4)}
 
 
-def run(args) -> list[dict]:
+def run(args) -> None:
     """``--ingestions`` phases on one stack (each a new tenant's ingestion, then its queries), then ``--trials``
     restarts of the stack, each with its own first query."""
     records, counter = [], [0]
@@ -88,7 +88,6 @@ def run(args) -> list[dict]:
             finally:
                 stack.stop()
     emit([{**record, "machine": machine()} for record in records], args.out)
-    return records
 
 
 def main() -> None:

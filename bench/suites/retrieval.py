@@ -31,6 +31,7 @@ from shared.domain.tokens import count_tokens
 
 DEFAULT_MODES = ["local", "global", "naive", "hybrid", "causal", "graph"]
 LLM_FLAGS = {"sim": [True], "none": [False], "both": [True, False]}
+# the peers' modes (nano's global maps even for only_need_context: dozens of LLM calls per question)
 PEER_MODES = {"nano": ["local", "global", "naive"], "lightrag": ["local", "global", "hybrid", "naive", "mix"]}
 
 
@@ -132,7 +133,7 @@ def run_peer(args, system: str, ds: Dataset, llm: str, head: dict) -> dict[str, 
     head = {**head, "system": system}
     limit = args.nano_global_limit if system == "nano" else 0
     queries = [{"id": f"{mode}:{i}", "mode": mode, "query": q["question"], "only_need_context": True}
-               for mode in getattr(args, f"{system}_modes") for i, q in enumerate(ds.questions)
+               for mode in PEER_MODES[system] for i, q in enumerate(ds.questions)
                if not (mode == "global" and limit and i >= limit)]
     lines, proc = run_peer_process(args.peers_python, system, llm, list(ds.docs.values()), queries, args.budget, 16)
     if proc.returncode != 0:
@@ -214,13 +215,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--latency-ms", type=float, default=0.0)
     ap.add_argument("--limit", type=int, default=0, help="first N questions of each set only")
     ap.add_argument("--systems", nargs="+", default=["graphfleet"], choices=["graphfleet", "nano", "lightrag"])
-    ap.add_argument("--nano-modes", nargs="+", default=PEER_MODES["nano"],
-                    help="nano's global maps even for only_need_context: dozens of LLM calls per question")
     ap.add_argument("--nano-global-limit", type=int, default=10,
                     help="nano's global on the first N questions only (0 = all): ~37 s and 88 map calls each here")
     ap.add_argument("--variant", action="append", type=parse_variant, default=[], metavar="NAME:MODE:k=v,...",
                     help="graphfleet: also MODE with these QueryParam overrides (repeatable), as 'MODE [NAME]'")
-    ap.add_argument("--lightrag-modes", nargs="+", default=PEER_MODES["lightrag"])
     ap.add_argument("--questions-out", type=Path, default=None,
                     help="per-question records (default: <out stem>.questions.jsonl beside --out)")
     args = ap.parse_args(argv)
