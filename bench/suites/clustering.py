@@ -84,7 +84,7 @@ def _median_of(runs: list[dict]) -> dict:
     return {**ok[(len(ok) - 1) // 2], "seconds_all": [r["seconds"] for r in runs if "seconds" in r]} if ok else runs[-1]
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> None:
     ap = parser(__doc__, repeat=1)
     ap.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
     ap.add_argument("--max-cluster-size", type=int, default=10)
@@ -103,8 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             theirs = _median_of([run_graspologic(args.graspologic_python, edges, args.max_cluster_size, args.seed)
                                  for _ in range(args.repeat)])
             emit({**base, "impl": "graspologic", **theirs}, args.out)
-    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 
 from bench.harness.datasets import DATA_ROOT, Dataset, _question_passages, load_files, load_named_set
-from bench.harness.retrieval_baselines import BUDGET_MODEL, Bm25
+from bench.harness.retrieval_baselines import BUDGET_MODEL, Bm25, Ranking
 from bench.harness.retrieval_records import (
     bm25_allowances,
     chunk_passage_map,
@@ -235,18 +235,18 @@ def test_bm25_packs_whole_passages_best_first_within_each_questions_allowance():
                        {"qid": "b", "question": "filler number 7 river", "gold": ["P7"]}],
                  passages, {k: k for k in passages})
     bm25 = Bm25(ds.docs, top_k=300)
-    rankings = {q["qid"]: [key for key, _ in bm25.scored(q["question"])] for q in ds.questions}
-    assert rankings["a"] == ["Target"]  # only passages with a positive score
-    assert rankings["b"][0] == "P7" and len(rankings["b"]) == 31
+    rankings = {q["qid"]: Ranking([key for key, _ in bm25.scored(q["question"])], 0.0) for q in ds.questions}
+    assert rankings["a"].keys == ["Target"]  # only passages with a positive score
+    assert rankings["b"].keys[0] == "P7" and len(rankings["b"].keys) == 31
     head = {"set": "t", "llm": False, "system": "bm25", "mode": "bm25"}
     recs = bm25.records(ds, head, rankings, {"a": (300, "naive"), "b": (150, "local")}, 4000)
     for rec, allowance in zip(recs, (300, 150), strict=True):
         assert rec["allowance"] == allowance and rec["total_tokens"] == rec["context_tokens"] <= allowance
         assert rec["gold"][0]["candidate_rank"] == 1 and rec["gold"][0]["kept"] and rec["recall"] == 1.0
     assert [r["allowance_from"] for r in recs] == ["naive", "local"]
-    context, kept = bm25.pack(rankings["b"], 300)
+    context, kept = bm25.pack(rankings["b"].keys, 300)
     assert context.startswith("P7\nfiller text number 7") and count_tokens(context, BUDGET_MODEL) <= 300
-    assert 1 < len(kept) < len(bm25.pack(rankings["b"], 4000)[1]) == 31  # the allowance limits it, not top_k
+    assert 1 < len(kept) < len(bm25.pack(rankings["b"].keys, 4000)[1]) == 31  # the allowance limits it, not top_k
     full = bm25.records(ds, {**head, "mode": "bm25_full"}, rankings, None, 4000)
     assert [r["allowance"] for r in full] == [4000, 4000] and full[0]["allowance_from"] is None
 
