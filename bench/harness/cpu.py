@@ -2,42 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
-
-def _scheduled_s(pid: int) -> float | None:
-    """CPU time of the process's live threads from Linux ``schedstat`` (ns; ``cpu_times`` counts 10 ms ticks,
-    too coarse for one query); None where there is none."""
-    try:
-        tasks = list(os.scandir(f"/proc/{pid}/task"))
-    except OSError:
-        return None
-    total = 0
-    for task in tasks:
-        try:
-            with open(f"{task.path}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except OSError:  # a thread that exited meanwhile counts no more
-            continue
-    return total / 1e9
-
-
-def cpu_of(procs: dict[str, list], precise: bool = False) -> dict[str, float]:
-    """label -> CPU seconds its processes have used so far; ``precise``: ``schedstat`` instead of clock ticks."""
-    out = {}
-    for label, group in procs.items():
-        out[label] = 0.0
-        for proc in group:
-            try:
-                scheduled = _scheduled_s(proc.pid) if precise else None
-                if scheduled is None:
-                    times = proc.cpu_times()
-                    scheduled = times.user + times.system
-                out[label] += scheduled
-            except Exception:  # noqa: BLE001 - psutil.NoSuchProcess and the like
-                pass
-    return out
-
 
 def stack_processes(stack_obj, *urls: str) -> dict[str, list]:
     """label -> psutil processes: each worker process with its pool children (``ingest1``...), and those serving
@@ -60,15 +24,16 @@ def stack_processes(stack_obj, *urls: str) -> dict[str, list]:
     return out
 
 
-def group_cpu(procs: dict[str, list], precise: bool = False) -> dict[str, float]:
+def cpu_seconds(stack_obj, *urls: str) -> dict[str, float]:
     """CPU seconds used so far by each worker group (its processes summed), the simulator and Redis."""
     out: dict[str, float] = {}
-    for label, group in cpu_of(procs, precise).items():
+    for label, group in stack_processes(stack_obj, *urls).items():
         key = label.rstrip("0123456789")
-        out[key] = out.get(key, 0.0) + group
+        out.setdefault(key, 0.0)
+        for proc in group:
+            try:
+                times = proc.cpu_times()
+                out[key] += times.user + times.system
+            except Exception:  # noqa: BLE001 - psutil.NoSuchProcess and the like
+                pass
     return out
-
-
-def cpu_seconds(stack_obj, *urls: str, precise: bool = False) -> dict[str, float]:
-    return group_cpu(stack_processes(stack_obj, *urls), precise)
-

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.harness.results import DATA as DATA_ROOT
-from bench.harness.retrieval_answers import gold_answers
 
 # name -> (question files under the data root with their sentence joiner, pooled corpus file); the names are a
 # contract (--sets, the records' "set", the report's columns)
@@ -81,8 +80,14 @@ def _question_passages(q: dict, join: str = "") -> list[tuple[str, str, bool]]:
     return [(title, _joined(sents, join), title in gold) for title, sents in q.get("context") or []]
 
 
-def load_files(files: list[tuple[Path, str]], corpus: Path | None = None, corpus_join: str = "",
-               name: str = "custom") -> Dataset:
+def gold_answers(q: dict) -> list[str]:
+    """The record's answer (a string, or a list of them) and its ``answer_aliases`` (MuSiQue), as given."""
+    answer, aliases = q.get("answer"), q.get("answer_aliases") or []
+    answers = answer if isinstance(answer, list) else [answer]
+    return [a for a in (*answers, *aliases) if isinstance(a, str)]
+
+
+def load_files(files: list[tuple[Path, str]], corpus: Path | None = None, name: str = "custom") -> Dataset:
     """Questions of every file (deduplicated by id, first file wins), pooled passages keyed by (title, text).
     With a corpus file (``{title: [sentences]}`` or ``[{title, text}]``) the corpus is the passages and
     gold passages are matched by title and text, else by title."""
@@ -91,7 +96,7 @@ def load_files(files: list[tuple[Path, str]], corpus: Path | None = None, corpus
         raw = read_records(corpus)
         items = raw.items() if isinstance(raw, dict) else ((p["title"], p.get("sentences") or p["text"]) for p in raw)
         for title, sents in items:
-            passages.add(title, _joined(sents, corpus_join))
+            passages.add(title, _joined(sents, ""))
     questions: list[dict] = []
     seen: set[str] = set()
     skipped = {"no_passages": 0, "duplicate_id": 0}
@@ -114,8 +119,3 @@ def load_named_set(name: str, data_root: Path = DATA_ROOT) -> Dataset:
     return load_files([(data_root / rel, join) for rel, join in files], data_root / corpus if corpus else None,
                       name=name)
 
-
-def load_set(questions_path: Path, corpus_path: Path | None, join: str = "") -> tuple[list[dict], dict[str, str]]:
-    """One question file (JSON array or lines) and an optional corpus: (questions, passage key -> text)."""
-    ds = load_files([(questions_path, join)], corpus_path, name=questions_path.stem)
-    return ds.questions, ds.passages

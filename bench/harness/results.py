@@ -99,10 +99,12 @@ def emit(records: dict | list[dict], out: Path | None = None, echo: bool = True)
 
 def machine() -> dict:
     """What the figures were measured on: CPU model and count, memory, kernel, Python."""
-    cpu = next((line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines()
-                if line.startswith("model name")), platform.processor() or platform.machine())
-    mem_kb = next((int(line.split()[1]) for line in _read("/proc/meminfo").splitlines()
-                   if line.startswith("MemTotal:")), 0)
+    def lines(path: str) -> list[str]:
+        return Path(path).read_text(encoding="utf-8", errors="replace").splitlines() if Path(path).exists() else []
+
+    cpu = next((line.split(":", 1)[1].strip() for line in lines("/proc/cpuinfo") if line.startswith("model name")),
+               platform.processor() or platform.machine())
+    mem_kb = next((int(line.split()[1]) for line in lines("/proc/meminfo") if line.startswith("MemTotal:")), 0)
     return {"cpus": os.cpu_count(), "cpu_model": cpu, "memory_gib": round(mem_kb / 1024**2, 1),
             "kernel": platform.release(), "arch": platform.machine(), "python": sys.version.split()[0],
             "platform": sys.platform}
@@ -127,10 +129,3 @@ def own_versions() -> dict:
     except (OSError, RuntimeError, subprocess.SubprocessError):
         out["redis-server"] = None
     return out
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""

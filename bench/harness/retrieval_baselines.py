@@ -36,9 +36,6 @@ class Bm25:
     def scored(self, query: str) -> list[tuple[str, float]]:
         return self.index.query(query, top_k=self.top_k)
 
-    def rank(self, query: str) -> list[str]:
-        return [key for key, _score in self.scored(query)]
-
     def pack(self, ranked: list[str], allowance: int) -> tuple[str, list[str]]:
         """(context, kept keys): each document that still fits (+1 token for its line break), in rank order."""
         kept, used = [], 0
@@ -48,23 +45,21 @@ class Bm25:
                 used += self.tokens[key] + 1
         return "\n".join(self.docs[k] for k in kept), kept
 
-    def records(self, ds: Dataset, head: dict, rankings: dict[str, list[str] | Ranking],
+    def records(self, ds: Dataset, head: dict, rankings: dict[str, Ranking],
                 allowances: dict[str, tuple[int, str | None]] | None, budget: int) -> list[dict]:
         """One ``retrieval_question`` per question, packed into its allowance (None: the whole budget)."""
         out = []
         for q in ds.questions:
             allowance, source = (allowances or {}).get(q["qid"], (budget, None))
             ranking = rankings[q["qid"]]
-            ranked = ranking.keys if isinstance(ranking, Ranking) else ranking
             t0 = time.perf_counter()
-            context, kept = self.pack(ranked, allowance)
-            pack_ms = (time.perf_counter() - t0) * 1000
+            context, kept = self.pack(ranking.keys, allowance)
+            context_ms = ranking.ms + (time.perf_counter() - t0) * 1000  # ranking, then packing
             tokens = count_tokens(context, BUDGET_MODEL)
-            rec = question_record(head, q, context, ds.passages, ranked=ranked, kept=set(kept), context_tokens=tokens)
-            if isinstance(ranking, Ranking):
-                rec["context_ms"] = round(ranking.ms + pack_ms, 3)
+            rec = question_record(head, q, context, ds.passages, ranked=ranking.keys, kept=set(kept),
+                                  context_tokens=tokens)
             out.append({**rec, "allowance": allowance, "allowance_from": source, "total_tokens": tokens,
-                        "carries_passages": True})
+                        "carries_passages": True, "context_ms": round(context_ms, 3)})
         return out
 
 

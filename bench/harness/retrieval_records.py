@@ -1,16 +1,34 @@
-"""bench/suites/retrieval.py's records, without a stack: recall, the chunk -> passage map, BM25's allowance, the
-per-question record, the per-set summary and the macro average over sets."""
+"""bench/suites/retrieval.py's records, without a stack: recall and answer-in-context (a gold answer or an alias in
+the context as whole words), the chunk -> passage map, BM25's allowance, the per-question and per-set records."""
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Iterable
 
 from bench.harness.datasets import norm
 from bench.harness.results import median as _median
-from bench.harness.retrieval_answers import answer_in_context
 
 PASSAGE_SECTION = "sources"  # the section of chunk texts (naive, local, hybrid, causal)
+_PUNCT = re.compile(r"[^\w\s]|_")  # ASCII string.punctuation and every other non-word, non-space character
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+EXCLUDED = frozenset({"", "yes", "no"})
+
+
+def normalize(text: str, punct: str = "") -> str:
+    """SQuAD's answer normalisation; ``punct=" "`` turns punctuation into a space instead of removing it."""
+    return " ".join(_ARTICLES.sub(" ", _PUNCT.sub(punct, text.lower())).split())
+
+
+def answer_in_context(context: str, answers: list[str]) -> bool | None:
+    """True when any answer or alias is in the context as whole words (punctuation removed, or made spaces);
+    None when the question is left out (its first answer empty, yes or no)."""
+    if not answers or normalize(answers[0]) in EXCLUDED:
+        return None
+    forms = [(f" {normalize(context, punct)} ", punct) for punct in ("", " ")]
+    return any(words not in EXCLUDED and f" {words} " in form
+               for a in answers for form, punct in forms for words in [normalize(a, punct)])
 
 
 def _present(context: str, keys: list[str], passages: dict[str, str]) -> list[bool]:
@@ -91,37 +109,23 @@ def bm25_allowances(records: Iterable[dict], budget: int) -> dict[str, tuple[int
     return {qid: (allowed, mode) if mode else (budget, None) for qid, (allowed, mode) in best.items()}
 
 
-def _share(flags: list) -> float | None:
-    known = [f for f in flags if f is not None]
-    return round(sum(known) / len(known), 4) if known else None
-
-
 def mode_stats(records: list[dict], budget: int) -> dict:
-    """One mode's questions: mean recall, answer-in-context, where the gold passages went, and medians."""
+    """One mode's questions: mean recall, answer-in-context, contexts over the budget, and medians."""
     n = len(records)
     used = [r["total_tokens"] / r["allowance"] for r in records if r.get("allowance") and r.get("total_tokens")
             is not None]
-    answers = [r.get("answer_in_context") for r in records]
+    answers = [a for r in records if (a := r.get("answer_in_context")) is not None]  # None: not counted
     return {"questions": n, "recall": round(statistics.mean(r["recall"] for r in records), 4) if n else None,
-            "answer_in_context": _share(answers), "answer_questions": sum(a is not None for a in answers),
-            "all_gold_share": round(sum(r["recall"] == 1.0 for r in records) / n, 4) if n else None,
-            "gold_in_candidates": _share([None if r["candidates"] is None else g["candidate_rank"] is not None
-                                          for r in records for g in r["gold"]]),
-            "gold_kept": _share([g["kept"] for r in records for g in r["gold"]]),
+            "answer_in_context": round(sum(answers) / len(answers), 4) if answers else None,
+            "answer_questions": len(answers),
             "context_tokens_median": _median([r["context_tokens"] for r in records]),
             "over_budget": sum(r["context_tokens"] > budget for r in records),
-            "errors": sum(bool(r.get("error")) for r in records),
             "allowance_median": _median([r.get("allowance") for r in records]),
             "allowance_used_median": _median(used, 4), "seconds_p50": _median([r.get("seconds") for r in records], 4),
             "context_ms_p50": _median([r.get("context_ms") for r in records], 2)}
 
 
-BASELINES = {  # summary key -> what its allowance is
-    "bm25": "largest total_allowed of the passage-carrying graphfleet modes, per question",
-    "bm25_full": "the whole budget",
-    "hybrid_baseline": "as bm25 (same allowance)",
-    "dense": "as bm25 (same allowance)",
-}
+BASELINES = ("bm25", "bm25_full", "hybrid_baseline", "dense")  # summary keys
 
 
 def set_summary(head: dict, by_mode: dict[str, list[dict]], budget: int, passages: int, **extra) -> dict:
@@ -131,23 +135,5 @@ def set_summary(head: dict, by_mode: dict[str, list[dict]], budget: int, passage
     questions = max((len(v) for v in by_mode.values()), default=len(baselines.get("bm25") or []))
     return {"bench": "retrieval_set", **head, "questions": questions, "passages": passages, "budget": budget,
             "budget_encoding": "cl100k_base", "modes": {m: mode_stats(rs, budget) for m, rs in by_mode.items()},
-            **{b: {**mode_stats(rs, budget), "allowance": BASELINES[b]} for b, rs in baselines.items()}, **extra}
+            **{b: mode_stats(rs, budget) for b, rs in baselines.items()}, **extra}
 
-
-def macro_average(summaries: list[dict]) -> dict:
-    """``retrieval_macro`` of one (llm, system)'s set summaries: the mean over sets of each figure; a mode missing
-    from any set gets None (its mean would cover other questions)."""
-    head = {k: summaries[0].get(k) for k in ("run", "llm", "system")} if summaries else {}
-    modes = list(dict.fromkeys(m for s in summaries for m in s["modes"]))
-
-    def mean(values: list) -> float | None:
-        ok = len(values) == len(summaries) and summaries and all(v is not None for v in values)
-        return round(statistics.mean(values), 4) if ok else None
-
-    return {"bench": "retrieval_macro", **head, "sets": [s["set"] for s in summaries],
-            "questions": sum(s["questions"] for s in summaries),
-            "recall": {m: mean([s["modes"][m]["recall"] for s in summaries if m in s["modes"]]) for m in modes},
-            **{b: mean([s[b]["recall"] for s in summaries if s.get(b)]) for b in BASELINES},
-            "answer_in_context": {m: mean([s["modes"][m].get("answer_in_context") for s in summaries
-                                           if m in s["modes"]]) for m in modes}
-            | {b: mean([s[b].get("answer_in_context") for s in summaries if s.get(b)]) for b in BASELINES}}

@@ -16,15 +16,13 @@ from shared.infra.redis.conn import EmbeddedRedis, free_port
 
 
 @contextlib.contextmanager
-def simulator(latency_ms: float = 0.0, seed: int = 7, ms_per_completion_token: float = 0.0, **flags):
-    """The LLM simulator in a subprocess, its base URL; other ``flags`` become its ``--flags``."""
+def simulator(latency_ms: float = 0.0, seed: int = 7, ms_per_completion_token: float = 0.0):
+    """The LLM simulator in a subprocess, its base URL."""
     port = free_port()
     cmd = [sys.executable, "-m", "llm_simulator", "--port", str(port), "--latency-ms", str(latency_ms),
            "--seed", str(seed)]
     if ms_per_completion_token:
         cmd += ["--ms-per-completion-token", str(ms_per_completion_token)]
-    for key, value in flags.items():
-        cmd += [f"--{key.replace('_', '-')}", str(value)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:

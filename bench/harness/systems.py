@@ -11,7 +11,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.harness.cpu import cpu_seconds
 from bench.harness.peers.peer_run import delta
 from bench.harness.results import QUERIES, ROOT
 from bench.harness.stacks import client_stack, sim_stats
@@ -48,20 +47,15 @@ def graphfleet_run(llm: str, corpus: Path, latency: float, run: int, concurrency
 
     base = {"system": "graphfleet", "latency_ms": latency, "run": run}
     tenant = f"cmp{run}"
-    with client_stack(llm, concurrency, processes) as (url, st, client):
-        cpu_before, before = cpu_seconds(st, llm, url), sim_stats(llm)
-        started = time.perf_counter()
-        job_id = client.ingest_files(tenant, [corpus])["job_id"]
-        view = client.wait(tenant, job_id, timeout=3600)
+    with client_stack(llm, concurrency, processes) as (_url, _st, client):
+        before, started = sim_stats(llm), time.perf_counter()
+        view = client.wait(tenant, client.ingest_files(tenant, [corpus])["job_id"], timeout=3600)
         seconds = time.perf_counter() - started
-        cpu = {k: round(v - cpu_before.get(k, 0.0), 2) for k, v in cpu_seconds(st, llm, url).items()}
         stats = client.stats(tenant)
         levels = stats["communities_by_level"]
         out = [{"bench": "compare_ingest", **base, "status": view["status"], "seconds": round(seconds, 3),
-                **delta(before, sim_stats(llm)), "ledger_llm_calls": view["usage"]["calls"],
-                **{k: stats[k] for k in ("chunks", "entities", "relations")}, "communities": sum(levels.values()),
-                "communities_by_level": levels, "reports": stats["reports"], "stage_times": view.get("stage_times"),
-                "cpu_seconds": cpu}]
+                **delta(before, sim_stats(llm)), **{k: stats[k] for k in ("chunks", "entities", "relations")},
+                "communities": sum(levels.values()), "communities_by_level": levels, "reports": stats["reports"]}]
         # (label, mode, context only, QueryParam overrides): every mode, and local at nano's budget
         cases = [(mode, mode, only, {}) for mode in MODES["graphfleet"] for only in (True, False)]
         cases.append((f"local@{NANO_BUDGET}", "local", False, {"max_total_tokens": NANO_BUDGET}))

@@ -59,12 +59,10 @@ class Row:
     gap: str = ""  # why it is unmet, in measured figures
 
 
-# A suite's recorded command, with the module under its current name (the suites moved to bench.suites).
-_MOVED = {"ingest_bench": "ingest", "query_bench": "query", "scaling_bench": "scaling", "walk_bench": "walk",
-          "retrieval_eval": "retrieval", **{m: m for m in ("compare", "cost_table", "gateway_latency", "global_cost",
-                                                          "context_build", "capacity")}}
-_OLD_MODULE = re.compile(r"(?<![\w.])bench\.(" + "|".join(_MOVED) + r")\b")
+# A suite's recorded command, with the module under its current name (the suites moved to bench.suites and lost
+# their _bench / _eval suffixes).
+_OLD_MODULE = re.compile(r"(?<![\w.])bench\.(?!suites\b|report\b|harness\b)(\w+?)(?:_bench|_eval)?\b")
 
 
 def current_command(command: str) -> str:
-    return _OLD_MODULE.sub(lambda m: f"bench.suites.{_MOVED[m.group(1)]}", command)
+    return _OLD_MODULE.sub(r"bench.suites.\1", command)

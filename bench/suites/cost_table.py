@@ -1,6 +1,6 @@
 """Issue 21's cost and latency table, every figure measured in one run (graphfleet vs nano-graphrag).
 
-    .venv/bin/python -m bench.suites.cost_table [--repeat 3] [--peers-python PATH] [--out-dir bench/results] [--quick]
+    .venv/bin/python -m bench.suites.cost_table [--repeat 3] [--peers-python PATH] [--out-dir bench/results]
     .venv/bin/python -m bench.report        # renders the section "Cost and latency per question"
 """
 
@@ -20,20 +20,18 @@ from bench.harness.stacks import simulator
 
 OUT_NAME = "cost_table.jsonl"
 SUB_BENCH_TIMEOUT_S = 4 * 3600
-# row -> the suite measuring it (run as ``python -m MODULE ARGS --out FILE``): its arguments, and with ``--quick`` more
-SUB_BENCHES = {
-    "gateway_local_0": ("bench.suites.gateway_latency", ["--latency", "0"],
-                        ["--repeat", "5", "--trials", "1", "--ingestions", "1", "--idle", "0"]),
-    "global_tokens": ("bench.suites.global_cost", ["--shares", "0.05", "0.1", "--peers-python"],
-                      ["--corpora", "carol", "--questions", "2"]),
-    "context_build": ("bench.suites.context_build", ["--peers-python"], ["--repeat", "5"]),
+# row -> the suite measuring it (run as ``python -m MODULE ARGS --out FILE``) and its arguments
+SUB_BENCHES = {  # --peers-python last: the run's --peers-python follows it
+    "gateway_local_0": ("bench.suites.gateway_latency", ["--latency", "0"]),
+    "global_tokens": ("bench.suites.global_cost", ["--shares", "0.05", "0.1", "--peers-python"]),
+    "context_build": ("bench.suites.context_build", ["--peers-python"]),
 }
 
 
 def configs(args) -> list[dict]:
     """The compare runs: (latency, ms per completion token, graphfleet processes, systems); nano runs with the
     first process count only."""
-    settings = [(latency, 0.0) for latency in ([0.0] if args.quick else args.latency)]
+    settings = [(latency, 0.0) for latency in args.latency]
     settings += [(args.token_latency, args.ms_per_completion_token)] if args.ms_per_completion_token else []
     return [{"latency_ms": latency, "ms_per_token": per_token, "processes": procs,
              "systems": ["graphfleet", "nano"] if procs == args.processes[0] else ["graphfleet"]}
@@ -58,10 +56,9 @@ def run_config(cfg: dict, args, tag: dict, out: Path) -> None:
 
 def run_sub_bench(row: str, args, tag: dict) -> list[dict]:
     """Run a row's suite in a subprocess; its records tagged, or a ``cost_missing`` one saying why there are none."""
-    module, argv, quick = SUB_BENCHES[row]
-    argv = [a for a in argv if a != "--peers-python"] + (["--peers-python", args.peers_python]
-                                                         if "--peers-python" in argv else [])
-    cmd = [sys.executable, "-m", module, *argv, *(quick if args.quick else [])]
+    module, argv = SUB_BENCHES[row]
+    argv = [*argv, args.peers_python] if argv[-1:] == ["--peers-python"] else argv
+    cmd = [sys.executable, "-m", module, *argv]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.jsonl"
         try:
@@ -92,12 +89,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
     ap.add_argument("--rows", nargs="+", default=["compare", *SUB_BENCHES], choices=["compare", *SUB_BENCHES],
                     help="measure only these parts (default: all)")
-    ap.add_argument("--quick", action="store_true", help="one run, latency 0, short sub-benches (a smoke test)")
     argv = sys.argv[1:] if argv is None else argv
     args = ap.parse_args(argv)
-    if args.quick:  # the per-token run only when asked for
-        args.repeat, args.warmup = 1, 0
-        args.ms_per_completion_token = args.ms_per_completion_token if "--ms-per-completion-token" in argv else None
     args.command = "python -m bench.suites.cost_table " + " ".join(argv)
     return args
 
@@ -106,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     out = args.out_dir / OUT_NAME
     out.parent.mkdir(parents=True, exist_ok=True)
-    tag = {"run_id": time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), "quick": args.quick}
+    tag = {"run_id": time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())}
     started = time.perf_counter()
     emit({**tag, "bench": "cost_run", "row": "run", "system": "all", "command": args.command,
           "repeat": args.repeat, "warmup": args.warmup, "machine": machine(), "graphfleet_versions": own_versions(),

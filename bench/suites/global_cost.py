@@ -44,13 +44,9 @@ def corpus_docs(name: str, questions: int) -> tuple[list[tuple[str, str]], list[
 def _tokens(before: dict, after: dict) -> dict:
     """The simulator's counters of one query (``peer_run.delta``), with calls by prompt type as counts."""
     d = delta(before, after)
-    by_type = d["calls_by_type"]
     return {"calls": d["llm_calls"], "prompt_tokens": d["prompt_tokens"], "completion_tokens": d["completion_tokens"],
             "tokens": d["prompt_tokens"] + d["completion_tokens"],
-            "calls_by_type": {kind: v["calls"] for kind, v in by_type.items()},
-            "tokens_by_type": {kind: v["prompt_tokens"] + v["completion_tokens"] for kind, v in by_type.items()},
-            "completion_by_type": {kind: v["completion_tokens"] for kind, v in by_type.items()},
-            "embedding_calls": d["embedding_calls"]}
+            "calls_by_type": {kind: v["calls"] for kind, v in d["calls_by_type"].items()}}
 
 
 def point_reports(points: list) -> dict[str, float]:
@@ -63,13 +59,9 @@ def point_reports(points: list) -> dict[str, float]:
     return out
 
 
-def coverage(full: dict[str, float], selected: dict[str, float]) -> tuple[float, float]:
-    """(share of the full scan's reports found, the same weighted by their full-scan score); 1.0 when the
-    full scan found nothing."""
-    if not full:
-        return 1.0, 1.0
-    found = [r for r in full if r in selected]
-    return len(found) / len(full), sum(full[r] for r in found) / sum(full.values())
+def coverage(full: dict[str, float], selected: dict[str, float]) -> float:
+    """The share of the full scan's reports the selection found; 1.0 when the full scan found nothing."""
+    return sum(r in selected for r in full) / len(full) if full else 1.0
 
 
 def global_run(client, llm: str, question: str, extra: dict) -> dict:
@@ -82,14 +74,14 @@ def global_run(client, llm: str, question: str, extra: dict) -> dict:
     res = client.query("gc", QueryParam(query=question, mode="global", **extra), timeout=900)
     details = res["result"].get("details", {})
     run = {"usage": _tokens(before, sim_stats(llm)), "details": details, "status": res["status"],
-           "error": res.get("error"), "points": point_reports(details.get("points")), "basis": "points"}
+           "error": res.get("error"), "points": point_reports(details.get("points"))}
     if details.get("answer_path") == "direct":
         res = client.query("gc", QueryParam(query=question, mode="global", global_direct_answer=False, **extra),
                            timeout=900)
         mapped = res["result"].get("details", {})
         if mapped.get("selection") != details.get("selection"):
             raise RuntimeError(f"the mapped run selected other reports than the direct answer: {question!r}")
-        run.update(points=point_reports(mapped.get("points")), basis="the same selection, mapped")
+        run["points"] = point_reports(mapped.get("points"))
     return run
 
 
@@ -107,19 +99,13 @@ def graphfleet_run(name: str, docs: list, questions: list[str], out: Path | None
             runs = {system: global_run(client, llm, q, extra) for system, extra in variants}
             full = runs["graphfleet-full"]["points"]
             for system, run in runs.items():
-                cov, score_cov = coverage(full, run["points"])
-                sel, details, usage = run["details"].get("selection") or {}, run["details"], run["usage"]
+                usage = run["usage"]
                 emit({"bench": "global_cost", "corpus": name, "question_index": i, "question": q, "system": system,
                       "status": run["status"], "error": run.get("error"), **usage,
                       "map_calls": usage["calls_by_type"].get("global_map", 0),
                       "reduce_calls": usage["calls_by_type"].get("global_reduce", 0),
-                      "reduce": details.get("reduce"), "groups": details.get("groups"),
-                      "answer_path": details.get("answer_path", "map"), "coverage_basis": run["basis"],
-                      "reports_found": len(run["points"]), "full_scan_reports": len(full),
-                      "coverage": round(cov, 4), "score_coverage": round(score_cov, 4),
-                      "strategy": sel.get("strategy"), "reports_read": sel.get("read"),
-                      "reports_touched": sel.get("relevant"), "selected_tokens": sel.get("selected_tokens"),
-                      "full_scan_report_tokens": sel.get("full_scan_tokens")}, out)
+                      "answer_path": run["details"].get("answer_path", "map"),
+                      "coverage": round(coverage(full, run["points"]), 4)}, out)
 
 
 def nano_run(name: str, docs: list, questions: list[str], peers_python: str, out: Path | None) -> None:
@@ -137,15 +123,11 @@ def nano_run(name: str, docs: list, questions: list[str], peers_python: str, out
                   "documents": len(docs), "communities_by_level": rec.get("communities_by_level")}, out)
         if rec.get("phase") != "query":
             continue
-        by_type = {k: v["calls"] for k, v in (rec.get("calls_by_type") or {}).items()}
         i = int(rec["id"])
         emit({"bench": "global_cost", "corpus": name, "question_index": i, "question": questions[i], "system": "nano",
               "status": "failed" if rec.get("error") else "succeeded", "calls": rec.get("llm_calls"),
               "prompt_tokens": rec.get("prompt_tokens"), "completion_tokens": rec.get("completion_tokens"),
-              "tokens": (rec.get("prompt_tokens") or 0) + (rec.get("completion_tokens") or 0), "calls_by_type": by_type,
-              "map_calls": sum(v for k, v in by_type.items() if "map" in k),
-              "reduce_calls": sum(v for k, v in by_type.items() if "reduce" in k or "answer" in k),
-              "answered": not str(rec.get("output") or "").startswith("Sorry")}, out)
+              "tokens": (rec.get("prompt_tokens") or 0) + (rec.get("completion_tokens") or 0)}, out)
 
 
 def main(argv: list[str] | None = None) -> None:

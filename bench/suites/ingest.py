@@ -6,39 +6,28 @@
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 
-from bench.harness.cpu import group_cpu, stack_processes
 from bench.harness.results import SAMPLE, emit, machine, parser
-from bench.harness.stacks import client_stack, sim_stats, simulator
+from bench.harness.stacks import client_stack, simulator
 
 
 def run_once(latency: float, concurrency: int, run: int, processes: int | str = 1, ms_per_token: float = 0.0) -> dict:
     """One ingestion of the Carol on a fresh simulator, Redis and worker stack: a stack's first ingestion."""
     sim = simulator(latency_ms=latency, ms_per_completion_token=ms_per_token)
-    with sim as llm, client_stack(llm, concurrency or None, processes) as (url, st, client):
+    with sim as llm, client_stack(llm, concurrency or None, processes) as (_url, _st, client):
         tenant = f"bench{run}"
-        procs = stack_processes(st, llm, url)
-        cpu_before = group_cpu(procs)
         started = time.perf_counter()
         view = client.wait(tenant, client.ingest_files(tenant, [SAMPLE])["job_id"], timeout=1800)
         seconds = time.perf_counter() - started
-        cpu = {k: round(v - cpu_before.get(k, 0.0), 2) for k, v in group_cpu(procs).items()}
-        stats, sim, usage = client.stats(tenant), sim_stats(llm), view["usage"]
+        stats, usage = client.stats(tenant), view["usage"]
         return {
             "bench": "ingest", "latency_ms": latency, "ms_per_completion_token": ms_per_token,
             "concurrency": concurrency, "processes": processes, "run": run,
             "status": view["status"], "seconds": round(seconds, 3),
             "llm_calls": usage["calls"], "calls_by_stage": {s: v.get("calls", 0) for s, v in usage["by_stage"].items()},
             "prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
-            "stage_times": view.get("stage_times"),
-            "cpu_seconds": cpu, "cpu_seconds_total": round(sum(cpu.values()), 2),
-            # cores busy on average (CPU seconds / wall seconds): at the machine's core count the run is
-            # CPU-bound; well below it, it waits on the LLM or on one process's GIL
-            "cores_busy": round(sum(cpu.values()) / seconds, 2), "cores": os.cpu_count(),
-            "sim_chat_calls": sim["chat"]["calls"], "sim_embedding_calls": sim["embeddings"]["calls"],
             **{k: stats[k] for k in ("chunks", "entities", "relations", "communities_by_level", "reports")},
         }
 
@@ -53,8 +42,7 @@ def main() -> None:
         emit(runs, args.out)
         emit({"bench": "ingest_median", "latency_ms": latency, "ms_per_completion_token": args.ms_per_completion_token,
               "processes": args.processes, "runs": len(runs),
-              **{f"{k}_median": statistics.median(r[field] for r in runs) for k, field in
-                 (("seconds", "seconds"), ("cpu_seconds", "cpu_seconds_total"), ("cores_busy", "cores_busy"))},
+              "seconds_median": statistics.median(r["seconds"] for r in runs),
               **{k: runs[0][k] for k in ("llm_calls", "prompt_tokens", "completion_tokens")}}, args.out)
 
 

@@ -2,8 +2,7 @@
 
     .venv/bin/python -m bench.suites.retrieval [--sets hotpotqa musique 2wiki quickstart] [--llm sim|none|both]
         [--modes local global naive hybrid causal graph] [--budget 4000] [--limit N] [--latency-ms 0]
-        [--questions Q.json [--corpus C.json] [--join ""]] [--out bench/results/retrieval.jsonl]
-        [--questions-out PATH] [--bm25-top-k 300] [--hybrid-bm25-weight 0.5]
+        [--out bench/results/retrieval.jsonl] [--questions-out PATH] [--bm25-top-k 300] [--hybrid-bm25-weight 0.5]
 """
 
 from __future__ import annotations
@@ -16,8 +15,7 @@ import time
 from pathlib import Path
 
 from bench.harness import results
-from bench.harness.datasets import DATA_ROOT, SETS, Dataset, load_files, load_named_set
-from bench.harness.llm_calls import in_flight_s
+from bench.harness.datasets import DATA_ROOT, SETS, Dataset, load_named_set
 from bench.harness.peers.peer_run import delta
 from bench.harness.results import PEERS_PYTHON, emit, machine
 from bench.harness.retrieval_baselines import BASELINE_MODES, BM25_TOP_K, BUDGET_MODEL, HYBRID_BM25_WEIGHT, Baselines
@@ -25,7 +23,6 @@ from bench.harness.retrieval_records import (
     bm25_allowances,
     chunk_passage_map,
     graphfleet_keys,
-    macro_average,
     question_record,
     set_summary,
 )
@@ -34,6 +31,7 @@ from shared.domain.tokens import count_tokens
 
 DEFAULT_MODES = ["local", "global", "naive", "hybrid", "causal", "graph"]
 LLM_FLAGS = {"sim": [True], "none": [False], "both": [True, False]}
+# the peers' modes (nano's global maps even for only_need_context: dozens of LLM calls per question)
 PEER_MODES = {"nano": ["local", "global", "naive"], "lightrag": ["local", "global", "hybrid", "naive", "mix"]}
 
 
@@ -56,21 +54,6 @@ def parse_variant(spec: str) -> tuple[str, str, dict]:
             fields[key.strip()] = raw
     QueryParam(mode=mode, **fields)  # unknown fields or bad values fail here, before any ingestion
     return name, mode, fields
-
-
-def rejected_modes(modes: list[str]) -> list[str]:
-    """Modes this checkout's QueryParam does not accept (e.g. ``graph`` before it lands)."""
-    from pydantic import ValidationError
-
-    from shared.domain.query.params import QueryParam
-
-    bad = []
-    for mode in modes:
-        try:
-            QueryParam(mode=mode)
-        except ValidationError:
-            bad.append(mode)
-    return bad
 
 
 def _measure_modes(client, args, ds: Dataset, head: dict, chunk_keys: dict[str, str]) -> dict[str, list[dict]]:
@@ -107,18 +90,26 @@ def run_graphfleet(args, ds: Dataset, llm: str | None, head: dict, embed_in_proc
         ingest_s = time.perf_counter() - started
         stats, usage, store = client.stats("eval"), view["usage"], client.store("eval")
         chunk_keys = chunk_passage_map({i: c.text for i, c in store.chunks(store.all_chunk_ids()).items()}, docs)
-        # chat calls and tokens from the simulator's counters, as for the peers (graphfleet's own ledger also
-        # counts embedding calls and their input tokens; it is kept beside them)
+        # chat calls and tokens from the simulator's counters, as for the peers
         sim = delta(before, sim_stats(llm)) if llm else {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
                                                           "embedding_calls": None}
         emit({"bench": "retrieval_set_ingest", **head, "status": view["status"], "seconds": round(ingest_s, 2),
               "passages": len(docs), "chunks_mapped": len(chunk_keys), "passages_mapped": len(set(chunk_keys.values())),
               **{k: sim[k] for k in ("llm_calls", "prompt_tokens", "completion_tokens", "embedding_calls")},
-              "ledger": {k: usage.get(k) for k in ("calls", "prompt_tokens", "completion_tokens", "cost_usd")},
               "embedding": embed_usage(client.redis, job["job_id"], usage, len(docs), started_ts),
               "embed_in_process": embed_in_process,
               **{k: stats[k] for k in ("chunks", "entities", "relations", "communities_by_level")}}, args.out)
         return _measure_modes(client, args, ds, head, chunk_keys)
+
+
+def in_flight_s(records) -> float:
+    """Seconds some call of ``records`` (usage records) was in flight: the union of their intervals."""
+    covered, reach = 0.0, float("-inf")
+    for lo, hi in sorted((r.ts - r.latency_s, r.ts) for r in records):
+        if hi > reach:
+            covered += hi - max(lo, reach)
+            reach = hi
+    return covered
 
 
 def embed_usage(redis, job_id: str, usage: dict, passages: int, since: float) -> dict:
@@ -142,7 +133,7 @@ def run_peer(args, system: str, ds: Dataset, llm: str, head: dict) -> dict[str, 
     head = {**head, "system": system}
     limit = args.nano_global_limit if system == "nano" else 0
     queries = [{"id": f"{mode}:{i}", "mode": mode, "query": q["question"], "only_need_context": True}
-               for mode in getattr(args, f"{system}_modes") for i, q in enumerate(ds.questions)
+               for mode in PEER_MODES[system] for i, q in enumerate(ds.questions)
                if not (mode == "global" and limit and i >= limit)]
     lines, proc = run_peer_process(args.peers_python, system, llm, list(ds.docs.values()), queries, args.budget, 16)
     if proc.returncode != 0:
@@ -164,12 +155,11 @@ def run_peer(args, system: str, ds: Dataset, llm: str, head: dict) -> dict[str, 
     return by_mode
 
 
-def run_set(args, ds: Dataset, llm_url: str | None, run_id: str) -> list[dict]:
+def run_set(args, ds: Dataset, llm_url: str | None, run_id: str) -> None:
     """One set under each LLM setting: graphfleet (and peers), the baselines; the set summaries. The baselines
     rank each question once for every setting, and each setting packs them into its own allowances."""
     base = Baselines(ds.docs, args.bm25_top_k, args.hybrid_bm25_weight)
     rankings = base.rank_all(ds.questions)
-    summaries = []
     for llm in LLM_FLAGS[args.llm]:
         head = {"run": run_id, "set": ds.name, "llm": llm}
         url = llm_url if llm else None
@@ -182,23 +172,16 @@ def run_set(args, ds: Dataset, llm_url: str | None, run_id: str) -> list[dict]:
                                               None, args.budget)
         emit([*flat, *(r for name in ("bm25", "bm25_full", "hybrid_baseline", "dense") for r in baselines[name])],
              args.questions_out, echo=False)
-        summaries.append(set_summary({**head, "system": "graphfleet"}, by_mode, args.budget, len(ds.passages),
-                                     **baselines, embed_cost=base.embed_cost,
-                                     hybrid_bm25_weight=args.hybrid_bm25_weight))
-        emit(summaries[-1], args.out)
+        emit(set_summary({**head, "system": "graphfleet"}, by_mode, args.budget, len(ds.passages), **baselines,
+                         embed_cost=base.embed_cost, hybrid_bm25_weight=args.hybrid_bm25_weight), args.out)
         for system in (s for s in args.systems if s != "graphfleet" and llm):
             by_mode = run_peer(args, system, ds, url, head)
             emit([r for records in by_mode.values() for r in records], args.questions_out, echo=False)
-            summaries.append(set_summary({**head, "system": system}, by_mode, args.budget, len(ds.passages)))
-            emit(summaries[-1], args.out)
-    return summaries
+            emit(set_summary({**head, "system": system}, by_mode, args.budget, len(ds.passages)), args.out)
 
 
 def run(args) -> None:
     sets = [load_named_set(name, args.data_dir) for name in args.sets]
-    if args.questions:
-        sets.append(load_files([(args.questions, args.join)], args.corpus, args.join,
-                               name=args.set_name or args.questions.stem))
     for ds in sets:
         ds.questions = ds.questions[: args.limit] if args.limit else ds.questions
     run_id = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -207,35 +190,24 @@ def run(args) -> None:
           "sets": {ds.name: {"questions": len(ds.questions), "passages": len(ds.passages), "skipped": ds.skipped}
                    for ds in sets},
           "systems": args.systems, "llm": LLM_FLAGS[args.llm], "modes": args.modes,
-          "modes_skipped": args.modes_skipped, "budget": args.budget, "bm25_top_k": args.bm25_top_k,
+          "budget": args.budget, "bm25_top_k": args.bm25_top_k,
           "hybrid_bm25_weight": args.hybrid_bm25_weight,
           "questions_out": str(args.questions_out) if args.questions_out else None}, args.out)
-    summaries: list[dict] = []
     with contextlib.ExitStack() as es:
         llm_url = es.enter_context(simulator(latency_ms=args.latency_ms)) if True in LLM_FLAGS[args.llm] else None
         for ds in sets:
-            summaries += run_set(args, ds, llm_url, run_id)
-    for key in dict.fromkeys((s["llm"], s["system"]) for s in summaries):
-        emit(macro_average([s for s in summaries if (s["llm"], s["system"]) == key]), args.out)
+            run_set(args, ds, llm_url, run_id)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The options, resolved: sets (all four unless --questions), --questions' corpus, the questions file."""
+    """The options, resolved: the per-question records' file beside ``--out``."""
     ap = results.parser(__doc__, processes=1, peers_python=PEERS_PYTHON)
-    ap.add_argument("--sets", nargs="*", choices=list(SETS), default=None,
-                    help="named sets (default: all four, or none when --questions is given)")
+    ap.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
     ap.add_argument("--data-dir", type=Path, default=DATA_ROOT)
-    ap.add_argument("--questions", type=Path, default=None, help="any set: a JSON array or JSON lines file")
-    ap.add_argument("--corpus", type=Path, default=None,
-                    help="its pooled passages (default: <questions stem>_corpus.json, else the questions' contexts)")
-    ap.add_argument("--join", default="", help="--questions' sentence joiner (HotpotQA: \"\", 2WikiMultihopQA: \" \")")
-    ap.add_argument("--set-name", default=None, help="--questions' set name in the records (default: file stem)")
     ap.add_argument("--budget", type=int, default=4000)
-    ap.add_argument("--modes", nargs="+", default=None,
-                    help=f"default: {' '.join(DEFAULT_MODES)} (those this checkout's QueryParam accepts)")
+    ap.add_argument("--modes", nargs="+", default=DEFAULT_MODES, choices=DEFAULT_MODES)
     ap.add_argument("--llm", choices=list(LLM_FLAGS), default="sim",
                     help="sim: the simulator; none: LLM-free extraction, no LLM at query time; both: each in turn")
-    ap.add_argument("--no-llm", dest="llm", action="store_const", const="none", help="same as --llm none")
     ap.add_argument("--bm25-top-k", type=int, default=BM25_TOP_K,
                     help="the baselines' top k: BM25's, the dense list's and the fused hybrid's")
     ap.add_argument("--hybrid-bm25-weight", type=float, default=HYBRID_BM25_WEIGHT,
@@ -243,30 +215,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--latency-ms", type=float, default=0.0)
     ap.add_argument("--limit", type=int, default=0, help="first N questions of each set only")
     ap.add_argument("--systems", nargs="+", default=["graphfleet"], choices=["graphfleet", "nano", "lightrag"])
-    ap.add_argument("--nano-modes", nargs="+", default=PEER_MODES["nano"],
-                    help="nano's global maps even for only_need_context: dozens of LLM calls per question")
     ap.add_argument("--nano-global-limit", type=int, default=10,
                     help="nano's global on the first N questions only (0 = all): ~37 s and 88 map calls each here")
     ap.add_argument("--variant", action="append", type=parse_variant, default=[], metavar="NAME:MODE:k=v,...",
                     help="graphfleet: also MODE with these QueryParam overrides (repeatable), as 'MODE [NAME]'")
-    ap.add_argument("--lightrag-modes", nargs="+", default=PEER_MODES["lightrag"])
     ap.add_argument("--questions-out", type=Path, default=None,
                     help="per-question records (default: <out stem>.questions.jsonl beside --out)")
     args = ap.parse_args(argv)
-    if args.sets is None:
-        args.sets = [] if args.questions else list(SETS)
-    if args.questions and args.corpus is None:
-        guess = args.questions.with_name(args.questions.stem + "_corpus.json")
-        args.corpus = guess if guess.exists() else None
-    args.modes_skipped = rejected_modes(DEFAULT_MODES) if args.modes is None else []
-    if args.modes is None:  # the default list: a mode not landed yet (graph) is left out, and said so
-        args.modes = [m for m in DEFAULT_MODES if m not in args.modes_skipped]
-        if args.modes_skipped:
-            print(f"retrieval: this checkout's QueryParam rejects {args.modes_skipped}: left out", file=sys.stderr)
-    elif bad := rejected_modes(args.modes):
-        ap.error(f"this checkout's QueryParam rejects mode(s) {bad}: pass --modes without them")
-    if not args.sets and not args.questions:
-        ap.error("nothing to measure: --sets or --questions")
     if args.questions_out is None and args.out is not None:
         args.questions_out = args.out.with_name(args.out.stem + ".questions.jsonl")
     return args

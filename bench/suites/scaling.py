@@ -20,10 +20,6 @@ from shared.domain.tokens import count_tokens_batch
 CAROL = DATA / "christmas_carol.txt"
 
 
-def carol_docs() -> list[tuple[str, str]]:
-    return [("A Christmas Carol", CAROL.read_text(encoding="utf-8-sig"))]
-
-
 def x20_docs(factor: int = 20) -> list[tuple[str, str]]:
     """(title, text) documents totalling at least ``factor`` times the Carol's tokens: the earnings calls, the
     HotpotQA passages, the Carol, then renamed copies of it."""
@@ -43,7 +39,7 @@ def x20_docs(factor: int = 20) -> list[tuple[str, str]]:
     return docs
 
 
-CORPORA = {"carol": carol_docs, "x20": x20_docs}
+CORPORA = {"carol": lambda: [("A Christmas Carol", CAROL.read_text(encoding="utf-8-sig"))], "x20": x20_docs}
 
 
 def run_once(corpus: str, docs: list[tuple[str, str]], processes: int, latency: float, run: int,

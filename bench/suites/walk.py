@@ -64,8 +64,7 @@ def main() -> None:
             index.walk(ents, seeds, top_k=200)
             times.append(1000 * (time.perf_counter() - t0))
             cpu.append(1000 * (time.process_time() - c0))
-        times.sort()
-        cpu.sort()
+        times, cpu = sorted(times), sorted(cpu)
         emit({"bench": "walk", "passages": n, "entities": len(names), "edges": index.edge_count,
               "build_s": round(build_s, 2), "build_cpu_s": round(build_cpu_s, 2),
               "arrays_mb": round(index.nbytes / 2**20, 1),

@@ -7,9 +7,8 @@ from __future__ import annotations
 from bench.harness.peers.peer_run import delta
 from bench.harness.systems import medians, question, schedule
 from bench.report.compare import by_stage, compare_tables
-from bench.report.retrieval import retrieval_runs, retrieval_table
 from bench.report.tables import scaling_table
-from bench.suites.context_build import case_questions
+from bench.suites.context_build import case_plan
 from bench.suites.scaling import renamed
 
 
@@ -96,53 +95,7 @@ def test_scaling_table_reports_speed_up_against_one_process_at_the_same_latency(
     assert "| carol | 200 ms | 1 | 1,000 | 40 | 2 | 4.0 | 10.0 | 2.00 |" in table
 
 
-def _retrieval_run(llm: bool, systems: dict[str, float], bm25: float, finished: bool = True) -> list[dict]:
-    rows = [{"bench": "machine", "cpus": 2}]
-    for system, recall in systems.items():
-        rows.append({"bench": "retrieval_ingest", "system": system, "status": "succeeded", "seconds": 1.0,
-                     "passages": 3, "llm": llm, "llm_calls": 1, "prompt_tokens": 1, "completion_tokens": 1,
-                     "entities": 1, "relations": 1})
-        rows.append({"bench": "retrieval_mode", "system": system, "mode": "local", "questions": 2,
-                     "recall_mean": recall, "all_gold_share": 0.0, "context_tokens_median": 9,
-                     "over_budget": 0, "seconds_median": 0.1})
-    rows.append({"bench": "retrieval_mode", "system": "bm25", "mode": "bm25 (baseline)", "questions": 2,
-                 "recall_mean": bm25, "all_gold_share": 0.0, "context_tokens_median": 9, "over_budget": 0,
-                 "seconds_median": None})
-    if finished:
-        rows.append({"bench": "retrieval_summary", "budget": 40, "budget_encoding": "cl100k_base",
-                     "questions": 2, "llm": llm})
-    return rows
-
-
-def test_retrieval_report_takes_each_systems_newest_finished_run_per_llm_setting():
-    rows = (_retrieval_run(True, {"graphfleet": 0.5, "nano": 0.1}, 0.9)
-            + _retrieval_run(False, {"graphfleet": 0.3}, 0.9)
-            + _retrieval_run(True, {"nano": 0.2}, 0.8)
-            + _retrieval_run(True, {"lightrag": 0.7}, 0.8, finished=False))  # stopped: ignored
-    merged = retrieval_runs(rows)
-    local = {r["system"]: r["recall_mean"] for r in merged[True] if r["bench"] == "retrieval_mode"}
-    assert local == {"graphfleet": 0.5, "nano": 0.2, "bm25": 0.8}
-    assert [r["system"] for r in merged[False] if r["bench"] == "retrieval_mode"] == ["graphfleet", "bm25"]
-    text = "\n".join(retrieval_table(rows))
-    assert "| nano-graphrag | local | 2 | 0.20 |" in text and "LightRAG" not in text
-
-
 def test_each_context_build_case_asks_questions_no_earlier_case_asked():
-    cases = [case_questions(k, repeat=5) for k in range(4)]
+    cases = [questions for _mode, _budget, questions in case_plan(["local", "naive"], [12000, 30000], repeat=5)]
     assert all(len(c) == 6 for c in cases)
     assert len({q for c in cases for q in c}) == 24
-
-
-def test_precise_cpu_reads_the_threads_schedstat_in_ns_and_misses_nothing_of_a_short_window():
-    import os
-
-    import psutil
-
-    from bench.harness.cpu import _scheduled_s, cpu_of
-
-    before = cpu_of({"me": [psutil.Process()]}, precise=True)["me"]
-    sum(i * i for i in range(200_000))  # a few ms of CPU: less than one 10 ms clock tick
-    spent = cpu_of({"me": [psutil.Process()]}, precise=True)["me"] - before
-    assert 0 < spent < 1.0  # seen, where clock ticks would often say 0
-    assert _scheduled_s(2**22 + 12345) is None  # no such process: the caller falls back to clock ticks
-    assert _scheduled_s(os.getpid()) > 0

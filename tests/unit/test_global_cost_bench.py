@@ -9,8 +9,8 @@ def test_point_reports_split_multi_report_citations_and_keep_the_best_positive_s
     assert point_reports(None) == {}
 
 
-def test_coverage_counts_reports_and_weighs_them_by_their_full_scan_score():
+def test_coverage_is_the_share_of_the_full_scans_reports_found():
     full = {"a": 90.0, "b": 10.0, "c": 100.0}
-    assert coverage(full, {"a": 1.0, "c": 5.0, "z": 50.0}) == (2 / 3, 190 / 200)
-    assert coverage(full, {}) == (0.0, 0.0)
-    assert coverage({}, {"a": 1.0}) == (1.0, 1.0)  # the full scan found nothing: nothing to miss
+    assert coverage(full, {"a": 1.0, "c": 5.0, "z": 50.0}) == 2 / 3
+    assert coverage(full, {}) == 0.0
+    assert coverage({}, {"a": 1.0}) == 1.0  # the full scan found nothing: nothing to miss

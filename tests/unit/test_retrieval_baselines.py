@@ -1,16 +1,15 @@
-"""The retrieval benchmark's baselines and report (bench/harness/retrieval_baselines.py, retrieval_answers.py,
-bench/report/retrieval_sets.py): answer-in-context's normalisation and whole-word match, the no-graph
-baselines packed into the same allowance (the real local embedder), the targets and the report tables.
-No stack."""
+"""The retrieval benchmark's baselines and report (bench/harness/retrieval_baselines.py, the answer match in
+bench/harness/retrieval_records.py, bench/report/retrieval_sets.py): answer-in-context's normalisation and
+whole-word match, the no-graph baselines packed into the same allowance (the real local embedder), the targets
+and the report tables. No stack."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.harness.datasets import Dataset
-from bench.harness.retrieval_answers import answer_in_context, gold_answers, normalize
+from bench.harness.datasets import Dataset, gold_answers
 from bench.harness.retrieval_baselines import BUDGET_MODEL, Baselines, Ranking, hybrid
-from bench.harness.retrieval_records import mode_stats, question_record
+from bench.harness.retrieval_records import answer_in_context, mode_stats, normalize, question_record
 from bench.report.retrieval_sets import set_target, sets_tables
 from shared.domain.retrieval.fusion import zscore
 from shared.domain.tokens import count_tokens

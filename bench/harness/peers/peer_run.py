@@ -33,14 +33,10 @@ def delta(before: dict, after: dict) -> dict:
             "embedding_calls": emb["calls"], "embedding_inputs": emb["inputs"]}
 
 
-def emit(record: dict, out: Path | None = None) -> None:
-    """One JSON line to ``out`` (the peers print progress tickers on stdout), else to stdout."""
-    line = json.dumps(record, ensure_ascii=False)
-    if out is None:
-        print(line, flush=True)
-        return
+def emit(record: dict, out: Path) -> None:
+    """One JSON line to ``out`` (not stdout: the peers print progress tickers there)."""
     with out.open("a", encoding="utf-8") as fh:
-        fh.write(line + "\n")
+        fh.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
 def graph_counts(workdir: Path) -> dict:
@@ -153,24 +149,12 @@ async def timed_query(rag, query: str, param) -> tuple[str, str | None, float]:
     return out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, default=str), error, seconds
 
 
-async def timed_repeats(rag, q: dict, param) -> dict:
-    """The same query ``q["repeat"]`` times in this process: each run's seconds, the median, the last output."""
-    seconds, text, error = [], "", None
-    for _ in range(q["repeat"]):
-        text, failed, s = await timed_query(rag, q["query"], param)
-        error = failed or error
-        seconds.append(round(s, 5))
-    return {"phase": "repeat", "id": q.get("id"), "mode": q["mode"], "only_need_context": q["only_need_context"],
-            "budget": q.get("budget"), "runs": len(seconds), "seconds_all": seconds,
-            "seconds_median": sorted(seconds)[len(seconds) // 2], "error": error, "output": text}
-
-
 async def main(spec: dict) -> None:
     system, base = spec["system"], spec["base_url"]
     workdir = Path(spec["workdir"])
     workdir.mkdir(parents=True, exist_ok=True)
     param_of = nano_param if system == "nano" else lightrag_param
-    out_path = Path(spec["out"]) if spec.get("out") else None
+    out_path = Path(spec["out"])
     rag = await (nano_rag if system == "nano" else lightrag_rag)(spec)
     if spec.get("docs"):
         before, started = sim_stats(base), time.perf_counter()
@@ -180,17 +164,13 @@ async def main(spec: dict) -> None:
                                                                              "communities_by_level": {}}
         emit({"phase": "ingest", "system": system, "seconds": round(seconds, 3), "docs": len(spec["docs"]),
               **delta(before, sim_stats(base)), **graph_counts(workdir), **communities}, out_path)
-    for q in spec.get("queries", []):
-        if q.get("repeat"):
-            param = param_of(q["mode"], q["only_need_context"], q.get("budget", spec.get("budget")))
-            emit(await timed_repeats(rag, q, param), out_path)
-            continue
+    for q in spec.get("queries", []):  # a query's own budget, else the spec's
         before = sim_stats(base)
         text, error, seconds = await timed_query(rag, q["query"], param_of(q["mode"], q["only_need_context"],
-                                                                          spec.get("budget")))
+                                                                          q.get("budget", spec.get("budget"))))
         emit({"phase": "query", "system": system, "id": q.get("id"), "mode": q["mode"],
-              "only_need_context": q["only_need_context"], "seconds": round(seconds, 4), "error": error,
-              "output": text if spec.get("return_output", True) else None, **delta(before, sim_stats(base))}, out_path)
+              "only_need_context": q["only_need_context"], "seconds": round(seconds, 5), "error": error,
+              "output": text, **delta(before, sim_stats(base))}, out_path)
     if system == "lightrag":
         await rag.finalize_storages()
 
