@@ -2,7 +2,8 @@
 
     .venv/bin/python -m bench.suites.retrieval [--sets hotpotqa musique 2wiki quickstart] [--llm sim|none|both]
         [--modes local global naive hybrid causal graph] [--budget 4000] [--limit N] [--latency-ms 0]
-        [--out bench/results/retrieval.jsonl] [--questions-out PATH] [--bm25-top-k 300] [--hybrid-bm25-weight 0.5]
+        [--questions Q.json [--corpus C.json] [--join ""]] [--out bench/results/retrieval.jsonl]
+        [--questions-out PATH] [--bm25-top-k 300] [--hybrid-bm25-weight 0.5]
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from pathlib import Path
 
 from bench.harness import results
-from bench.harness.datasets import DATA_ROOT, SETS, Dataset, load_named_set
+from bench.harness.datasets import DATA_ROOT, SETS, Dataset, load_files, load_named_set
 from bench.harness.peers.peer_run import delta
 from bench.harness.results import PEERS_PYTHON, emit, machine
 from bench.harness.retrieval_baselines import BASELINE_MODES, BM25_TOP_K, BUDGET_MODEL, HYBRID_BM25_WEIGHT, Baselines
@@ -182,6 +183,9 @@ def run_set(args, ds: Dataset, llm_url: str | None, run_id: str) -> None:
 
 def run(args) -> None:
     sets = [load_named_set(name, args.data_dir) for name in args.sets]
+    if args.questions:
+        sets.append(load_files([(args.questions, args.join)], args.corpus, args.join,
+                               name=args.set_name or args.questions.stem))
     for ds in sets:
         ds.questions = ds.questions[: args.limit] if args.limit else ds.questions
     run_id = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -200,10 +204,16 @@ def run(args) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The options, resolved: the per-question records' file beside ``--out``."""
+    """The options, resolved: sets (all four unless --questions), --questions' corpus, the questions file."""
     ap = results.parser(__doc__, processes=1, peers_python=PEERS_PYTHON)
-    ap.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
+    ap.add_argument("--sets", nargs="*", choices=list(SETS), default=None,
+                    help="named sets (default: all four, or none when --questions is given)")
     ap.add_argument("--data-dir", type=Path, default=DATA_ROOT)
+    ap.add_argument("--questions", type=Path, default=None, help="any set: a JSON array or JSON lines file")
+    ap.add_argument("--corpus", type=Path, default=None,
+                    help="its pooled passages (default: <questions stem>_corpus.json, else the questions' contexts)")
+    ap.add_argument("--join", default="", help="--questions' sentence joiner (HotpotQA: \"\", 2WikiMultihopQA: \" \")")
+    ap.add_argument("--set-name", default=None, help="--questions' set name in the records (default: file stem)")
     ap.add_argument("--budget", type=int, default=4000)
     ap.add_argument("--modes", nargs="+", default=DEFAULT_MODES, choices=DEFAULT_MODES)
     ap.add_argument("--llm", choices=list(LLM_FLAGS), default="sim",
@@ -222,6 +232,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--questions-out", type=Path, default=None,
                     help="per-question records (default: <out stem>.questions.jsonl beside --out)")
     args = ap.parse_args(argv)
+    if args.sets is None:
+        args.sets = [] if args.questions else list(SETS)
+    if args.questions and args.corpus is None:
+        guess = args.questions.with_name(args.questions.stem + "_corpus.json")
+        args.corpus = guess if guess.exists() else None
+    if not args.sets and not args.questions:
+        ap.error("nothing to measure: --sets or --questions")
     if args.questions_out is None and args.out is not None:
         args.questions_out = args.out.with_name(args.out.stem + ".questions.jsonl")
     return args

@@ -282,7 +282,10 @@ def test_options_default_to_all_four_sets_every_mode_and_keep_no_llm(tmp_path):
     assert args.questions_out == tmp_path / "r.questions.jsonl" and args.bm25_top_k == 300
     assert parse_args(["--modes", "naive", "--llm", "none"]).llm == "none"
     assert parse_args(["--modes", "naive", "--llm", "both"]).llm == "both"
-    assert parse_args(["--modes", "naive", "--sets", "musique"]).questions_out is None
+    q = tmp_path / "set.jsonl"
+    q.write_text(json.dumps(WIKI) + "\n")
+    args = parse_args(["--modes", "naive", "--questions", str(q), "--join", " "])
+    assert args.sets == [] and args.corpus is None and args.questions_out is None
     assert DEFAULT_MODES == ["local", "global", "naive", "hybrid", "causal", "graph"]
     assert parse_args([]).modes == DEFAULT_MODES
     with pytest.raises(SystemExit):
