@@ -23,6 +23,14 @@ from shared.domain.models import (
 )
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import SEP, Keys
+from shared.infra.store.graph_codec import (
+    pack_entity_fragment,
+    pack_extraction,
+    pack_relation_fragment,
+    unpack_entity_fragment,
+    unpack_extraction,
+    unpack_relation_fragment,
+)
 from shared.infra.store.lru import CACHED_TENANTS, LRU
 from shared.infra.store.redis_communities import CommunityStore
 from shared.infra.store.redis_documents import DocumentStore
@@ -68,13 +76,33 @@ class GraphStore(DocumentStore, CommunityStore):
     # ----------------------------------------------------------- extraction
     def extraction(self, chunk_id: str) -> ExtractionResult | None:
         raw = self.redis.get(self.k.extraction(chunk_id))
-        return ExtractionResult.model_validate_json(raw) if raw else None
+        return self._extraction_result(chunk_id, raw) if raw else None
 
     def chunk_and_extraction(self, chunk_id: str) -> tuple[Chunk | None, ExtractionResult | None]:
-        """The chunk and its stored extraction (if any), in one round trip."""
+        """The chunk and its stored extraction (if any)."""
         chunk, extraction = self.redis.mget([self.k.chunk(chunk_id), self.k.extraction(chunk_id)])
         return (Chunk.model_validate_json(chunk) if chunk else None,
-                ExtractionResult.model_validate_json(extraction) if extraction else None)
+                self._extraction_result(chunk_id, extraction) if extraction else None)
+
+    def _extraction_result(self, chunk_id: str, raw) -> ExtractionResult | None:
+        """The extraction a record stands for, its fragments read back from their hashes in one round trip; None
+        when one of them is missing (the chunk is then extracted again, which rewrites them all)."""
+        index = unpack_extraction(raw)
+        if index.result is not None:
+            return index.result
+        pipe = self.redis.pipeline(transaction=False)
+        for name in index.names:
+            pipe.hget(self.k.entity_fragments(name), chunk_id)
+        for src, tgt in index.pairs:
+            pipe.hget(self.k.relation_fragments(src, tgt), chunk_id)
+        raws = pipe.execute() if index.names or index.pairs else []
+        if any(raw is None for raw in raws):
+            return None
+        return ExtractionResult(
+            chunk_id=chunk_id, warnings=index.warnings,
+            entities=[unpack_entity_fragment(r, name, chunk_id) for name, r in zip(index.names, raws, strict=False)],
+            relations=[unpack_relation_fragment(r, src, tgt, chunk_id)
+                       for (src, tgt), r in zip(index.pairs, raws[len(index.names):], strict=True)])
 
     def extracted(self, chunk_ids: list[str]) -> set[str]:
         """The chunks whose extraction is stored (extracted before, by any job), in one round trip."""
@@ -84,18 +112,22 @@ class GraphStore(DocumentStore, CommunityStore):
         return {cid for cid, n in zip(chunk_ids, pipe.execute() if chunk_ids else [], strict=True) if n}
 
     def save_extraction(self, result: ExtractionResult) -> None:
-        """Write the chunk's fragments (idempotent) and mark what they touch dirty (one SADD per kind)."""
+        """Write the chunk's fragments (idempotent), its record (where they are filed) and mark what they touch
+        dirty (one SADD per kind)."""
+        cid = result.chunk_id
         pipe = self.redis.pipeline(transaction=True)
         for frag in result.entities:
-            pipe.hset(self.k.entity_fragments(frag.name), result.chunk_id, frag.model_dump_json())
+            pipe.hset(self.k.entity_fragments(frag.name), cid, pack_entity_fragment(frag, cid))
         fields = [rel_field(frag.src, frag.tgt) for frag in result.relations]
         for frag, field in zip(result.relations, fields, strict=True):
-            pipe.hset(self.k.relation_fragments(*split_rel_field(field)), result.chunk_id, frag.model_dump_json())
-        if result.entities:
-            pipe.sadd(self.k.dirty("entities"), *(frag.name for frag in result.entities))
+            pipe.hset(self.k.relation_fragments(*split_rel_field(field)), cid, pack_relation_fragment(frag, cid))
+        names = list(dict.fromkeys(frag.name for frag in result.entities))
+        if names:
+            pipe.sadd(self.k.dirty("entities"), *names)
         if fields:
             pipe.sadd(self.k.dirty("relations"), *fields)
-        pipe.set(self.k.extraction(result.chunk_id), result.model_dump_json())
+        pipe.set(self.k.extraction(cid), pack_extraction(
+            names, [split_rel_field(f) for f in dict.fromkeys(fields)], result.warnings))
         pipe.execute()
 
     # -------------------------------------------------------------- merging
@@ -117,7 +149,7 @@ class GraphStore(DocumentStore, CommunityStore):
             # Clear the dirty mark *before* reading so a concurrent writer re-marks it.
             self.redis.srem(self.k.dirty("entities"), name)
             raw = self.redis.hgetall(self.k.entity_fragments(name))
-            frags = [EntityFragment.model_validate_json(v) for v in raw.values()]
+            frags = [unpack_entity_fragment(v, name, to_str(cid)) for cid, v in raw.items()]
             entity = merge(name, frags) if frags else None
             pipe = self.redis.pipeline(transaction=True)
             if entity is None:
@@ -136,7 +168,7 @@ class GraphStore(DocumentStore, CommunityStore):
         with self.redis.lock(self.k.lock("rel:" + field), timeout=self.lock_timeout_s, blocking_timeout=None):
             self.redis.srem(self.k.dirty("relations"), field)
             raw = self.redis.hgetall(self.k.relation_fragments(src, tgt))
-            frags = [RelationFragment.model_validate_json(v) for v in raw.values()]
+            frags = [unpack_relation_fragment(v, src, tgt, to_str(cid)) for cid, v in raw.items()]
             relation = merge(src, tgt, frags) if frags else None
             pipe = self.redis.pipeline(transaction=True)
             if relation is None:
@@ -161,7 +193,8 @@ class GraphStore(DocumentStore, CommunityStore):
         """
         frag_key = self.k.entity_fragments if kind == "entities" else (
             lambda f: self.k.relation_fragments(*split_rel_field(f)))
-        model = EntityFragment if kind == "entities" else RelationFragment
+        unpack = (lambda key, cid, v: unpack_entity_fragment(v, key, cid)) if kind == "entities" else (
+            lambda key, cid, v: unpack_relation_fragment(v, *split_rel_field(key), cid))
         target = self.k.entities() if kind == "entities" else self.k.relations()
         for _attempt in range(max_attempts):
             pipe = self.redis.pipeline(transaction=False)
@@ -169,7 +202,7 @@ class GraphStore(DocumentStore, CommunityStore):
                 pipe.hgetall(frag_key(key))
             raws = pipe.execute()
             def merged(item: tuple[str, dict]) -> object | None:
-                frags = [model.model_validate_json(v) for v in item[1].values()]
+                frags = [unpack(item[0], to_str(cid), v) for cid, v in item[1].items()]
                 return merge(item[0], frags) if frags else None
 
             items = longest_first(list(zip(keys, raws, strict=True)))
@@ -219,11 +252,12 @@ class GraphStore(DocumentStore, CommunityStore):
 
     def remove_chunk_fragments(self, chunk_id: str) -> tuple[set[str], set[str]]:
         """Delete what one chunk contributed; return (entity names, relation fields) to re-merge."""
-        result = self.extraction(chunk_id)
-        if result is None:
+        raw = self.redis.get(self.k.extraction(chunk_id))
+        if raw is None:
             return set(), set()
-        names = {f.name for f in result.entities}
-        fields = {rel_field(f.src, f.tgt) for f in result.relations}
+        index = unpack_extraction(raw)
+        names = set(index.names)
+        fields = {rel_field(src, tgt) for src, tgt in index.pairs}
         pipe = self.redis.pipeline(transaction=True)
         for name in names:
             pipe.hdel(self.k.entity_fragments(name), chunk_id)

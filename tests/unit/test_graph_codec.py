@@ -1,0 +1,76 @@
+"""The compact stored forms of fragments and extraction records (``graph_codec``): what is written reads back as it
+was, and records written in the older, complete JSON form still read, merge and delete."""
+
+from __future__ import annotations
+
+from shared.domain.merge import merge_entity, merge_relation
+from shared.domain.models import EntityFragment, ExtractionResult, RelationFragment
+from shared.infra.store.graph_codec import pack_extraction, unpack_extraction
+from shared.infra.store.redis_graph import GraphStore
+
+
+def _result(cid: str = "chunk-1") -> ExtractionResult:
+    return ExtractionResult(chunk_id=cid, warnings=["w1"], entities=[
+        EntityFragment(name="A", type="person", description="A is here.", source_id=cid, doc_id="doc-1"),
+        EntityFragment(name="B", source_id=cid),
+        EntityFragment(name="C", type="place", description="Ç, ünïcode — “quoted”", source_id=cid, doc_id="doc-1"),
+    ], relations=[
+        RelationFragment(src="A", tgt="B", description="A met B.", keywords="co-occurrence", weight=2.0,
+                         strength=3.5, source_id=cid, doc_id="doc-1"),
+        RelationFragment(src="B", tgt="Z", source_id=cid),  # an endpoint that is not one of the chunk's entities
+    ])
+
+
+def test_an_extraction_reads_back_as_written(redis_client, tenant):
+    store = GraphStore(redis_client, tenant)
+    result = _result()
+    store.save_extraction(result)
+    assert store.extraction("chunk-1") == result
+    assert store.chunk_and_extraction("chunk-1")[1] == result
+    assert store.dirty_members("relations") == ["A\x1fB", "B\x1fZ"]
+
+
+def test_reversed_endpoints_are_filed_and_read_as_the_sorted_pair(redis_client, tenant):
+    store = GraphStore(redis_client, tenant)
+    store.save_extraction(ExtractionResult(chunk_id="c1", relations=[
+        RelationFragment(src="Y", tgt="X", description="y-x", source_id="c1")]))
+    (frag,) = store.extraction("c1").relations
+    assert (frag.src, frag.tgt, frag.description) == ("X", "Y", "y-x")
+    assert merge_relation("Y", "X", [frag]) == merge_relation("Y", "X", [
+        RelationFragment(src="Y", tgt="X", description="y-x", source_id="c1")])
+
+
+def test_a_missing_fragment_makes_the_extraction_absent_so_it_is_made_again(redis_client, tenant):
+    store = GraphStore(redis_client, tenant)
+    store.save_extraction(_result())
+    redis_client.hdel(store.k.entity_fragments("B"), "chunk-1")
+    assert store.extraction("chunk-1") is None
+    assert store.extracted(["chunk-1"]) == {"chunk-1"}  # the record is there: deletion still finds every fragment
+    assert store.remove_chunk_fragments("chunk-1") == ({"A", "B", "C"}, {"A\x1fB", "B\x1fZ"})
+
+
+def test_records_written_in_the_complete_json_form_still_read_merge_and_delete(redis_client, tenant):
+    store = GraphStore(redis_client, tenant)
+    result = _result()
+    for frag in result.entities:
+        redis_client.hset(store.k.entity_fragments(frag.name), result.chunk_id, frag.model_dump_json())
+    for frag in result.relations:
+        redis_client.hset(store.k.relation_fragments(*sorted((frag.src, frag.tgt))), result.chunk_id,
+                          frag.model_dump_json())
+    redis_client.set(store.k.extraction(result.chunk_id), result.model_dump_json())
+    store.save_extraction(ExtractionResult(chunk_id="chunk-2", entities=[
+        EntityFragment(name="A", description="A again.", source_id="chunk-2")]))
+    assert store.extraction("chunk-1") == result
+    assert store.merge_entity("A", merge_entity)
+    assert store.entities(["A"])["A"].source_ids == ["chunk-1", "chunk-2"]
+    assert store.remove_chunk_fragments("chunk-1") == ({"A", "B", "C"}, {"A\x1fB", "B\x1fZ"})
+    assert store.merge_entity("A", merge_entity)
+    assert store.entities(["A"])["A"].source_ids == ["chunk-2"]
+    assert not redis_client.exists(store.k.entity_fragments("B"), store.k.extraction("chunk-1"))
+
+
+def test_an_extraction_record_holds_names_once_and_pairs_as_indexes():
+    raw = pack_extraction(["A", "B"], [("A", "B"), ("B", "Z")], [])
+    assert raw == '{"n":["A","B","Z"],"e":2,"r":[0,1,1,2]}'
+    index = unpack_extraction(raw)
+    assert (index.names, index.pairs, index.warnings, index.result) == (["A", "B"], [("A", "B"), ("B", "Z")], [], None)
