@@ -74,3 +74,28 @@ def test_an_extraction_record_holds_names_once_and_pairs_as_indexes():
     assert raw == '{"n":["A","B","Z"],"e":2,"r":[0,1,1,2]}'
     index = unpack_extraction(raw)
     assert (index.names, index.pairs, index.warnings, index.result) == (["A", "B"], [("A", "B"), ("B", "Z")], [], None)
+
+
+def test_communities_and_reports_read_back_as_written_and_older_json_still_reads(redis_client, tenant):
+    from shared.domain.models import Community, CommunityReport, Finding
+    from shared.domain.reports import render_markdown
+
+    store = GraphStore(redis_client, tenant)
+    inner = Community(id="L0-0", level=0, nodes=["A", "B", "C"], edges=[("A", "B"), ("C", "B")], parent="L1-0",
+                      occurrence=0.5, signature="s0", chunk_ids=["c1"])
+    outer = Community(id="L1-0", level=1, nodes=["A"], edges=[("A", "Z")], children=["L0-0"])  # Z: not a member
+    store.replace_communities([inner, outer], {0: 1, 1: 1}, 1)
+    findings = [Finding(summary="f1", explanation="why"), Finding(summary="f2")]
+    rendered = CommunityReport(community_id="L0-0", level=0, title="T", summary="S", findings=findings,
+                               signature="s0", full_text=render_markdown("T", "S", findings))
+    own = CommunityReport(community_id="L1-0", level=1, title="U", summary="V", full_text="written apart")
+    store.save_reports([rendered, own])
+    communities, reports = store.community_rows()
+    assert communities["L0-0"] == inner.model_copy(update={"chunk_ids": []})  # chunk ids: only for occurrence
+    assert communities["L1-0"] == outer
+    assert reports == {"L0-0": rendered, "L1-0": own}
+    assert store.cached_reports(["s0"]) == {"s0": rendered}
+    redis_client.hset(store.k.reports(), "L0-0", rendered.model_dump_json())  # the older, whole JSON
+    redis_client.hset(store.k.communities(), "L0-0", inner.model_dump_json())
+    assert store.reports_by_ids(["L0-0"])["L0-0"] == rendered
+    assert store.communities_by_ids(["L0-0"])["L0-0"] == inner

@@ -10,6 +10,7 @@ from typing import Any
 from shared.domain.models import Community, CommunityReport
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
+from shared.infra.store.community_codec import pack_community, pack_report, unpack_community, unpack_report
 from shared.infra.store.lru import CACHED_TENANTS, LRU
 
 # Parsed communities + reports per tenant, keyed by the random revision every write of either sets
@@ -33,7 +34,7 @@ class CommunityStore:
         pipe = self.redis.pipeline(transaction=True)
         pipe.delete(tmp_c, tmp_n)
         for i in range(0, len(communities), 500):
-            pipe.hset(tmp_c, mapping={c.id: c.model_dump_json() for c in communities[i : i + 500]})
+            pipe.hset(tmp_c, mapping={c.id: pack_community(c) for c in communities[i : i + 500]})
         items = list(node_comm.items())
         for i in range(0, len(items), 2000):
             pipe.hset(tmp_n, mapping={n: json.dumps(ids) for n, ids in items[i : i + 2000]})
@@ -68,8 +69,8 @@ class CommunityStore:
         pipe.hgetall(self.k.reports())
         pipe.hget(self.k.community_meta(), "rev")
         raw_c, raw_r, rev = pipe.execute()
-        communities = {to_str(k): Community.model_validate_json(v) for k, v in raw_c.items()}
-        reports = {to_str(k): CommunityReport.model_validate_json(v) for k, v in raw_r.items()}
+        communities = {to_str(k): unpack_community(v) for k, v in raw_c.items()}
+        reports = {to_str(k): unpack_report(v) for k, v in raw_r.items()}
         if rev is not None:
             _COMMUNITY_ROWS.put(self.k.p, (to_str(rev), self.redis, communities, reports))
         return communities, reports
@@ -87,12 +88,12 @@ class CommunityStore:
     def communities_by_ids(self, ids: Iterable[str]) -> dict[str, Community]:
         ids = list(dict.fromkeys(ids))
         raws = self.redis.hmget(self.k.communities(), ids) if ids else []
-        return {i: Community.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
+        return {i: unpack_community(r) for i, r in zip(ids, raws, strict=True) if r}
 
     def reports_by_ids(self, ids: Iterable[str]) -> dict[str, CommunityReport]:
         ids = list(dict.fromkeys(ids))
         raws = self.redis.hmget(self.k.reports(), ids) if ids else []
-        return {i: CommunityReport.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
+        return {i: unpack_report(r) for i, r in zip(ids, raws, strict=True) if r}
 
     def community_levels(self) -> dict[int, int]:
         raw = self.redis.hget(self.k.community_meta(), "levels")
@@ -119,12 +120,12 @@ class CommunityStore:
     def cached_reports(self, signatures: Iterable[str]) -> dict[str, CommunityReport]:
         sigs = [x for x in dict.fromkeys(signatures) if x]
         raws = self.redis.hmget(self.k.report_cache(), sigs) if sigs else []
-        return {sig: CommunityReport.model_validate_json(r) for sig, r in zip(sigs, raws, strict=True) if r}
+        return {sig: unpack_report(r) for sig, r in zip(sigs, raws, strict=True) if r}
 
     def save_reports(self, reports: Iterable[CommunityReport]) -> None:
         pipe = self.redis.pipeline(transaction=True)
         for report in reports:
-            payload = report.model_dump_json()
+            payload = pack_report(report)
             pipe.hset(self.k.reports(), report.community_id, payload)
             if report.signature:
                 pipe.hset(self.k.report_cache(), report.signature, payload)

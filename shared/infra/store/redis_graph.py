@@ -4,8 +4,9 @@ Concurrency model: what a chunk says about an entity or relation is one *field* 
 per-entity fragment hash, so concurrent writers never overwrite each other and re-running a chunk
 rewrites the same field. The merged record is recomputed from all fragments under a per-key lock.
 
-``GraphStore`` is composed of three parts: documents and chunks (``redis_documents``), communities
-and reports (``redis_communities``) and, here, extraction fragments, merging and the graph itself.
+``GraphStore`` is composed of four parts: documents and chunks (``redis_documents``), communities
+and reports (``redis_communities``), extractions and their fragments (``redis_extractions``) and, here,
+merging and the graph itself.
 """
 
 from __future__ import annotations
@@ -14,26 +15,18 @@ import uuid
 from collections.abc import Callable, Iterable
 
 from shared.domain.models import (
-    Chunk,
     Entity,
     EntityFragment,
-    ExtractionResult,
     Relation,
     RelationFragment,
 )
 from shared.infra.redis.conn import to_str
-from shared.infra.redis.keys import SEP, Keys
-from shared.infra.store.graph_codec import (
-    pack_entity_fragment,
-    pack_extraction,
-    pack_relation_fragment,
-    unpack_entity_fragment,
-    unpack_extraction,
-    unpack_relation_fragment,
-)
+from shared.infra.redis.keys import Keys
+from shared.infra.store.graph_codec import unpack_entity_fragment, unpack_relation_fragment
 from shared.infra.store.lru import CACHED_TENANTS, LRU
 from shared.infra.store.redis_communities import CommunityStore
 from shared.infra.store.redis_documents import DocumentStore
+from shared.infra.store.redis_extractions import ExtractionStore, rel_field, split_rel_field
 from shared.infra.store.row_cache import VersionRows
 
 # Neighbour lists per tenant, keyed by the graph version. Read cache, never coordination.
@@ -45,16 +38,6 @@ _ENTITY_NAMES: LRU[str, tuple[tuple, list[str]]] = LRU(8)
 _RELATION_ROWS: VersionRows[Relation] = VersionRows()
 
 
-def rel_field(src: str, tgt: str) -> str:
-    a, b = sorted((src, tgt))
-    return f"{a}{SEP}{b}"
-
-
-def split_rel_field(field: str) -> tuple[str, str]:
-    a, b = field.split(SEP, 1)
-    return a, b
-
-
 def longest_first(items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
     """(key, fragment hash) pairs with the most fragment bytes first (ties: as given). A merge batch applies its
     merge function to them in this order: the longest merged descriptions are the ones that need an LLM summary,
@@ -64,7 +47,7 @@ def longest_first(items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
     return sorted(items, key=lambda item: -sum(len(v) for v in item[1].values()))
 
 
-class GraphStore(DocumentStore, CommunityStore):
+class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
     """Read/write access to one tenant's data. Implements ``shared.domain.storage.GraphReader``."""
 
     def __init__(self, redis, tenant: str, lock_timeout_s: float = 120.0):
@@ -72,63 +55,6 @@ class GraphStore(DocumentStore, CommunityStore):
         self.tenant = tenant
         self.k = Keys(tenant)
         self.lock_timeout_s = lock_timeout_s
-
-    # ----------------------------------------------------------- extraction
-    def extraction(self, chunk_id: str) -> ExtractionResult | None:
-        raw = self.redis.get(self.k.extraction(chunk_id))
-        return self._extraction_result(chunk_id, raw) if raw else None
-
-    def chunk_and_extraction(self, chunk_id: str) -> tuple[Chunk | None, ExtractionResult | None]:
-        """The chunk and its stored extraction (if any)."""
-        chunk, extraction = self.redis.mget([self.k.chunk(chunk_id), self.k.extraction(chunk_id)])
-        return (Chunk.model_validate_json(chunk) if chunk else None,
-                self._extraction_result(chunk_id, extraction) if extraction else None)
-
-    def _extraction_result(self, chunk_id: str, raw) -> ExtractionResult | None:
-        """The extraction a record stands for, its fragments read back from their hashes in one round trip; None
-        when one of them is missing (the chunk is then extracted again, which rewrites them all)."""
-        index = unpack_extraction(raw)
-        if index.result is not None:
-            return index.result
-        pipe = self.redis.pipeline(transaction=False)
-        for name in index.names:
-            pipe.hget(self.k.entity_fragments(name), chunk_id)
-        for src, tgt in index.pairs:
-            pipe.hget(self.k.relation_fragments(src, tgt), chunk_id)
-        raws = pipe.execute() if index.names or index.pairs else []
-        if any(raw is None for raw in raws):
-            return None
-        return ExtractionResult(
-            chunk_id=chunk_id, warnings=index.warnings,
-            entities=[unpack_entity_fragment(r, name, chunk_id) for name, r in zip(index.names, raws, strict=False)],
-            relations=[unpack_relation_fragment(r, src, tgt, chunk_id)
-                       for (src, tgt), r in zip(index.pairs, raws[len(index.names):], strict=True)])
-
-    def extracted(self, chunk_ids: list[str]) -> set[str]:
-        """The chunks whose extraction is stored (extracted before, by any job), in one round trip."""
-        pipe = self.redis.pipeline(transaction=False)
-        for cid in chunk_ids:
-            pipe.exists(self.k.extraction(cid))
-        return {cid for cid, n in zip(chunk_ids, pipe.execute() if chunk_ids else [], strict=True) if n}
-
-    def save_extraction(self, result: ExtractionResult) -> None:
-        """Write the chunk's fragments (idempotent), its record (where they are filed) and mark what they touch
-        dirty (one SADD per kind)."""
-        cid = result.chunk_id
-        pipe = self.redis.pipeline(transaction=True)
-        for frag in result.entities:
-            pipe.hset(self.k.entity_fragments(frag.name), cid, pack_entity_fragment(frag, cid))
-        fields = [rel_field(frag.src, frag.tgt) for frag in result.relations]
-        for frag, field in zip(result.relations, fields, strict=True):
-            pipe.hset(self.k.relation_fragments(*split_rel_field(field)), cid, pack_relation_fragment(frag, cid))
-        names = list(dict.fromkeys(frag.name for frag in result.entities))
-        if names:
-            pipe.sadd(self.k.dirty("entities"), *names)
-        if fields:
-            pipe.sadd(self.k.dirty("relations"), *fields)
-        pipe.set(self.k.extraction(cid), pack_extraction(
-            names, [split_rel_field(f) for f in dict.fromkeys(fields)], result.warnings))
-        pipe.execute()
 
     # -------------------------------------------------------------- merging
     def dirty_members(self, kind: str) -> list[str]:
@@ -249,25 +175,6 @@ class GraphStore(DocumentStore, CommunityStore):
                 return True
             except redis_lib.WatchError:
                 return False
-
-    def remove_chunk_fragments(self, chunk_id: str) -> tuple[set[str], set[str]]:
-        """Delete what one chunk contributed; return (entity names, relation fields) to re-merge."""
-        raw = self.redis.get(self.k.extraction(chunk_id))
-        if raw is None:
-            return set(), set()
-        index = unpack_extraction(raw)
-        names = set(index.names)
-        fields = {rel_field(src, tgt) for src, tgt in index.pairs}
-        pipe = self.redis.pipeline(transaction=True)
-        for name in names:
-            pipe.hdel(self.k.entity_fragments(name), chunk_id)
-            pipe.sadd(self.k.dirty("entities"), name)
-        for field in fields:
-            pipe.hdel(self.k.relation_fragments(*split_rel_field(field)), chunk_id)
-            pipe.sadd(self.k.dirty("relations"), field)
-        pipe.delete(self.k.extraction(chunk_id))
-        pipe.execute()
-        return names, fields
 
     # ---------------------------------------------------------------- graph
     def entities(self, names: Iterable[str]) -> dict[str, Entity]:
