@@ -38,6 +38,11 @@ _ENTITY_NAMES: LRU[str, tuple[tuple, list[str]]] = LRU(8)
 _RELATION_ROWS: VersionRows[Relation] = VersionRows()
 
 
+def row_json(row: Entity | Relation) -> str:
+    """A merged row as stored: its fields at their defaults left out (they read back as the defaults)."""
+    return row.model_dump_json(exclude_defaults=True)
+
+
 def longest_first(items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
     """(key, fragment hash) pairs with the most fragment bytes first (ties: as given). A merge batch applies its
     merge function to them in this order: the longest merged descriptions are the ones that need an LLM summary,
@@ -81,7 +86,7 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
             if entity is None:
                 pipe.hdel(self.k.entities(), name)
             else:
-                pipe.hset(self.k.entities(), name, entity.model_dump_json())
+                pipe.hset(self.k.entities(), name, row_json(entity))
             pipe.sadd(self.k.dirty("embed_entities"), name)
             self._bump(pipe)
             pipe.execute()
@@ -101,7 +106,7 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
                 pipe.hdel(self.k.relations(), field)
                 pipe.hdel(self.k.edges(), field)
             else:
-                pipe.hset(self.k.relations(), field, relation.model_dump_json())
+                pipe.hset(self.k.relations(), field, row_json(relation))
                 pipe.hset(self.k.edges(), field, relation.weight)
             self._bump(pipe)
             pipe.execute()
@@ -162,13 +167,13 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
                         if value is None:
                             pipe.hdel(target, key)
                         else:
-                            pipe.hset(target, key, value.model_dump_json())
+                            pipe.hset(target, key, row_json(value))
                         pipe.sadd(self.k.dirty("embed_entities"), key)
                     elif value is None:
                         pipe.hdel(target, key)
                         pipe.hdel(self.k.edges(), key)
                     else:
-                        pipe.hset(target, key, value.model_dump_json())
+                        pipe.hset(target, key, row_json(value))
                         pipe.hset(self.k.edges(), key, value.weight)
                 self._bump(pipe)
                 pipe.execute()
