@@ -99,3 +99,24 @@ def test_communities_and_reports_read_back_as_written_and_older_json_still_reads
     redis_client.hset(store.k.communities(), "L0-0", inner.model_dump_json())
     assert store.reports_by_ids(["L0-0"])["L0-0"] == rendered
     assert store.communities_by_ids(["L0-0"])["L0-0"] == inner
+
+
+def test_texts_and_chunk_rows_are_stored_deflated_and_read_back_either_way(redis_client, tenant):
+    from shared.domain.models import Chunk, Document
+    from shared.infra.store.text_codec import MARK, pack_text, unpack_text
+
+    store = GraphStore(redis_client, tenant)
+    text = "Marley was dead: to begin with. Ünïcode “quotes”. " * 40
+    store.put_document(Document(id="d1", tenant=tenant), text)
+    assert store.document_text("d1") == text
+    assert redis_client.get(store.k.doc_text("d1")).startswith(MARK)
+    chunk = Chunk(id="chunk-1", doc_id="d1", index=0, text=text, tokens=400, start=0, end=len(text))
+    store.put_chunks([chunk])
+    assert store.chunk("chunk-1") == chunk == store.chunks(["chunk-1"])["chunk-1"]
+    assert store.chunk_and_extraction("chunk-1") == (chunk, None)
+    redis_client.set(store.k.doc_text("d1"), "plain, as written before")
+    redis_client.set(store.k.chunk("chunk-1"), chunk.model_dump_json())
+    assert store.document_text("d1") == "plain, as written before"
+    assert store.chunk("chunk-1") == chunk
+    for odd in ("", "short", "\x00z starts like a deflated value", "\x00z" + "x" * 1000):
+        assert unpack_text(pack_text(odd)) == odd

@@ -19,6 +19,7 @@ from shared.infra.store.graph_codec import (
     unpack_extraction,
     unpack_relation_fragment,
 )
+from shared.infra.store.text_codec import unpack_bytes
 
 
 def rel_field(src: str, tgt: str) -> str:
@@ -44,7 +45,7 @@ class ExtractionStore:
     def chunk_and_extraction(self, chunk_id: str) -> tuple[Chunk | None, ExtractionResult | None]:
         """The chunk and its stored extraction (if any)."""
         chunk, extraction = self.redis.mget([self.k.chunk(chunk_id), self.k.extraction(chunk_id)])
-        return (Chunk.model_validate_json(chunk) if chunk else None,
+        return (Chunk.model_validate_json(unpack_bytes(chunk)) if chunk else None,
                 self._extraction_result(chunk_id, extraction) if extraction else None)
 
     def _extraction_result(self, chunk_id: str, raw) -> ExtractionResult | None:
