@@ -103,7 +103,7 @@ def test_communities_and_reports_read_back_as_written_and_older_json_still_reads
 
 def test_texts_and_chunk_rows_are_stored_deflated_and_read_back_either_way(redis_client, tenant):
     from shared.domain.models import Chunk, Document
-    from shared.infra.store.text_codec import MARK, pack_text, unpack_text
+    from shared.infra.redis.text_codec import MARK, pack_text, unpack_text
 
     store = GraphStore(redis_client, tenant)
     text = "Marley was dead: to begin with. Ünïcode “quotes”. " * 40

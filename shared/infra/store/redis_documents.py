@@ -8,7 +8,7 @@ from typing import Any
 from shared.domain.models import Chunk, Document
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
-from shared.infra.store.text_codec import pack_text, unpack_bytes, unpack_text
+from shared.infra.redis.text_codec import pack_text, unpack_bytes, unpack_text
 
 
 class DocumentStore:

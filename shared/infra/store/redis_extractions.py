@@ -11,6 +11,7 @@ from typing import Any
 
 from shared.domain.models import Chunk, ExtractionResult
 from shared.infra.redis.keys import SEP, Keys
+from shared.infra.redis.text_codec import unpack_bytes
 from shared.infra.store.graph_codec import (
     pack_entity_fragment,
     pack_extraction,
@@ -19,7 +20,6 @@ from shared.infra.store.graph_codec import (
     unpack_extraction,
     unpack_relation_fragment,
 )
-from shared.infra.store.text_codec import unpack_bytes
 
 
 def rel_field(src: str, tgt: str) -> str:
