@@ -71,7 +71,7 @@ def test_records_written_in_the_complete_json_form_still_read_merge_and_delete(r
 
 def test_an_extraction_record_holds_names_once_and_pairs_as_indexes():
     raw = pack_extraction(["A", "B"], [("A", "B"), ("B", "Z")], [])
-    assert raw == '{"n":["A","B","Z"],"e":2,"r":[0,1,1,2]}'
+    assert raw == b'{"n":["A","B","Z"],"e":2,"r":[0,1,1,2]}'
     index = unpack_extraction(raw)
     assert (index.names, index.pairs, index.warnings, index.result) == (["A", "B"], [("A", "B"), ("B", "Z")], [], None)
 
@@ -120,3 +120,20 @@ def test_texts_and_chunk_rows_are_stored_deflated_and_read_back_either_way(redis
     assert store.chunk("chunk-1") == chunk
     for odd in ("", "short", "\x00z starts like a deflated value", "\x00z" + "x" * 1000):
         assert unpack_text(pack_text(odd)) == odd
+
+
+def test_long_fragments_and_rows_are_stored_deflated_and_merge_as_before(redis_client, tenant):
+    from shared.infra.redis.text_codec import MARK
+
+    store = GraphStore(redis_client, tenant)
+    long = "Scrooge closed the window, and examined the door by which the Ghost had entered. " * 3
+    result = ExtractionResult(chunk_id="c1", entities=[
+        EntityFragment(name="GHOST", type="person", description=long, source_id="c1", doc_id="doc-1")],
+        relations=[RelationFragment(src="SCROOGE", tgt="GHOST", description=long, source_id="c1", doc_id="doc-1")])
+    store.save_extraction(result)
+    assert redis_client.hget(store.k.entity_fragments("GHOST"), "c1").startswith(MARK)
+    assert store.extraction("c1").entities == result.entities
+    assert store.merge_entity("GHOST", merge_entity) and store.merge_relation("GHOST\x1fSCROOGE", merge_relation)
+    assert redis_client.hget(store.k.entities(), "GHOST").startswith(MARK)
+    assert store.entities(["GHOST"])["GHOST"] == merge_entity("GHOST", result.entities)
+    assert store.all_relations()[("GHOST", "SCROOGE")] == merge_relation("GHOST", "SCROOGE", result.relations)

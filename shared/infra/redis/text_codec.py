@@ -1,4 +1,4 @@
-"""Long texts stored deflated: a document's text and a chunk's row (its text is most of it).
+"""Long values stored deflated: document texts, chunk rows, graph rows and fragments, reports, LLM answers.
 
 A stored value that starts with ``MARK`` is the zlib stream after it; any other value is the text itself (values
 written before, or too short to gain). A text that itself starts with ``MARK`` is always stored deflated, so a
@@ -10,10 +10,11 @@ from __future__ import annotations
 import zlib
 
 MARK = b"\x00z"
-MIN_BYTES = 256  # shorter texts are kept as they are: the deflate header and a short text gain nothing
+MIN_BYTES = 96  # shorter values are kept as they are: deflate's header and checksum take what it would gain
 
 
 def pack_text(text: str | bytes) -> bytes:
+    """``text`` deflated when that makes it shorter (level 6: deterministic, so equal values stay equal bytes)."""
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     if len(data) < MIN_BYTES and not data.startswith(MARK):
         return data

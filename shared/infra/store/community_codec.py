@@ -4,7 +4,8 @@ Fields at their defaults are left out. A community's internal edges are stored a
 (``"e": [i, j, ...]``) instead of repeating both names per edge, and its ``chunk_ids`` are not stored: they are the
 union of its members' source ids, needed only to compute ``occurrence`` at clustering (stored). A report's
 ``full_text`` is left out when it is the markdown of its title, summary and findings (``reports.render_markdown``,
-how every report is made) and rendered again when read. Records written before (whole JSON) are still read.
+how every report is made) and rendered again when read. Both are deflated when long (``text_codec``). Records
+written before (whole JSON) are still read.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import json
 
 from shared.domain.models import Community, CommunityReport
 from shared.domain.reports import render_markdown
+from shared.infra.redis.text_codec import pack_text, unpack_bytes
 
 
 def _dumps(value) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def pack_community(community: Community) -> str:
+def pack_community(community: Community) -> bytes:
     data = community.model_dump(exclude_defaults=True, exclude={"edges", "chunk_ids"})
     index = {name: i for i, name in enumerate(community.nodes)}
     if all(a in index and b in index for a, b in community.edges):
@@ -27,11 +29,11 @@ def pack_community(community: Community) -> str:
             data["e"] = [index[x] for edge in community.edges for x in edge]
     else:
         data["edges"] = community.edges
-    return _dumps(data)
+    return pack_text(_dumps(data))
 
 
 def unpack_community(raw: bytes | str) -> Community:
-    data = json.loads(raw)
+    data = json.loads(unpack_bytes(raw))
     flat = data.pop("e", None)
     if flat is not None:
         nodes = data["nodes"]
@@ -39,15 +41,15 @@ def unpack_community(raw: bytes | str) -> Community:
     return Community.model_validate(data)
 
 
-def pack_report(report: CommunityReport) -> str:
+def pack_report(report: CommunityReport) -> bytes:
     data = report.model_dump(exclude_defaults=True, exclude={"full_text"})
     if report.full_text != render_markdown(report.title, report.summary, report.findings):
         data["full_text"] = report.full_text
-    return _dumps(data)
+    return pack_text(_dumps(data))
 
 
 def unpack_report(raw: bytes | str) -> CommunityReport:
-    data = json.loads(raw)
+    data = json.loads(unpack_bytes(raw))
     report = CommunityReport.model_validate(data)
     if "full_text" not in data:
         report.full_text = render_markdown(report.title, report.summary, report.findings)

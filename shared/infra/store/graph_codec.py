@@ -2,9 +2,10 @@
 
 A fragment is one field of its entity's (or relation's) fragment hash: the hash's key names the entity (or the
 sorted pair) and the field is the chunk id, so the stored value leaves both out and keeps the rest as a JSON array,
-its trailing defaults dropped. The extraction record keeps only what removing the chunk needs (the names and
-relation pairs its fragments are filed under) and its warnings; the fragments themselves are read back from their
-hashes when the extraction is reused. Values written before (JSON objects, ``{...}``) are still read.
+its trailing defaults dropped, deflated when long (``text_codec``). The extraction record keeps only what removing
+the chunk needs (the names and relation pairs its fragments are filed under) and its warnings; the fragments
+themselves are read back from their hashes when the extraction is reused. Values written before (JSON objects,
+``{...}``) are still read.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 
 from shared.domain.models import EntityFragment, ExtractionResult, RelationFragment
+from shared.infra.redis.text_codec import pack_text, unpack_bytes
 
 _ENTITY_DEFAULTS = ("unknown", "", "")  # type, description, doc_id
 _RELATION_DEFAULTS = ("", "", 1.0, 1.0, "")  # description, keywords, weight, strength, doc_id
@@ -30,35 +32,32 @@ def _trimmed(values: list, defaults: tuple) -> list:
     return values[:n]
 
 
-def _is_object(raw: bytes | str) -> bool:
-    return (raw[:1] == b"{") if isinstance(raw, bytes) else raw.startswith("{")
-
-
-def pack_entity_fragment(frag: EntityFragment, chunk_id: str) -> str:
-    values = _trimmed([frag.type, frag.description, frag.doc_id], _ENTITY_DEFAULTS)
+def pack_entity_fragment(frag: EntityFragment, chunk_id: str) -> bytes:
     if frag.source_id != chunk_id:  # filed under another chunk than its own (never by the pipeline): kept whole
-        return frag.model_dump_json()
-    return _dumps(values)
+        return pack_text(frag.model_dump_json())
+    return pack_text(_dumps(_trimmed([frag.type, frag.description, frag.doc_id], _ENTITY_DEFAULTS)))
 
 
 def unpack_entity_fragment(raw: bytes | str, name: str, chunk_id: str) -> EntityFragment:
-    if _is_object(raw):
+    raw = unpack_bytes(raw)
+    if raw.startswith(b"{"):
         return EntityFragment.model_validate_json(raw)
     values = json.loads(raw)
     kind, description, doc_id = [*values, *_ENTITY_DEFAULTS[len(values):]]
     return EntityFragment(name=name, type=kind, description=description, source_id=chunk_id, doc_id=doc_id)
 
 
-def pack_relation_fragment(frag: RelationFragment, chunk_id: str) -> str:
+def pack_relation_fragment(frag: RelationFragment, chunk_id: str) -> bytes:
     """The endpoints are the hash key's sorted pair: a relation is undirected (``merge.relation_key``)."""
     if frag.source_id != chunk_id:
-        return frag.model_dump_json()
-    return _dumps(_trimmed([frag.description, frag.keywords, frag.weight, frag.strength, frag.doc_id],
-                           _RELATION_DEFAULTS))
+        return pack_text(frag.model_dump_json())
+    return pack_text(_dumps(_trimmed([frag.description, frag.keywords, frag.weight, frag.strength, frag.doc_id],
+                                     _RELATION_DEFAULTS)))
 
 
 def unpack_relation_fragment(raw: bytes | str, src: str, tgt: str, chunk_id: str) -> RelationFragment:
-    if _is_object(raw):
+    raw = unpack_bytes(raw)
+    if raw.startswith(b"{"):
         return RelationFragment.model_validate_json(raw)
     values = json.loads(raw)
     description, keywords, weight, strength, doc_id = [*values, *_RELATION_DEFAULTS[len(values):]]
@@ -77,7 +76,7 @@ class ExtractionIndex:
     result: ExtractionResult | None = None
 
 
-def pack_extraction(names: list[str], pairs: list[tuple[str, str]], warnings: list[str]) -> str:
+def pack_extraction(names: list[str], pairs: list[tuple[str, str]], warnings: list[str]) -> bytes:
     """``{"n": [names], "e": entity count, "r": [i, j, ...], "w": [warnings]}``: the entity names first, then any
     relation endpoint that is not one of them; each pair as two indexes into ``n``."""
     order = dict.fromkeys(names)
@@ -88,11 +87,11 @@ def pack_extraction(names: list[str], pairs: list[tuple[str, str]], warnings: li
     record: dict = {"n": list(order), "e": entity_count, "r": [index[x] for pair in pairs for x in pair]}
     if warnings:
         record["w"] = warnings
-    return _dumps(record)
+    return pack_text(_dumps(record))
 
 
 def unpack_extraction(raw: bytes | str) -> ExtractionIndex:
-    record = json.loads(raw)
+    record = json.loads(unpack_bytes(raw))
     if "chunk_id" in record:  # the older, complete form
         result = ExtractionResult.model_validate(record)
         pairs = list(dict.fromkeys((min(f.src, f.tgt), max(f.src, f.tgt)) for f in result.relations))

@@ -22,6 +22,7 @@ from shared.domain.models import (
 )
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
+from shared.infra.redis.text_codec import pack_text, unpack_bytes
 from shared.infra.store.graph_codec import unpack_entity_fragment, unpack_relation_fragment
 from shared.infra.store.lru import CACHED_TENANTS, LRU
 from shared.infra.store.redis_communities import CommunityStore
@@ -38,9 +39,10 @@ _ENTITY_NAMES: LRU[str, tuple[tuple, list[str]]] = LRU(8)
 _RELATION_ROWS: VersionRows[Relation] = VersionRows()
 
 
-def row_json(row: Entity | Relation) -> str:
-    """A merged row as stored: its fields at their defaults left out (they read back as the defaults)."""
-    return row.model_dump_json(exclude_defaults=True)
+def row_json(row: Entity | Relation) -> bytes:
+    """A merged row as stored: its fields at their defaults left out (they read back as the defaults), deflated
+    when long (``text_codec``; rows written before, plain JSON, still read)."""
+    return pack_text(row.model_dump_json(exclude_defaults=True))
 
 
 def longest_first(items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
@@ -194,7 +196,8 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
         pipe.hmget(self.k.degrees(), names)
         *revision, degrees = pipe.execute()
         rows = _ENTITY_ROWS.rows(self.k.p, tuple(revision), self.redis, names, lambda missing: [
-            Entity.model_validate_json(raw) if raw else None for raw in self.redis.hmget(self.k.entities(), missing)])
+            Entity.model_validate_json(unpack_bytes(raw)) if raw else None
+            for raw in self.redis.hmget(self.k.entities(), missing)])
         out = {}
         for name, deg in zip(names, degrees, strict=True):
             if (ent := rows.get(name)) is not None:
@@ -222,7 +225,7 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
         degrees = {to_str(k): int(v) for k, v in self.redis.hgetall(self.k.degrees()).items()}
         out = {}
         for k, v in self.redis.hscan_iter(self.k.entities(), count=2000):
-            ent = Entity.model_validate_json(v)
+            ent = Entity.model_validate_json(unpack_bytes(v))
             ent.degree = degrees.get(to_str(k), 0)
             out[to_str(k)] = ent
         return out
@@ -230,7 +233,7 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
     def all_relations(self) -> dict[tuple[str, str], Relation]:
         out = {}
         for k, v in self.redis.hscan_iter(self.k.relations(), count=2000):
-            out[split_rel_field(to_str(k))] = Relation.model_validate_json(v)
+            out[split_rel_field(to_str(k))] = Relation.model_validate_json(unpack_bytes(v))
         return out
 
     def read_whole_graph(self) -> tuple[dict[str, Entity], dict[tuple[str, str], Relation]]:
@@ -254,7 +257,7 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
         if not fields:
             return {}
         rows = _RELATION_ROWS.rows(self.k.p, revision or self.revision(), self.redis, fields, lambda missing: [
-            Relation.model_validate_json(raw) if raw else None
+            Relation.model_validate_json(unpack_bytes(raw)) if raw else None
             for raw in self.redis.hmget(self.k.relations(), missing)])
         return {split_rel_field(f): rel for f in fields if (rel := rows.get(f)) is not None}
 
