@@ -137,3 +137,19 @@ def test_long_fragments_and_rows_are_stored_deflated_and_merge_as_before(redis_c
     assert redis_client.hget(store.k.entities(), "GHOST").startswith(MARK)
     assert store.entities(["GHOST"])["GHOST"] == merge_entity("GHOST", result.entities)
     assert store.all_relations()[("GHOST", "SCROOGE")] == merge_relation("GHOST", "SCROOGE", result.relations)
+
+
+def test_a_report_is_stored_once_under_its_signature_and_each_community_refers_to_it(redis_client, tenant):
+    from shared.domain.models import CommunityReport
+
+    store = GraphStore(redis_client, tenant)
+    low = CommunityReport(community_id="L0-3", level=0, title="T", summary="S" * 300, signature="sig")
+    high = low.model_copy(update={"community_id": "L1-1", "level": 1})  # the same members one level up
+    fallback = CommunityReport(community_id="L0-4", level=0, title="F", summary="no signature")
+    store.save_reports([low, high, fallback])
+    assert redis_client.hlen(store.k.report_cache()) == 1
+    assert redis_client.hget(store.k.reports(), "L1-1") == b"@1@sig"
+    assert store.reports() == {"L0-3": low, "L1-1": high, "L0-4": fallback}
+    assert store.reports_by_ids(["L1-1", "L0-4", "L9-9"]) == {"L1-1": high, "L0-4": fallback}
+    redis_client.hdel(store.k.report_cache(), "sig")  # a dangling reference: no report, so one is made again
+    assert store.reports_by_ids(["L0-3"]) == {}

@@ -13,6 +13,7 @@ from shared.infra.redis.keys import Keys
 from shared.infra.store.community_codec import pack_community, pack_report, unpack_community, unpack_report
 from shared.infra.store.lru import CACHED_TENANTS, LRU
 
+REF = "@"  # a community's report entry that refers to the report cache: "@<level>@<signature>"
 # Parsed communities + reports per tenant, keyed by the random revision every write of either sets
 # (a counter could repeat after a tenant is deleted and rebuilt). Read cache only.
 _COMMUNITY_ROWS: LRU[str, tuple[str, object, dict[str, Community], dict[str, CommunityReport]]] = LRU(CACHED_TENANTS)
@@ -70,7 +71,7 @@ class CommunityStore:
         pipe.hget(self.k.community_meta(), "rev")
         raw_c, raw_r, rev = pipe.execute()
         communities = {to_str(k): unpack_community(v) for k, v in raw_c.items()}
-        reports = {to_str(k): unpack_report(v) for k, v in raw_r.items()}
+        reports = self._resolve_reports({to_str(k): v for k, v in raw_r.items()})
         if rev is not None:
             _COMMUNITY_ROWS.put(self.k.p, (to_str(rev), self.redis, communities, reports))
         return communities, reports
@@ -93,7 +94,7 @@ class CommunityStore:
     def reports_by_ids(self, ids: Iterable[str]) -> dict[str, CommunityReport]:
         ids = list(dict.fromkeys(ids))
         raws = self.redis.hmget(self.k.reports(), ids) if ids else []
-        return {i: unpack_report(r) for i, r in zip(ids, raws, strict=True) if r}
+        return self._resolve_reports({i: r for i, r in zip(ids, raws, strict=True) if r})
 
     def community_levels(self) -> dict[int, int]:
         raw = self.redis.hget(self.k.community_meta(), "levels")
@@ -123,14 +124,32 @@ class CommunityStore:
         return {sig: unpack_report(r) for sig, r in zip(sigs, raws, strict=True) if r}
 
     def save_reports(self, reports: Iterable[CommunityReport]) -> None:
+        """A report with a signature is written once, in the report cache under its signature; the community's
+        entry refers to it (``@<level>@<signature>``). One without (a fallback) is written whole."""
         pipe = self.redis.pipeline(transaction=True)
         for report in reports:
-            payload = pack_report(report)
-            pipe.hset(self.k.reports(), report.community_id, payload)
             if report.signature:
-                pipe.hset(self.k.report_cache(), report.signature, payload)
+                pipe.hset(self.k.report_cache(), report.signature, pack_report(report))
+                pipe.hset(self.k.reports(), report.community_id, f"{REF}{report.level}{REF}{report.signature}")
+            else:
+                pipe.hset(self.k.reports(), report.community_id, pack_report(report))
         self._touch(pipe)
         pipe.execute()
+
+    def _resolve_reports(self, raws: dict[str, bytes]) -> dict[str, CommunityReport]:
+        """Reports from the community entries read, their references looked up in the report cache (one round trip;
+        a cache entry is only ever replaced by a report of the same signature). A dangling reference reads as no
+        report (it is made again)."""
+        refs = {cid: to_str(raw)[1:].split(REF, 1) for cid, raw in raws.items() if to_str(raw[:1]) == REF}
+        sigs = list(dict.fromkeys(sig for _level, sig in refs.values()))
+        cached = dict(zip(sigs, self.redis.hmget(self.k.report_cache(), sigs), strict=True)) if sigs else {}
+        out = {}
+        for cid, raw in raws.items():
+            if cid not in refs:
+                out[cid] = unpack_report(raw)
+            elif (payload := cached.get(refs[cid][1])) is not None:
+                out[cid] = unpack_report(payload).model_copy(update={"community_id": cid, "level": int(refs[cid][0])})
+        return out
 
     def prune_reports(self, community_ids: set[str] | None = None) -> None:
         """Drop the reports of communities not in ``community_ids``; by default, of those not stored. Their ids and
