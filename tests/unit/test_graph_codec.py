@@ -78,7 +78,7 @@ def test_an_extraction_record_holds_names_once_and_pairs_as_indexes():
 
 def test_communities_and_reports_read_back_as_written_and_older_json_still_reads(redis_client, tenant):
     from shared.domain.models import Community, CommunityReport, Finding
-    from shared.domain.reports import render_markdown
+    from shared.domain.report_text import render_markdown
 
     store = GraphStore(redis_client, tenant)
     inner = Community(id="L0-0", level=0, nodes=["A", "B", "C"], edges=[("A", "B"), ("C", "B")], parent="L1-0",

@@ -3,7 +3,7 @@
 Fields at their defaults are left out. A community's internal edges are stored as indexes into its member list
 (``"e": [i, j, ...]``) instead of repeating both names per edge, and its ``chunk_ids`` are not stored: they are the
 union of its members' source ids, needed only to compute ``occurrence`` at clustering (stored). A report's
-``full_text`` is left out when it is the markdown of its title, summary and findings (``reports.render_markdown``,
+``full_text`` is left out when it is the markdown of its title, summary and findings (``report_text.render_markdown``,
 how every report is made) and rendered again when read. Both are deflated when long (``text_codec``). Records
 written before (whole JSON) are still read.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from shared.domain.models import Community, CommunityReport
-from shared.domain.reports import render_markdown
+from shared.domain.report_text import render_markdown
 from shared.infra.redis.text_codec import pack_text, unpack_bytes
 
 
