@@ -21,6 +21,7 @@ from shared.domain.models import Community, CommunityReport, Entity, Finding, Re
 from shared.domain.packing import csv_row, prefix_fit
 from shared.domain.prompts.community_report import TEMPLATE
 from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP
+from shared.domain.report_text import render_markdown
 from shared.domain.tokens import count_tokens, count_tokens_batch
 
 HEADERS = {
@@ -243,12 +244,6 @@ def _findings(value: Any) -> list[Finding]:
             if summary or explanation:
                 found.append(Finding(summary=summary or explanation[:80], explanation=explanation))
     return found
-
-
-def render_markdown(title: str, summary: str, findings: Iterable[Finding]) -> str:
-    parts = [f"# {title}", summary]
-    parts += [f"## {f.summary}\n\n{f.explanation}".rstrip() for f in findings]
-    return "\n\n".join(p for p in parts if p)
 
 
 def parse_report(text: str, community: Community, signature: str) -> CommunityReport:

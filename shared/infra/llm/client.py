@@ -25,6 +25,7 @@ from shared.domain.tokens import count_tokens, estimate_tokens
 from shared.infra.llm import wire
 from shared.infra.llm.ratelimit import CompletionEstimate, RateLimitTimeout
 from shared.infra.redis.keys import Keys
+from shared.infra.redis.text_codec import pack_text, unpack_bytes
 from shared.infra.tenancy.usage import CallContext, UsageRecorder
 
 log = logging.getLogger(__name__)
@@ -199,7 +200,7 @@ class LLMClient:
         if key:
             cached = self.redis.get(key)
             if cached:
-                data = json.loads(cached)
+                data = json.loads(unpack_bytes(cached))
                 self.recorder.record(
                     UsageRecord(
                         tenant=ctx.tenant, job_id=ctx.job_id, stage=ctx.stage, model=model,
@@ -217,7 +218,8 @@ class LLMClient:
         """The answer's cache entry, written in the pipeline that books its usage (one round trip for both)."""
         if not key:
             return None
-        entry, ttl = json.dumps({"text": text, "p": p_tok, "c": c_tok}), self.settings.llm.cache_ttl_s
+        entry = pack_text(json.dumps({"text": text, "p": p_tok, "c": c_tok}, ensure_ascii=False))  # deflated when long
+        ttl = self.settings.llm.cache_ttl_s
         return lambda pipe: pipe.set(key, entry, ex=ttl)
 
     def _complete(self, messages, model: str, params: dict, on_token, streamed: list[str]) -> tuple[str, Any]:

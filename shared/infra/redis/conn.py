@@ -193,6 +193,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# Redis keeps a hash compact (a listpack: no per-field allocations) while its values are at most this many bytes
+# (its default is 64). A tenant's graph is mostly small hashes of values of a few hundred bytes: one fragment hash
+# per entity and per relation, a value per chunk naming it (``shared.infra.store.graph_codec``). Above the limit each
+# becomes a hashtable, ~300 bytes more per hash. The option's older name is read by Redis 6.2 and 7.x alike; a Redis
+# graphfleet does not start (docker-compose*.yml, a managed one) should be given the same value.
+HASH_COMPACT_VALUE_BYTES = 512
+
+
 class EmbeddedRedis:
     """A redis-server child process with AOF persistence and ``noeviction``."""
 
@@ -211,6 +219,7 @@ class EmbeddedRedis:
         args = [
             redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
             "--dir", str(self.data_dir), "--maxmemory-policy", "noeviction",
+            "--hash-max-ziplist-value", str(HASH_COMPACT_VALUE_BYTES),
             "--protected-mode", "yes", "--save", "", "--daemonize", "no",
             "--logfile", str(self.data_dir / "redis.log"),
         ]

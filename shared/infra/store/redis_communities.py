@@ -10,8 +10,10 @@ from typing import Any
 from shared.domain.models import Community, CommunityReport
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
+from shared.infra.store.community_codec import pack_community, pack_report, unpack_community, unpack_report
 from shared.infra.store.lru import CACHED_TENANTS, LRU
 
+REF = "@"  # a community's report entry that refers to the report cache: "@<level>@<signature>"
 # Parsed communities + reports per tenant, keyed by the random revision every write of either sets
 # (a counter could repeat after a tenant is deleted and rebuilt). Read cache only.
 _COMMUNITY_ROWS: LRU[str, tuple[str, object, dict[str, Community], dict[str, CommunityReport]]] = LRU(CACHED_TENANTS)
@@ -33,7 +35,7 @@ class CommunityStore:
         pipe = self.redis.pipeline(transaction=True)
         pipe.delete(tmp_c, tmp_n)
         for i in range(0, len(communities), 500):
-            pipe.hset(tmp_c, mapping={c.id: c.model_dump_json() for c in communities[i : i + 500]})
+            pipe.hset(tmp_c, mapping={c.id: pack_community(c) for c in communities[i : i + 500]})
         items = list(node_comm.items())
         for i in range(0, len(items), 2000):
             pipe.hset(tmp_n, mapping={n: json.dumps(ids) for n, ids in items[i : i + 2000]})
@@ -68,8 +70,8 @@ class CommunityStore:
         pipe.hgetall(self.k.reports())
         pipe.hget(self.k.community_meta(), "rev")
         raw_c, raw_r, rev = pipe.execute()
-        communities = {to_str(k): Community.model_validate_json(v) for k, v in raw_c.items()}
-        reports = {to_str(k): CommunityReport.model_validate_json(v) for k, v in raw_r.items()}
+        communities = {to_str(k): unpack_community(v) for k, v in raw_c.items()}
+        reports = self._resolve_reports({to_str(k): v for k, v in raw_r.items()})
         if rev is not None:
             _COMMUNITY_ROWS.put(self.k.p, (to_str(rev), self.redis, communities, reports))
         return communities, reports
@@ -87,12 +89,12 @@ class CommunityStore:
     def communities_by_ids(self, ids: Iterable[str]) -> dict[str, Community]:
         ids = list(dict.fromkeys(ids))
         raws = self.redis.hmget(self.k.communities(), ids) if ids else []
-        return {i: Community.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
+        return {i: unpack_community(r) for i, r in zip(ids, raws, strict=True) if r}
 
     def reports_by_ids(self, ids: Iterable[str]) -> dict[str, CommunityReport]:
         ids = list(dict.fromkeys(ids))
         raws = self.redis.hmget(self.k.reports(), ids) if ids else []
-        return {i: CommunityReport.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
+        return self._resolve_reports({i: r for i, r in zip(ids, raws, strict=True) if r})
 
     def community_levels(self) -> dict[int, int]:
         raw = self.redis.hget(self.k.community_meta(), "levels")
@@ -119,17 +121,35 @@ class CommunityStore:
     def cached_reports(self, signatures: Iterable[str]) -> dict[str, CommunityReport]:
         sigs = [x for x in dict.fromkeys(signatures) if x]
         raws = self.redis.hmget(self.k.report_cache(), sigs) if sigs else []
-        return {sig: CommunityReport.model_validate_json(r) for sig, r in zip(sigs, raws, strict=True) if r}
+        return {sig: unpack_report(r) for sig, r in zip(sigs, raws, strict=True) if r}
 
     def save_reports(self, reports: Iterable[CommunityReport]) -> None:
+        """A report with a signature is written once, in the report cache under its signature; the community's
+        entry refers to it (``@<level>@<signature>``). One without (a fallback) is written whole."""
         pipe = self.redis.pipeline(transaction=True)
         for report in reports:
-            payload = report.model_dump_json()
-            pipe.hset(self.k.reports(), report.community_id, payload)
             if report.signature:
-                pipe.hset(self.k.report_cache(), report.signature, payload)
+                pipe.hset(self.k.report_cache(), report.signature, pack_report(report))
+                pipe.hset(self.k.reports(), report.community_id, f"{REF}{report.level}{REF}{report.signature}")
+            else:
+                pipe.hset(self.k.reports(), report.community_id, pack_report(report))
         self._touch(pipe)
         pipe.execute()
+
+    def _resolve_reports(self, raws: dict[str, bytes]) -> dict[str, CommunityReport]:
+        """Reports from the community entries read, their references looked up in the report cache (one round trip;
+        a cache entry is only ever replaced by a report of the same signature). A dangling reference reads as no
+        report (it is made again)."""
+        refs = {cid: to_str(raw)[1:].split(REF, 1) for cid, raw in raws.items() if to_str(raw[:1]) == REF}
+        sigs = list(dict.fromkeys(sig for _level, sig in refs.values()))
+        cached = dict(zip(sigs, self.redis.hmget(self.k.report_cache(), sigs), strict=True)) if sigs else {}
+        out = {}
+        for cid, raw in raws.items():
+            if cid not in refs:
+                out[cid] = unpack_report(raw)
+            elif (payload := cached.get(refs[cid][1])) is not None:
+                out[cid] = unpack_report(payload).model_copy(update={"community_id": cid, "level": int(refs[cid][0])})
+        return out
 
     def prune_reports(self, community_ids: set[str] | None = None) -> None:
         """Drop the reports of communities not in ``community_ids``; by default, of those not stored. Their ids and

@@ -8,10 +8,12 @@ from typing import Any
 from shared.domain.models import Chunk, Document
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
+from shared.infra.redis.text_codec import pack_text, unpack_bytes, unpack_text
 
 
 class DocumentStore:
-    """Documents, their texts and chunks. A mixin of ``GraphStore``: uses its ``redis`` and ``k``."""
+    """Documents, their texts and chunks (texts and chunk rows deflated: ``text_codec``). A mixin of ``GraphStore``:
+    uses its ``redis`` and ``k``."""
 
     redis: Any
     k: Keys
@@ -19,7 +21,7 @@ class DocumentStore:
     # ------------------------------------------------------------ documents
     def put_document(self, doc: Document, text: str) -> bool:
         """Store a document and its text; False when a document with this id already exists."""
-        created = self.redis.set(self.k.doc_text(doc.id), text, nx=True)
+        created = self.redis.set(self.k.doc_text(doc.id), pack_text(text), nx=True)
         if created:
             pipe = self.redis.pipeline(transaction=True)
             pipe.set(self.k.doc(doc.id), doc.model_dump_json())
@@ -45,7 +47,7 @@ class DocumentStore:
 
     def set_document_text(self, doc_id: str, text: str) -> None:
         """The text extracted from the document's file (what the chunker reads)."""
-        self.redis.set(self.k.doc_text(doc_id), text)
+        self.redis.set(self.k.doc_text(doc_id), pack_text(text))
 
     def document(self, doc_id: str) -> Document | None:
         raw = self.redis.get(self.k.doc(doc_id))
@@ -56,7 +58,7 @@ class DocumentStore:
 
     def document_text(self, doc_id: str) -> str | None:
         raw = self.redis.get(self.k.doc_text(doc_id))
-        return to_str(raw) if raw is not None else None
+        return unpack_text(raw) if raw is not None else None
 
     def documents(self, ids: Iterable[str]) -> dict[str, Document]:
         ids = list(ids)
@@ -94,7 +96,7 @@ class DocumentStore:
             return []
         pipe = self.redis.pipeline(transaction=True)
         for chunk in chunks:
-            pipe.set(self.k.chunk(chunk.id), chunk.model_dump_json(), nx=True)
+            pipe.set(self.k.chunk(chunk.id), pack_text(chunk.model_dump_json(exclude_defaults=True)), nx=True)
             pipe.sadd(self.k.chunk_docs(chunk.id), chunk.doc_id)
         pipe.execute()
         added = self.redis.eval(self._ADD_NEW, 2, self.k.chunks(), self.k.dirty("embed_chunks"),
@@ -104,11 +106,11 @@ class DocumentStore:
     def chunks(self, ids: Iterable[str]) -> dict[str, Chunk]:
         ids = list(ids)
         raws = self.redis.mget([self.k.chunk(i) for i in ids]) if ids else []
-        return {i: Chunk.model_validate_json(r) for i, r in zip(ids, raws, strict=True) if r}
+        return {i: Chunk.model_validate_json(unpack_bytes(r)) for i, r in zip(ids, raws, strict=True) if r}
 
     def chunk(self, chunk_id: str) -> Chunk | None:
         raw = self.redis.get(self.k.chunk(chunk_id))
-        return Chunk.model_validate_json(raw) if raw else None
+        return Chunk.model_validate_json(unpack_bytes(raw)) if raw else None
 
     def all_chunk_ids(self) -> list[str]:
         return sorted(to_str(x) for x in self.redis.smembers(self.k.chunks()))

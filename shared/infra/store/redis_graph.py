@@ -4,8 +4,9 @@ Concurrency model: what a chunk says about an entity or relation is one *field* 
 per-entity fragment hash, so concurrent writers never overwrite each other and re-running a chunk
 rewrites the same field. The merged record is recomputed from all fragments under a per-key lock.
 
-``GraphStore`` is composed of three parts: documents and chunks (``redis_documents``), communities
-and reports (``redis_communities``) and, here, extraction fragments, merging and the graph itself.
+``GraphStore`` is composed of four parts: documents and chunks (``redis_documents``), communities
+and reports (``redis_communities``), extractions and their fragments (``redis_extractions``) and, here,
+merging and the graph itself.
 """
 
 from __future__ import annotations
@@ -14,18 +15,19 @@ import uuid
 from collections.abc import Callable, Iterable
 
 from shared.domain.models import (
-    Chunk,
     Entity,
     EntityFragment,
-    ExtractionResult,
     Relation,
     RelationFragment,
 )
 from shared.infra.redis.conn import to_str
-from shared.infra.redis.keys import SEP, Keys
+from shared.infra.redis.keys import Keys
+from shared.infra.redis.text_codec import pack_text, unpack_bytes
+from shared.infra.store.graph_codec import unpack_entity_fragment, unpack_relation_fragment
 from shared.infra.store.lru import CACHED_TENANTS, LRU
 from shared.infra.store.redis_communities import CommunityStore
 from shared.infra.store.redis_documents import DocumentStore
+from shared.infra.store.redis_extractions import ExtractionStore, rel_field, split_rel_field
 from shared.infra.store.row_cache import VersionRows
 
 # Neighbour lists per tenant, keyed by the graph version. Read cache, never coordination.
@@ -37,14 +39,10 @@ _ENTITY_NAMES: LRU[str, tuple[tuple, list[str]]] = LRU(8)
 _RELATION_ROWS: VersionRows[Relation] = VersionRows()
 
 
-def rel_field(src: str, tgt: str) -> str:
-    a, b = sorted((src, tgt))
-    return f"{a}{SEP}{b}"
-
-
-def split_rel_field(field: str) -> tuple[str, str]:
-    a, b = field.split(SEP, 1)
-    return a, b
+def row_json(row: Entity | Relation) -> bytes:
+    """A merged row as stored: its fields at their defaults left out (they read back as the defaults), deflated
+    when long (``text_codec``; rows written before, plain JSON, still read)."""
+    return pack_text(row.model_dump_json(exclude_defaults=True))
 
 
 def longest_first(items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
@@ -56,7 +54,7 @@ def longest_first(items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
     return sorted(items, key=lambda item: -sum(len(v) for v in item[1].values()))
 
 
-class GraphStore(DocumentStore, CommunityStore):
+class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
     """Read/write access to one tenant's data. Implements ``shared.domain.storage.GraphReader``."""
 
     def __init__(self, redis, tenant: str, lock_timeout_s: float = 120.0):
@@ -64,39 +62,6 @@ class GraphStore(DocumentStore, CommunityStore):
         self.tenant = tenant
         self.k = Keys(tenant)
         self.lock_timeout_s = lock_timeout_s
-
-    # ----------------------------------------------------------- extraction
-    def extraction(self, chunk_id: str) -> ExtractionResult | None:
-        raw = self.redis.get(self.k.extraction(chunk_id))
-        return ExtractionResult.model_validate_json(raw) if raw else None
-
-    def chunk_and_extraction(self, chunk_id: str) -> tuple[Chunk | None, ExtractionResult | None]:
-        """The chunk and its stored extraction (if any), in one round trip."""
-        chunk, extraction = self.redis.mget([self.k.chunk(chunk_id), self.k.extraction(chunk_id)])
-        return (Chunk.model_validate_json(chunk) if chunk else None,
-                ExtractionResult.model_validate_json(extraction) if extraction else None)
-
-    def extracted(self, chunk_ids: list[str]) -> set[str]:
-        """The chunks whose extraction is stored (extracted before, by any job), in one round trip."""
-        pipe = self.redis.pipeline(transaction=False)
-        for cid in chunk_ids:
-            pipe.exists(self.k.extraction(cid))
-        return {cid for cid, n in zip(chunk_ids, pipe.execute() if chunk_ids else [], strict=True) if n}
-
-    def save_extraction(self, result: ExtractionResult) -> None:
-        """Write the chunk's fragments (idempotent) and mark what they touch dirty (one SADD per kind)."""
-        pipe = self.redis.pipeline(transaction=True)
-        for frag in result.entities:
-            pipe.hset(self.k.entity_fragments(frag.name), result.chunk_id, frag.model_dump_json())
-        fields = [rel_field(frag.src, frag.tgt) for frag in result.relations]
-        for frag, field in zip(result.relations, fields, strict=True):
-            pipe.hset(self.k.relation_fragments(*split_rel_field(field)), result.chunk_id, frag.model_dump_json())
-        if result.entities:
-            pipe.sadd(self.k.dirty("entities"), *(frag.name for frag in result.entities))
-        if fields:
-            pipe.sadd(self.k.dirty("relations"), *fields)
-        pipe.set(self.k.extraction(result.chunk_id), result.model_dump_json())
-        pipe.execute()
 
     # -------------------------------------------------------------- merging
     def dirty_members(self, kind: str) -> list[str]:
@@ -117,13 +82,13 @@ class GraphStore(DocumentStore, CommunityStore):
             # Clear the dirty mark *before* reading so a concurrent writer re-marks it.
             self.redis.srem(self.k.dirty("entities"), name)
             raw = self.redis.hgetall(self.k.entity_fragments(name))
-            frags = [EntityFragment.model_validate_json(v) for v in raw.values()]
+            frags = [unpack_entity_fragment(v, name, to_str(cid)) for cid, v in raw.items()]
             entity = merge(name, frags) if frags else None
             pipe = self.redis.pipeline(transaction=True)
             if entity is None:
                 pipe.hdel(self.k.entities(), name)
             else:
-                pipe.hset(self.k.entities(), name, entity.model_dump_json())
+                pipe.hset(self.k.entities(), name, row_json(entity))
             pipe.sadd(self.k.dirty("embed_entities"), name)
             self._bump(pipe)
             pipe.execute()
@@ -136,14 +101,14 @@ class GraphStore(DocumentStore, CommunityStore):
         with self.redis.lock(self.k.lock("rel:" + field), timeout=self.lock_timeout_s, blocking_timeout=None):
             self.redis.srem(self.k.dirty("relations"), field)
             raw = self.redis.hgetall(self.k.relation_fragments(src, tgt))
-            frags = [RelationFragment.model_validate_json(v) for v in raw.values()]
+            frags = [unpack_relation_fragment(v, src, tgt, to_str(cid)) for cid, v in raw.items()]
             relation = merge(src, tgt, frags) if frags else None
             pipe = self.redis.pipeline(transaction=True)
             if relation is None:
                 pipe.hdel(self.k.relations(), field)
                 pipe.hdel(self.k.edges(), field)
             else:
-                pipe.hset(self.k.relations(), field, relation.model_dump_json())
+                pipe.hset(self.k.relations(), field, row_json(relation))
                 pipe.hset(self.k.edges(), field, relation.weight)
             self._bump(pipe)
             pipe.execute()
@@ -161,7 +126,8 @@ class GraphStore(DocumentStore, CommunityStore):
         """
         frag_key = self.k.entity_fragments if kind == "entities" else (
             lambda f: self.k.relation_fragments(*split_rel_field(f)))
-        model = EntityFragment if kind == "entities" else RelationFragment
+        unpack = (lambda key, cid, v: unpack_entity_fragment(v, key, cid)) if kind == "entities" else (
+            lambda key, cid, v: unpack_relation_fragment(v, *split_rel_field(key), cid))
         target = self.k.entities() if kind == "entities" else self.k.relations()
         for _attempt in range(max_attempts):
             pipe = self.redis.pipeline(transaction=False)
@@ -169,7 +135,7 @@ class GraphStore(DocumentStore, CommunityStore):
                 pipe.hgetall(frag_key(key))
             raws = pipe.execute()
             def merged(item: tuple[str, dict]) -> object | None:
-                frags = [model.model_validate_json(v) for v in item[1].values()]
+                frags = [unpack(item[0], to_str(cid), v) for cid, v in item[1].items()]
                 return merge(item[0], frags) if frags else None
 
             items = longest_first(list(zip(keys, raws, strict=True)))
@@ -203,37 +169,19 @@ class GraphStore(DocumentStore, CommunityStore):
                         if value is None:
                             pipe.hdel(target, key)
                         else:
-                            pipe.hset(target, key, value.model_dump_json())
+                            pipe.hset(target, key, row_json(value))
                         pipe.sadd(self.k.dirty("embed_entities"), key)
                     elif value is None:
                         pipe.hdel(target, key)
                         pipe.hdel(self.k.edges(), key)
                     else:
-                        pipe.hset(target, key, value.model_dump_json())
+                        pipe.hset(target, key, row_json(value))
                         pipe.hset(self.k.edges(), key, value.weight)
                 self._bump(pipe)
                 pipe.execute()
                 return True
             except redis_lib.WatchError:
                 return False
-
-    def remove_chunk_fragments(self, chunk_id: str) -> tuple[set[str], set[str]]:
-        """Delete what one chunk contributed; return (entity names, relation fields) to re-merge."""
-        result = self.extraction(chunk_id)
-        if result is None:
-            return set(), set()
-        names = {f.name for f in result.entities}
-        fields = {rel_field(f.src, f.tgt) for f in result.relations}
-        pipe = self.redis.pipeline(transaction=True)
-        for name in names:
-            pipe.hdel(self.k.entity_fragments(name), chunk_id)
-            pipe.sadd(self.k.dirty("entities"), name)
-        for field in fields:
-            pipe.hdel(self.k.relation_fragments(*split_rel_field(field)), chunk_id)
-            pipe.sadd(self.k.dirty("relations"), field)
-        pipe.delete(self.k.extraction(chunk_id))
-        pipe.execute()
-        return names, fields
 
     # ---------------------------------------------------------------- graph
     def entities(self, names: Iterable[str]) -> dict[str, Entity]:
@@ -248,7 +196,8 @@ class GraphStore(DocumentStore, CommunityStore):
         pipe.hmget(self.k.degrees(), names)
         *revision, degrees = pipe.execute()
         rows = _ENTITY_ROWS.rows(self.k.p, tuple(revision), self.redis, names, lambda missing: [
-            Entity.model_validate_json(raw) if raw else None for raw in self.redis.hmget(self.k.entities(), missing)])
+            Entity.model_validate_json(unpack_bytes(raw)) if raw else None
+            for raw in self.redis.hmget(self.k.entities(), missing)])
         out = {}
         for name, deg in zip(names, degrees, strict=True):
             if (ent := rows.get(name)) is not None:
@@ -276,7 +225,7 @@ class GraphStore(DocumentStore, CommunityStore):
         degrees = {to_str(k): int(v) for k, v in self.redis.hgetall(self.k.degrees()).items()}
         out = {}
         for k, v in self.redis.hscan_iter(self.k.entities(), count=2000):
-            ent = Entity.model_validate_json(v)
+            ent = Entity.model_validate_json(unpack_bytes(v))
             ent.degree = degrees.get(to_str(k), 0)
             out[to_str(k)] = ent
         return out
@@ -284,7 +233,7 @@ class GraphStore(DocumentStore, CommunityStore):
     def all_relations(self) -> dict[tuple[str, str], Relation]:
         out = {}
         for k, v in self.redis.hscan_iter(self.k.relations(), count=2000):
-            out[split_rel_field(to_str(k))] = Relation.model_validate_json(v)
+            out[split_rel_field(to_str(k))] = Relation.model_validate_json(unpack_bytes(v))
         return out
 
     def read_whole_graph(self) -> tuple[dict[str, Entity], dict[tuple[str, str], Relation]]:
@@ -308,7 +257,7 @@ class GraphStore(DocumentStore, CommunityStore):
         if not fields:
             return {}
         rows = _RELATION_ROWS.rows(self.k.p, revision or self.revision(), self.redis, fields, lambda missing: [
-            Relation.model_validate_json(raw) if raw else None
+            Relation.model_validate_json(unpack_bytes(raw)) if raw else None
             for raw in self.redis.hmget(self.k.relations(), missing)])
         return {split_rel_field(f): rel for f in fields if (rel := rows.get(f)) is not None}
 
