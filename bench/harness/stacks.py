@@ -55,14 +55,9 @@ def stack(redis_url: str, llm_url: str | None, concurrency: int = 16, processes:
 
     extra = {"GRAPHFLEET_LLM_BASE_URL": llm_url or "", "GRAPHFLEET_LLM_API_KEY": "sk-bench",
              **{k: str(v) for k, v in env.items()}}
-    with tempfile.TemporaryDirectory() as tmp:
-        s = Stack(data_dir=Path(tmp), redis_url=redis_url, worker_concurrency=concurrency, processes=processes,
-                  extra_env=extra)
-        s.start()
-        try:
-            yield s
-        finally:
-            s.stop()
+    with tempfile.TemporaryDirectory() as tmp, Stack(data_dir=Path(tmp), redis_url=redis_url, extra_env=extra,
+                                                     worker_concurrency=concurrency, processes=processes) as s:
+        yield s
 
 
 @contextlib.contextmanager

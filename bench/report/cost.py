@@ -54,19 +54,14 @@ def answer_row(rows, label: str, mode: str, latency: float, nano_mode: str | Non
     return row
 
 
-def processes_label(processes: int | str) -> str:
-    """``1 process``, ``2 processes``, or ``graphfleet up``'s default (``auto``: processes from the cores)."""
-    if processes == "auto":
-        return "processes auto, `graphfleet up`'s default"
-    return f"{processes} process{'es' if int(processes) > 1 else ''}"
-
-
 def ingest_row(rows, latency: float, processes: int | str, ms_per_token: float = 0.0) -> Row:
     key = "token" if ms_per_token else f"{latency:g}"
     what = f"{ms_per_token:g} ms per completion token" + (f" + {latency:g} ms" if latency else "") \
         if ms_per_token else f"{latency:g} ms"
     factor = INGEST_TARGETS.get(key, INGEST_TARGETS["0"])
-    row = Row(f"ingest at {what} (Carol, {processes_label(processes)})", target=f"≤ {factor}× nano")
+    procs = "processes auto, `graphfleet up`'s default" if processes == "auto" else \
+        f"{processes} process{'es' if int(processes) > 1 else ''}"
+    row = Row(f"ingest at {what} (Carol, {procs})", target=f"≤ {factor}× nano")
     gf, nano = (_median(rows, system, latency, None, processes, ms_per_token) for system in ("graphfleet", "nano"))
     row.graphfleet, row.nano = (_cell(m) if m else NOT_MEASURED for m in (gf, nano))
     if gf and nano:

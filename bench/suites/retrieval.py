@@ -38,22 +38,21 @@ PEER_MODES = {"nano": ["local", "global", "naive"], "lightrag": ["local", "globa
 
 def parse_variant(spec: str) -> tuple[str, str, dict]:
     """``NAME:MODE:key=value,key=value`` -> (name, mode, QueryParam overrides); values are JSON when they
-    parse, else strings. E.g. ``fixed-caps:hybrid:max_entity_tokens=6000``."""
+    parse, else strings. E.g. ``fixed-caps:hybrid:max_entity_tokens=6000``. Checked before any ingestion."""
     from shared.domain.query.params import QueryParam
 
     name, mode, assignments = (spec.split(":", 2) + ["", ""])[:3]
     if not name or not mode:
         raise argparse.ArgumentTypeError(f"variant {spec!r}: expected NAME:MODE:key=value[,key=value...]")
     fields: dict = {}
-    for item in filter(None, (x.strip() for x in assignments.split(","))):
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise argparse.ArgumentTypeError(f"variant {spec!r}: {item!r} is not key=value")
-        try:
-            fields[key.strip()] = json.loads(raw)
-        except ValueError:
-            fields[key.strip()] = raw
-    QueryParam(mode=mode, **fields)  # unknown fields or bad values fail here, before any ingestion
+    for key, _sep, raw in (item.partition("=") for item in assignments.split(",") if item.strip()):
+        with contextlib.suppress(ValueError):
+            raw = json.loads(raw)
+        fields[key.strip()] = raw
+    try:
+        QueryParam(mode=mode, **fields)
+    except Exception as exc:  # pydantic's ValidationError, or a missing NAME:MODE
+        raise argparse.ArgumentTypeError(f"variant {spec!r}: {exc}") from None
     return name, mode, fields
 
 
@@ -185,7 +184,7 @@ def run(args) -> None:
     sets = [load_named_set(name, args.data_dir) for name in args.sets]
     if args.questions:
         sets.append(load_files([(args.questions, args.join)], args.corpus, args.join,
-                               name=args.set_name or args.questions.stem))
+                               name=args.questions.stem))
     for ds in sets:
         ds.questions = ds.questions[: args.limit] if args.limit else ds.questions
     run_id = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -195,8 +194,7 @@ def run(args) -> None:
                    for ds in sets},
           "systems": args.systems, "llm": LLM_FLAGS[args.llm], "modes": args.modes,
           "budget": args.budget, "bm25_top_k": args.bm25_top_k,
-          "hybrid_bm25_weight": args.hybrid_bm25_weight,
-          "questions_out": str(args.questions_out) if args.questions_out else None}, args.out)
+          "hybrid_bm25_weight": args.hybrid_bm25_weight}, args.out)
     with contextlib.ExitStack() as es:
         llm_url = es.enter_context(simulator(latency_ms=args.latency_ms)) if True in LLM_FLAGS[args.llm] else None
         for ds in sets:
@@ -213,7 +211,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--corpus", type=Path, default=None,
                     help="its pooled passages (default: <questions stem>_corpus.json, else the questions' contexts)")
     ap.add_argument("--join", default="", help="--questions' sentence joiner (HotpotQA: \"\", 2WikiMultihopQA: \" \")")
-    ap.add_argument("--set-name", default=None, help="--questions' set name in the records (default: file stem)")
     ap.add_argument("--budget", type=int, default=4000)
     ap.add_argument("--modes", nargs="+", default=DEFAULT_MODES, choices=DEFAULT_MODES)
     ap.add_argument("--llm", choices=list(LLM_FLAGS), default="sim",
