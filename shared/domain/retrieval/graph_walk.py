@@ -193,8 +193,9 @@ class WalkIndex:
 
     def walk(self, entity_seeds: Sequence[tuple[str, float]], passage_seeds: Sequence[tuple[str, float]],
              top_k: int, passage_share: float = PASSAGE_SEED_SHARE, damping: float = DAMPING) -> WalkResult:
-        """Personalized PageRank from the seeds (scores need not be normalised: each side is scaled to its
-        share; entity seeds are weighted by specificity). The best ``top_k`` passages and entities."""
+        """Personalized PageRank from the seeds, each list best first: a seed weighs by its place in its list
+        (``_spread``), not by its score, each side is scaled to its share, and entity seeds are weighted by
+        specificity. The best ``top_k`` passages and entities."""
         n_p = len(self.passages)
         ent = _spread([(self.entity_index[e], s) for e, s in entity_seeds if e in self.entity_index])
         ent = {n_p + j: w / self.entity_passages[j] for j, w in ent.items()}
@@ -283,12 +284,12 @@ def _edge_weight(w: float) -> float:
 
 
 def _spread(seeds: Sequence[tuple[int, float]]) -> dict[int, float]:
-    """Seed weights from scores: non-negative, scaled to the best (ranks of unscored lists count too)."""
+    """Seed weights from a list ordered best first: the seed at rank r (from 0) weighs 1 / (r + 1); a node
+    listed twice keeps its better rank. The order is what the lists agree on: the scores of the lists that
+    seed a walk are on unrelated scales (IDF sums of name words, z-scores of a fusion, cosines), and scaling
+    them to the best one let a single runaway score (a rare name, a passage far above the rest) take nearly
+    the whole restart mass, where the second and third seeds of a two-hop question are its other hop."""
     out: dict[int, float] = {}
-    if not seeds:
-        return out
-    top = max((s for _, s in seeds), default=0.0)
-    for rank, (node, s) in enumerate(seeds):
-        w = s / top if top > 0 and s > 0 else 1.0 / (rank + 1)
-        out[node] = max(out.get(node, 0.0), w)
+    for rank, (node, _score) in enumerate(seeds):
+        out.setdefault(node, 1.0 / (rank + 1))
     return out
