@@ -75,6 +75,12 @@ def test_seeds_weigh_by_their_rank_not_by_the_scale_of_their_scores():
     assert "p-kestrel" in scores  # reached from MARROW, the second entity seed, as much as from the chain
 
 
+def test_two_adjacent_question_words_name_an_entity_written_as_one_word():
+    index = WalkIndex.build(["p1", "p2"], {"SPACEDEV": ["p1"], "SIERRA NEVADA CORPORATION": ["p2"]}, [])
+    assert [n for n, _ in index.named_entities("Who runs the corporation that owns Space Dev?")] == ["SPACEDEV"]
+    assert index.named_entities("Who runs the corporation that owns space?") == []  # no join, no match
+
+
 def _reader() -> InMemoryGraphReader:
     r = InMemoryGraphReader()
     for i, (pid, text) in enumerate({**PASSAGES, **DISTRACTORS}.items()):

@@ -180,8 +180,9 @@ class WalkIndex:
     # ----------------------------------------------------------------- seeds
     def named_entities(self, query: str, limit: int = 20) -> list[tuple[str, float]]:
         """Entities whose every name word is in ``query``, scored by the IDF of their name words (a
-        longer, rarer name is a more specific match). Best first."""
-        q = set(tokenize(query))
+        longer, rarer name is a more specific match). Best first. Two adjacent words of the question also
+        count as their join when that join is a name word ("Space Dev" names SPACEDEV)."""
+        q = set(tokenize(query)) | self._joined_words(query)
         n = max(1, len(self.entities))
         scores: dict[int, float] = {}
         for t in q:
@@ -190,6 +191,11 @@ class WalkIndex:
                     scores[j] = sum(math.log(1 + n / self.token_df[w]) for w in self.name_tokens[j])
         best = sorted(scores.items(), key=lambda kv: -kv[1])[:limit]
         return [(self.entities[j], s) for j, s in best]
+
+    def _joined_words(self, query: str) -> set[str]:
+        """Joins of two adjacent words of ``query`` that are words of some entity's name."""
+        words = _WORD.findall(query.lower())
+        return {a + b for a, b in zip(words, words[1:], strict=False) if a + b in self.by_token}
 
     def walk(self, entity_seeds: Sequence[tuple[str, float]], passage_seeds: Sequence[tuple[str, float]],
              top_k: int, passage_share: float = PASSAGE_SEED_SHARE, damping: float = DAMPING) -> WalkResult:
@@ -274,6 +280,7 @@ def with_titles(entity_sources: dict[str, Sequence[str]], titles: dict[str, str]
     return out
 
 
+_WORD = re.compile(r"\w+")
 _QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
 _FILE_NAME = re.compile(r"(?<=\w)\.(txt|md|markdown|pdf|html?|docx?|rst|csv|json)$", re.IGNORECASE)  # a_b.txt
 
