@@ -63,6 +63,24 @@ def test_walk_result_has_entity_scores_and_counts_its_seeds():
     assert index.walk([], [], top_k=3).passages == []
 
 
+def test_seeds_weigh_by_their_rank_not_by_the_scale_of_their_scores():
+    """A runaway first score (a rare name, a passage far above the rest) must not take the whole restart
+    mass: the second seed of a two-hop question is often its other hop."""
+    index = _index()
+    skewed = index.walk([("ODE NOCTURNE", 50.0), ("MARROW", 0.01)], [("p-ode", 1000.0), ("p-varga", 0.001)], top_k=5)
+    level = index.walk([("ODE NOCTURNE", 1.0), ("MARROW", 0.9)], [("p-ode", 1.0), ("p-varga", 0.9)], top_k=5)
+    assert skewed.passages == level.passages and skewed.entities == level.entities
+    scores = dict(skewed.passages)
+    assert scores["p-varga"] > 0.3 * scores["p-ode"]  # the second passage seed keeps a real share
+    assert "p-kestrel" in scores  # reached from MARROW, the second entity seed, as much as from the chain
+
+
+def test_two_adjacent_question_words_name_an_entity_written_as_one_word():
+    index = WalkIndex.build(["p1", "p2"], {"SPACEDEV": ["p1"], "SIERRA NEVADA CORPORATION": ["p2"]}, [])
+    assert [n for n, _ in index.named_entities("Who runs the corporation that owns Space Dev?")] == ["SPACEDEV"]
+    assert index.named_entities("Who runs the corporation that owns space?") == []  # no join, no match
+
+
 def _reader() -> InMemoryGraphReader:
     r = InMemoryGraphReader()
     for i, (pid, text) in enumerate({**PASSAGES, **DISTRACTORS}.items()):

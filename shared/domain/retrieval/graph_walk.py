@@ -180,8 +180,9 @@ class WalkIndex:
     # ----------------------------------------------------------------- seeds
     def named_entities(self, query: str, limit: int = 20) -> list[tuple[str, float]]:
         """Entities whose every name word is in ``query``, scored by the IDF of their name words (a
-        longer, rarer name is a more specific match). Best first."""
-        q = set(tokenize(query))
+        longer, rarer name is a more specific match). Best first. Two adjacent words of the question also
+        count as their join when that join is a name word ("Space Dev" names SPACEDEV)."""
+        q = set(tokenize(query)) | self._joined_words(query)
         n = max(1, len(self.entities))
         scores: dict[int, float] = {}
         for t in q:
@@ -191,10 +192,16 @@ class WalkIndex:
         best = sorted(scores.items(), key=lambda kv: -kv[1])[:limit]
         return [(self.entities[j], s) for j, s in best]
 
+    def _joined_words(self, query: str) -> set[str]:
+        """Joins of two adjacent words of ``query`` that are words of some entity's name."""
+        words = _WORD.findall(query.lower())
+        return {a + b for a, b in zip(words, words[1:], strict=False) if a + b in self.by_token}
+
     def walk(self, entity_seeds: Sequence[tuple[str, float]], passage_seeds: Sequence[tuple[str, float]],
              top_k: int, passage_share: float = PASSAGE_SEED_SHARE, damping: float = DAMPING) -> WalkResult:
-        """Personalized PageRank from the seeds (scores need not be normalised: each side is scaled to its
-        share; entity seeds are weighted by specificity). The best ``top_k`` passages and entities."""
+        """Personalized PageRank from the seeds, each list best first: a seed weighs by its place in its list
+        (``_spread``), not by its score, each side is scaled to its share, and entity seeds are weighted by
+        specificity. The best ``top_k`` passages and entities."""
         n_p = len(self.passages)
         ent = _spread([(self.entity_index[e], s) for e, s in entity_seeds if e in self.entity_index])
         ent = {n_p + j: w / self.entity_passages[j] for j, w in ent.items()}
@@ -273,6 +280,7 @@ def with_titles(entity_sources: dict[str, Sequence[str]], titles: dict[str, str]
     return out
 
 
+_WORD = re.compile(r"\w+")
 _QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
 _FILE_NAME = re.compile(r"(?<=\w)\.(txt|md|markdown|pdf|html?|docx?|rst|csv|json)$", re.IGNORECASE)  # a_b.txt
 
@@ -283,12 +291,12 @@ def _edge_weight(w: float) -> float:
 
 
 def _spread(seeds: Sequence[tuple[int, float]]) -> dict[int, float]:
-    """Seed weights from scores: non-negative, scaled to the best (ranks of unscored lists count too)."""
+    """Seed weights from a list ordered best first: the seed at rank r (from 0) weighs 1 / (r + 1); a node
+    listed twice keeps its better rank. The order is what the lists agree on: the scores of the lists that
+    seed a walk are on unrelated scales (IDF sums of name words, z-scores of a fusion, cosines), and scaling
+    them to the best one let a single runaway score (a rare name, a passage far above the rest) take nearly
+    the whole restart mass, where the second and third seeds of a two-hop question are its other hop."""
     out: dict[int, float] = {}
-    if not seeds:
-        return out
-    top = max((s for _, s in seeds), default=0.0)
-    for rank, (node, s) in enumerate(seeds):
-        w = s / top if top > 0 and s > 0 else 1.0 / (rank + 1)
-        out[node] = max(out.get(node, 0.0), w)
+    for rank, (node, _score) in enumerate(seeds):
+        out.setdefault(node, 1.0 / (rank + 1))
     return out
