@@ -90,3 +90,11 @@ def test_adding_a_document_regenerates_only_changed_reports(stack):
     # the first clustering's reports whose communities changed are gone from the cache, not kept for ever
     _assert_report_cache_in_use(client.redis, store)
     assert signatures_first - {r.signature for r in store.reports().values()}
+    # the ended job's per-chunk bookkeeping expires; its view reads the same once it has
+    jobs = JobStore(client.redis, "life-inc")
+    view = jobs.view(second["id"])
+    bookkeeping = [jobs.k.job_chunks(second["id"]), jobs.k.job_chunks_done(second["id"]),
+                   jobs.k.job_docs_done(second["id"]), jobs.k.job_stage_done(second["id"], "merge")]
+    assert all(client.redis.ttl(key) > 0 for key in bookkeeping)
+    client.redis.delete(*bookkeeping)
+    assert jobs.view(second["id"]) == view
