@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from shared.domain.models import ChunkFailure
+from shared.infra.jobs.bookkeeping import ENDED_COUNTS, expire_bookkeeping
 from shared.infra.jobs.document_progress import DocumentProgress
 from shared.infra.jobs.llm_wait import LLMWait, waiting_view
 from shared.infra.jobs.lua_scripts import ADMIT, FINISH, MARK_RUNNING, MISSING, Admission
@@ -22,7 +23,6 @@ from shared.infra.tenancy.tiers import TIERS
 from shared.infra.tenancy.usage import job_usage, parse_job_usage
 
 TERMINAL = {"succeeded", "failed", "canceled"}
-ENDED_COUNTS = "ended_counts"  # job field: [chunks, chunks finished, documents chunked] recorded at its end
 
 
 @dataclass
@@ -195,7 +195,7 @@ class JobStore(DocumentProgress, LLMWait):
             return False
         self.redis.zrem(active_jobs_key(), active_member(self.tenant, job_id))
         if to_str(ended[2]) != "query":  # a query's state expires on its own (``query_state``)
-            self._expire_bookkeeping(job_id)
+            expire_bookkeeping(self.redis, self.k, job_id)
         if int(ended[1]):
             created = to_str(ended[3])
             seconds = now - float(created) if created else None
@@ -203,40 +203,6 @@ class JobStore(DocumentProgress, LLMWait):
             for listener in _listeners:
                 listener.job_finished(to_str(ended[2]) or "unknown", status, seconds, tier)
         return True
-
-    def _bookkeeping_keys(self, job_id: str, batch_stages: list[str], fields: dict[str, str]) -> list[str]:
-        """The keys of an ended job that only its run, a resume or the watchdog read (one entry per chunk,
-        document or batch); not its hash, usage, failures or stage times, which its view shows."""
-        k = self.k
-        keys = [k.job_chunks(job_id), k.job_chunks_done(job_id), k.job_docs(job_id), k.job_docs_done(job_id),
-                k.job_docs_files(job_id), k.job_docs_parsed(job_id), k.job_flags(job_id), k.job_warnings(job_id),
-                k.job_batch_stages(job_id), k.deliveries(job_id)]
-        for stage in batch_stages:
-            keys.append(k.job_stage_done(job_id, stage))
-            keys += [k.job_batch(job_id, stage, i) for i in range(int(fields.get(f"{stage}_batches") or 0))]
-        return keys
-
-    def _expire_bookkeeping(self, job_id: str) -> None:
-        """An ended job keeps its counts (``ENDED_COUNTS`` in its hash, what its view shows) and its per-chunk
-        bookkeeping expires after ``jobs.bookkeeping_ttl_s``: a tenant's memory does not grow with its job history.
-        Expiring, not deleting, leaves a late redelivery of the job's last step what it reads."""
-        from shared.config import get_settings
-
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.scard(self.k.job_chunks(job_id))
-        pipe.scard(self.k.job_chunks_done(job_id))
-        pipe.scard(self.k.job_docs_done(job_id))
-        pipe.smembers(self.k.job_batch_stages(job_id))
-        pipe.hgetall(self.k.job(job_id))
-        total, finished, docs_chunked, stages, raw = pipe.execute()
-        fields = {to_str(key): to_str(v) for key, v in raw.items()}
-        ttl = get_settings().jobs.bookkeeping_ttl_s
-        pipe = self.redis.pipeline(transaction=True)
-        if ENDED_COUNTS not in fields:
-            pipe.hset(self.k.job(job_id), ENDED_COUNTS, json.dumps([total, finished, docs_chunked]))
-        for key in self._bookkeeping_keys(job_id, sorted(to_str(s) for s in stages), fields):
-            pipe.expire(key, ttl)
-        pipe.execute()
 
     # ---- chunk progress
     def add_chunks(self, job_id: str, chunk_ids: list[str]) -> None:
@@ -401,7 +367,7 @@ class JobStore(DocumentProgress, LLMWait):
         pipe.hlen(self.k.job_failures(job_id))
         pipe.scard(self.k.job_docs_done(job_id))
         total, finished, failed, docs_chunked = pipe.execute()
-        if ended := job.pop(ENDED_COUNTS, None):  # its sets may have expired (``_expire_bookkeeping``)
+        if ended := job.pop(ENDED_COUNTS, None):  # its sets may have expired (``bookkeeping``)
             total, finished, docs_chunked = json.loads(ended)
         for f in ("created_at", "updated_at", "started_at", "finished_at"):
             if f in job:
