@@ -149,6 +149,13 @@ class LLMSettings(BaseModel):
     prices: dict[str, tuple[float, float]] = {}
 
 
+class JobSettings(BaseModel):
+    # An ended ingestion's or deletion's per-chunk bookkeeping (chunk and document sets, planned batches, stage
+    # claims: what a resume or the watchdog reads) expires this long after the end; its status view, usage and
+    # failures stay (``JobStore``). A late redelivery of its last step still finds it within this time.
+    bookkeeping_ttl_s: int = Field(default=24 * 3600, gt=0)
+
+
 class RateLimitSettings(BaseModel):
     """The global LLM budget shared by every worker on every host (``shared.infra.llm.ratelimit``).
 
@@ -241,6 +248,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     query: QuerySettings = QuerySettings()
     ratelimit: RateLimitSettings = RateLimitSettings()
+    jobs: JobSettings = JobSettings()
 
     @field_validator("gateway_max_body_bytes", "metrics_port", mode="before")
     @classmethod

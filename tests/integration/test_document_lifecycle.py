@@ -37,6 +37,14 @@ def _ingest(client: LocalClient, tenant: str, texts: list[str]) -> dict:
     return view
 
 
+def _assert_report_cache_in_use(redis, store: GraphStore) -> None:
+    """The report cache holds the current reports' signatures, and no signature of a community gone."""
+    cached = {k.decode() for k in redis.hkeys(store.k.report_cache())}
+    in_use = {r.signature for r in store.reports().values() if r.signature}
+    assert in_use <= cached
+    assert cached <= in_use | {c.signature for c in store.communities().values()}
+
+
 def test_delete_equals_never_ingested(stack):
     client = LocalClient(stack.redis_url)
     a, b = _texts()
@@ -57,6 +65,7 @@ def test_delete_equals_never_ingested(stack):
     assert after_delete["communities"] == only_a["communities"]
     assert store_ab.stats()["documents"] == 1
     assert set(store_ab.reports()) == set(store_ab.communities())
+    _assert_report_cache_in_use(client.redis, store_ab)
     from shared.infra.store.redis_vectors import RedisVectorStore
 
     vectors = RedisVectorStore(client.redis)
@@ -69,11 +78,23 @@ def test_adding_a_document_regenerates_only_changed_reports(stack):
     a, b = _texts()
     first = _ingest(client, "life-inc", [a])
     reports_first = first["usage"]["by_stage"]["report"]["calls"]
-    second = _ingest(client, "life-inc", [b])
     store = GraphStore(client.redis, "life-inc")
+    signatures_first = {r.signature for r in store.reports().values()}
+    second = _ingest(client, "life-inc", [b])
     llm_reports = sum(r.generated_by == "llm" for r in store.reports().values())
     regenerated = second["usage"]["by_stage"].get("report", {}).get("calls", 0)
     assert reports_first > 0
     # unchanged communities reuse their reports (matched by content signature)
     assert regenerated < llm_reports
     assert set(store.reports()) == set(store.communities())
+    # the first clustering's reports whose communities changed are gone from the cache, not kept for ever
+    _assert_report_cache_in_use(client.redis, store)
+    assert signatures_first - {r.signature for r in store.reports().values()}
+    # the ended job's per-chunk bookkeeping expires; its view reads the same once it has
+    jobs = JobStore(client.redis, "life-inc")
+    view = jobs.view(second["id"])
+    bookkeeping = [jobs.k.job_chunks(second["id"]), jobs.k.job_chunks_done(second["id"]),
+                   jobs.k.job_docs_done(second["id"]), jobs.k.job_stage_done(second["id"], "merge")]
+    assert all(client.redis.ttl(key) > 0 for key in bookkeeping)
+    client.redis.delete(*bookkeeping)
+    assert jobs.view(second["id"]) == view

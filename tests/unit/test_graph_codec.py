@@ -153,3 +153,34 @@ def test_a_report_is_stored_once_under_its_signature_and_each_community_refers_t
     assert store.reports_by_ids(["L1-1", "L0-4", "L9-9"]) == {"L1-1": high, "L0-4": fallback}
     redis_client.hdel(store.k.report_cache(), "sig")  # a dangling reference: no report, so one is made again
     assert store.reports_by_ids(["L0-3"]) == {}
+
+
+def test_the_report_cache_keeps_only_the_signatures_in_use(redis_client, tenant):
+    from shared.domain.models import Community, CommunityReport
+
+    store = GraphStore(redis_client, tenant)
+
+    def clustering(*sigs: str) -> list[Community]:
+        return [Community(id=f"L0-{i}", level=0, nodes=[f"N{i}"], signature=s) for i, s in enumerate(sigs)]
+
+    def report(cid: str, sig: str) -> CommunityReport:
+        return CommunityReport(community_id=cid, level=0, title=sig, summary="s", signature=sig)
+
+    store.replace_communities(clustering("a", "b", "c"), {0: 3}, 1)
+    store.save_reports([report("L0-0", "a"), report("L0-1", "b"), report("L0-2", "c")])
+    store.prune_reports()
+    assert {k.decode() for k in redis_client.hkeys(store.k.report_cache())} == {"a", "b", "c"}
+    # The next clustering: "a" unchanged (moved to another id), "b" and "c" gone, "d" new. Before its reports are
+    # written, the cache keeps "a" (a current signature, reused) and the entries the old reports still refer to.
+    store.replace_communities(clustering("d", "a"), {0: 2}, 2)
+    assert store.prune_report_cache() == 0
+    assert store.cached_reports(["a"])["a"].title == "a"
+    store.save_reports([report("L0-0", "d"), store.cached_reports(["a"])["a"].model_copy(
+        update={"community_id": "L0-1"})])
+    store.prune_reports()
+    assert {k.decode() for k in redis_client.hkeys(store.k.report_cache())} == {"a", "d"}
+    assert {c: r.title for c, r in store.reports().items()} == {"L0-0": "d", "L0-1": "a"}
+    assert store.prune_report_cache() == 0  # idempotent: a retried step deletes nothing more
+    store.replace_communities([], {}, 3)
+    store.prune_reports()
+    assert redis_client.hlen(store.k.report_cache()) == 0

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from shared.domain.models import ChunkFailure
+from shared.infra.jobs.bookkeeping import ENDED_COUNTS, expire_bookkeeping
 from shared.infra.jobs.document_progress import DocumentProgress
 from shared.infra.jobs.llm_wait import LLMWait, waiting_view
 from shared.infra.jobs.lua_scripts import ADMIT, FINISH, MARK_RUNNING, MISSING, Admission
@@ -193,6 +194,8 @@ class JobStore(DocumentProgress, LLMWait):
         if not ended or not int(ended[0]):
             return False
         self.redis.zrem(active_jobs_key(), active_member(self.tenant, job_id))
+        if to_str(ended[2]) != "query":  # a query's state expires on its own (``query_state``)
+            expire_bookkeeping(self.redis, self.k, job_id)
         if int(ended[1]):
             created = to_str(ended[3])
             seconds = now - float(created) if created else None
@@ -364,6 +367,8 @@ class JobStore(DocumentProgress, LLMWait):
         pipe.hlen(self.k.job_failures(job_id))
         pipe.scard(self.k.job_docs_done(job_id))
         total, finished, failed, docs_chunked = pipe.execute()
+        if ended := job.pop(ENDED_COUNTS, None):  # its sets may have expired (``bookkeeping``)
+            total, finished, docs_chunked = json.loads(ended)
         for f in ("created_at", "updated_at", "started_at", "finished_at"):
             if f in job:
                 job[f] = float(job[f])

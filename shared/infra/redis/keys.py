@@ -71,6 +71,9 @@ class Keys:
     def report_cache(self) -> str:  # hash signature -> CommunityReport json (incremental reports)
         return f"{self.p}reportcache"
 
+    def community_signatures(self) -> str:  # string: the current communities' signatures, space-separated
+        return f"{self.p}communities:sigs"
+
     # jobs
     def job(self, job_id: str) -> str:
         return f"{self.p}job:{job_id}"

@@ -18,6 +18,28 @@ REF = "@"  # a community's report entry that refers to the report cache: "@<leve
 # (a counter could repeat after a tenant is deleted and rebuilt). Read cache only.
 _COMMUNITY_ROWS: LRU[str, tuple[str, object, dict[str, Community], dict[str, CommunityReport]]] = LRU(CACHED_TENANTS)
 
+# Drop the report cache's entries that no report refers to and no current community's signature names, in one step
+# (a report written between reading the references and deleting would otherwise be left dangling: ``save_reports``
+# writes an entry and the reference to it together). KEYS[1] the reports, KEYS[2] the current signatures, KEYS[3]
+# the report cache. Returns how many entries went.
+_PRUNE_CACHE = """
+local keep = {}
+for _, v in ipairs(redis.call('HVALS', KEYS[1])) do
+  local sig = string.match(v, '^@[^@]*@(.+)$')
+  if sig then keep[sig] = true end
+end
+local current = redis.call('GET', KEYS[2])
+if current then for sig in string.gmatch(current, '%S+') do keep[sig] = true end end
+local stale = {}
+for _, sig in ipairs(redis.call('HKEYS', KEYS[3])) do
+  if not keep[sig] then stale[#stale + 1] = sig end
+end
+for i = 1, #stale, 1000 do
+  redis.call('HDEL', KEYS[3], unpack(stale, i, math.min(i + 999, #stale)))
+end
+return #stale
+"""
+
 
 class CommunityStore:
     """Communities, their membership index and reports. A mixin of ``GraphStore``: uses its ``redis`` and ``k``."""
@@ -51,6 +73,7 @@ class CommunityStore:
             pipe.delete(self.k.node_communities())
         pipe.hset(self.k.community_meta(), mapping={
             "levels": json.dumps({str(k): v for k, v in levels.items()}), "graph_version": version})
+        pipe.set(self.k.community_signatures(), " ".join(sorted({c.signature for c in communities if c.signature})))
         self._touch(pipe)
         pipe.execute()
 
@@ -154,7 +177,8 @@ class CommunityStore:
     def prune_reports(self, community_ids: set[str] | None = None) -> None:
         """Drop the reports of communities not in ``community_ids``; by default, of those not stored. Their ids and
         the reports' come from one snapshot, as keys: parsing every community and report to learn the ids held up an
-        ingestion's end after its last report wave (``finalize`` waited on it)."""
+        ingestion's end after its last report wave (``finalize`` waited on it). Then the report cache's entries no
+        longer used (``prune_report_cache``)."""
         pipe = self.redis.pipeline(transaction=True)  # one slot: both hashes share the tenant's hash tag
         pipe.hkeys(self.k.reports())
         if community_ids is None:
@@ -167,3 +191,11 @@ class CommunityStore:
             pipe.hdel(self.k.reports(), *stale)
             self._touch(pipe)
             pipe.execute()
+        self.prune_report_cache()
+
+    def prune_report_cache(self) -> int:
+        """Drop the cached reports that no community's report refers to and whose signature no current community has
+        (so a community whose members are unchanged still reuses its report when the next clustering is reported):
+        the cache holds what the current communities use, not every signature ever made. Returns how many went."""
+        return int(self.redis.eval(_PRUNE_CACHE, 3, self.k.reports(), self.k.community_signatures(),
+                                   self.k.report_cache()))
