@@ -48,12 +48,19 @@ def run_bash(script: str, env: dict, cwd: Path, timeout: float = 600.0) -> subpr
                           timeout=timeout)
 
 
+# Ctrl-C at its default action, as a terminal's foreground job has it, then exec: a test run started as a background
+# job of a non-interactive shell ignores SIGINT, and a child would inherit that and never see the tests' Ctrl-C
+_AS_FOREGROUND = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                  "os.execv(sys.argv[1], sys.argv[1:])")
+
+
 class UpProcess:
     """``graphfleet up`` in the background, read line by line."""
 
     def __init__(self, args: list[str], env: dict, cwd: Path = ROOT):
-        self.proc = subprocess.Popen([str(BIN / "graphfleet"), "up", *args], env=env, cwd=cwd, text=True,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen([sys.executable, "-c", _AS_FOREGROUND, str(BIN / "graphfleet"), "up", *args],
+                                     env=env, cwd=cwd, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
         self.lines: list[str] = []
         self._stopped = self._eof = False
         self._queue: queue.Queue = queue.Queue()
