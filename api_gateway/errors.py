@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import logging
 
+import redis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from kombu.exceptions import OperationalError as BrokerUnreachable
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -23,6 +25,12 @@ _STATUS_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404:
 
 
 _FASTAPI_BODY_ERROR = "There was an error parsing the body"
+# The state Redis or the broker unreachable for a moment (restarting, loading its data, failing over): the client is
+# told to retry (503 + Retry-After), as for any passing outage. A submission that failed half-way is safe to send
+# again: its Idempotency-Key returns the same job, and the job watchdog enqueues a message that was not sent.
+UNREACHABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, redis.exceptions.ClusterDownError,
+               redis.exceptions.TryAgainError, BrokerUnreachable)
+UNREACHABLE_RETRY_S = 2
 
 
 class FieldError(BaseModel):
@@ -99,6 +107,14 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 400 and message == _FASTAPI_BODY_ERROR:  # e.g. a JSON body that is not UTF-8
             code, message = "malformed_json", "request body could not be parsed as UTF-8 JSON"
         return error_response(exc.status_code, code, message, getattr(exc, "headers", None))
+
+    async def _unreachable(request: Request, exc: Exception):
+        log.warning("%s %s: a backing service is unreachable: %r", request.method, request.url.path, exc)
+        return error_response(503, "unavailable", "a backing service is unreachable for the moment; retry",
+                              {"Retry-After": str(UNREACHABLE_RETRY_S)})
+
+    for kind in UNREACHABLE:
+        app.add_exception_handler(kind, _unreachable)
 
     @app.exception_handler(Exception)
     async def _unhandled(request: Request, exc: Exception):
