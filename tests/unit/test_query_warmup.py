@@ -114,7 +114,7 @@ def test_warmer_rebuilds_a_tenants_caches_when_its_index_update_is_announced(red
     _fill(redis_client, tenant, "blue whale")
     cache = BM25Cache(redis_client)
     warmed: list[str] = []
-    warmer = CacheWarmer(redis_client, lambda: cache, on_warm=lambda t, _s: warmed.append(t), poll_s=0.05)
+    warmer = CacheWarmer(redis_client, lambda: cache, on_warm=lambda t, _s, _job: warmed.append(t), poll_s=0.05)
     stop = threading.Event()
     thread = threading.Thread(target=warmer.run, args=(stop,), daemon=True)
     thread.start()
@@ -145,7 +145,7 @@ def test_a_job_that_names_itself_in_its_announcement_ends_after_the_warm_up_not_
     warmed: list[str] = []
     release = threading.Event()
 
-    def on_warm(name: str, _seconds: float) -> None:
+    def on_warm(name: str, _seconds: float, _job: str) -> None:
         release.wait(20)  # the warm-up is still running until the test says so
         warmed.append(name)
 
@@ -219,7 +219,7 @@ def test_a_starting_warmer_warms_the_most_recently_indexed_tenants_and_runs_thei
     assert list(recent_announcements(redis_client, 2))[:2] == [tenant, tenant + "-old"]
     cache = BM25Cache(redis_client, capacity=4)
     warmed: list[str] = []
-    warmer = CacheWarmer(redis_client, lambda: cache, on_warm=lambda t, _s: warmed.append(t), poll_s=0.05,
+    warmer = CacheWarmer(redis_client, lambda: cache, on_warm=lambda t, _s, _job: warmed.append(t), poll_s=0.05,
                          warm_recent=1)
     tokens._count_cache.clear()
     stop = threading.Event()
@@ -252,7 +252,7 @@ def test_a_starting_warmer_skips_the_tenants_warmed_before_it_listened_unless_an
     cache = BM25Cache(redis_client, capacity=8)
     warmed: list[str] = []
     # the three most recent are these (the session's Redis remembers other tests' tenants too, older)
-    warmer = CacheWarmer(redis_client, lambda: cache, on_warm=lambda t, _s: warmed.append(t), poll_s=0.05,
+    warmer = CacheWarmer(redis_client, lambda: cache, on_warm=lambda t, _s, _job: warmed.append(t), poll_s=0.05,
                          warm_recent=3, warmed=warmed_before)
     stop = threading.Event()
     thread = threading.Thread(target=warmer.run, args=(stop,), daemon=True)
@@ -325,9 +325,10 @@ def test_a_worker_loads_the_chat_and_embedding_tokenizers_before_consuming(redis
 def test_warming_a_tenant_measures_the_embedder_once_so_the_first_query_does_not(redis_server, redis_client, simulator,
                                                                                  tenant):
     """A new deployment's first index: the query worker probes the embedding model (one 20-word call, booked
-    to the tenant it warmed) when it warms that tenant, not during the tenant's first query, and in a thread of
-    its own: the warmer is free for the next announcement (a job's final one, which the job's end waits for)
-    while the call is in flight. Once known (kept in Redis for every process), warming makes no call."""
+    to the ingestion job whose end asked for the warm-up, so the tenant's ledger stays the sum of its jobs) when it
+    warms that tenant, not during the tenant's first query, and in a thread of its own: the warmer is free for the
+    next announcement (a job's final one, which the job's end waits for) while the call is in flight. Once known
+    (kept in Redis for every process), warming makes no call; a warm-up no job asked for makes none either."""
     import json
     import subprocess
     import sys
@@ -343,7 +344,7 @@ def test_warming_a_tenant_measures_the_embedder_once_so_the_first_query_does_not
     code = ("import json, sys, threading\nfrom shared.infra.store.warmup import _warmed\n"
             "from workers.runtime import runtime\nrt, gate = runtime(), threading.Event()\nreal = rt.embedder.embed\n"
             "rt.embedder.embed = lambda texts, ctx: (gate.wait(30), real(texts, ctx))[1]\n"
-            "_warmed(runtime, sys.argv[1], 0.0)\n"
+            "_warmed(runtime, sys.argv[1], 0.0, sys.argv[2])\n"
             "open_call = rt._lexical is None\ngate.set()\n"  # _warmed returned, the call held
             "[t.join(60) for t in threading.enumerate() if t.name == 'graphfleet-embedder-probe']\n"
             "print(json.dumps([open_call, rt._lexical]))")
@@ -351,16 +352,17 @@ def test_warming_a_tenant_measures_the_embedder_once_so_the_first_query_does_not
                      GRAPHFLEET_EMBEDDING_MODEL=model)
     stats = simulator.removesuffix("/v1") + "/stats"
 
-    def warm() -> tuple[list, int]:
+    def warm(job_id: str = "job-probe") -> tuple[list, int]:
         before = httpx.get(stats).json()["embeddings"]["calls"]
-        out = subprocess.run([sys.executable, "-c", code, tenant], env=env, capture_output=True, text=True,
+        out = subprocess.run([sys.executable, "-c", code, tenant, job_id], env=env, capture_output=True, text=True,
                              timeout=120)
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout.strip().splitlines()[-1]), httpx.get(stats).json()["embeddings"]["calls"] - before
 
+    assert warm("") == ([True, None], 0)  # no job asked for this warm-up: the first query will probe, in its job
     # _warmed returned while the probe's call was held; the simulator's local model knows meaning: one call
     assert warm() == ([True, False], 1)
     assert redis_client.get(embedder_lexical_key(model)) in (b"0", "0")
-    assert [(r.stage, r.model) for r in read_usage(redis_client, tenant)] == [("embed", model)]
+    assert [(r.stage, r.model, r.job_id) for r in read_usage(redis_client, tenant)] == [("embed", model, "job-probe")]
     again = warm()  # a second process (or a restart) reads the answer
     assert (again[0][1], again[1]) == (False, 0)

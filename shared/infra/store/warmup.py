@@ -194,7 +194,7 @@ class CacheWarmer:
     """Listens for index updates and warms this process's caches; ``run`` blocks until ``stop`` is set
     (a daemon thread of each query worker process). Survives Redis restarts by resubscribing."""
 
-    def __init__(self, redis, bm25: Callable[[], BM25Cache], on_warm: Callable[[str, float], None] | None = None,
+    def __init__(self, redis, bm25: Callable[[], BM25Cache], on_warm: Callable[[str, float, str], None] | None = None,
                  poll_s: float = 0.5, retry_s: float = 1.0, vectors=None, model: str | None = None,
                  warm_recent: int = 0, warmed: dict[str, float] | None = None):
         self.redis, self.bm25, self.on_warm, self.vectors, self.model = redis, bm25, on_warm, vectors, model
@@ -205,21 +205,22 @@ class CacheWarmer:
         self.poll_s, self.retry_s = poll_s, retry_s
         self.subscribed = threading.Event()  # set once listening (tests wait on it before publishing)
 
-    def handle(self, tenant: str) -> bool:
-        """Warm ``tenant`` if this process caches it already or has room; whether it was warmed."""
+    def handle(self, tenant: str, job_id: str = "") -> bool:
+        """Warm ``tenant`` if this process caches it already or has room; whether it was warmed. ``job_id``: the
+        job whose announcement asked for it (``on_warm`` gets it, or "" for a warm-up no job asked for)."""
         cache = self.bm25()
         if not cache.has_room_for(tenant):
             return False
         seconds = warm_tenant(self.redis, tenant, cache, self.vectors, self.model)
         if self.on_warm:
-            self.on_warm(tenant, seconds)
+            self.on_warm(tenant, seconds, job_id)
         return True
 
     def on_message(self, data: str) -> None:
         """An announcement: ``tenant``, or ``tenant job_id`` when a job waits for the warm-up's acknowledgement."""
         tenant, _, job_id = data.partition(" ")
         try:
-            self.handle(tenant)
+            self.handle(tenant, job_id)
         finally:
             if job_id:
                 acknowledge_warm_up(self.redis, tenant, job_id)
@@ -306,11 +307,12 @@ def warm_child(app, runtime: Callable[[], object]) -> None:
     threading.Thread(target=build, name="warm-child", daemon=True).start()
 
 
-def _probe_embedder(runtime: Callable[[], object], tenant: str) -> None:
+def _probe_embedder(runtime: Callable[[], object], tenant: str, job_id: str) -> None:
     """Whether the embedder only sees words (``Runtime.lexical_embedder``: on a new deployment's first index one
-    20-word embedding call, booked to ``tenant`` as its first query's would be, then known to every process), in a
-    thread of its own: the warmer goes on to the next announcement (a job's final one, which the job's end waits for)
-    without waiting an API round trip."""
+    20-word embedding call, then known to every process), booked to ``job_id``, the ingestion whose end asked for
+    this warm-up (every call a tenant pays is part of one of its jobs: its usage ledger is the sum of its jobs'), in
+    a thread of its own: the warmer goes on to the next announcement (a job's final one, which the job's end waits
+    for) without waiting an API round trip."""
     from shared.infra.messaging.queueing import QUERY, ROUTES
     from shared.infra.tenancy.usage import CallContext
 
@@ -319,23 +321,25 @@ def _probe_embedder(runtime: Callable[[], object], tenant: str) -> None:
 
     def probe() -> None:
         try:
-            runtime().lexical_embedder(CallContext(tenant=tenant, stage="embed", queue=ROUTES[QUERY]))
+            runtime().lexical_embedder(CallContext(tenant=tenant, stage="embed", job_id=job_id, queue=ROUTES[QUERY]))
         finally:
             _probing.release()
 
     threading.Thread(target=probe, name="graphfleet-embedder-probe", daemon=True).start()
 
 
-def _warmed(runtime: Callable[[], object], tenant: str, seconds: float) -> None:
-    """After a tenant's caches: the embedder probe, and, with an LLM, the metric series its next answer writes,
-    created at zero (Prometheus's advice for label sets known in advance; ``prime_query_series``)."""
+def _warmed(runtime: Callable[[], object], tenant: str, seconds: float, job_id: str = "") -> None:
+    """After a tenant's caches: the embedder probe when a job asked for the warm-up (else the first query probes,
+    in its own job), and, with an LLM, the metric series its next answer writes, created at zero (Prometheus's
+    advice for label sets known in advance; ``prime_query_series``)."""
     from shared.infra.messaging.queueing import QUERY, ROUTES
     from shared.infra.observability.metrics import observe_cache_warmup, prime_query_series
     from shared.infra.tenancy.tiers import TIERS
 
     observe_cache_warmup(seconds)
     log.info("query caches of tenant %s warmed in %.3f s", tenant, seconds)
-    _probe_embedder(runtime, tenant)
+    if job_id:
+        _probe_embedder(runtime, tenant, job_id)
     rt = runtime()
     if rt.llm is not None:
         prime_query_series(rt.settings.llm_model, ROUTES[QUERY], QUERY, {tenant: TIERS.tier(rt.redis, tenant)})
@@ -343,7 +347,7 @@ def _warmed(runtime: Callable[[], object], tenant: str, seconds: float) -> None:
 
 def _warmer(runtime: Callable[[], object], warm_recent: int = 0, warmed: dict[str, float] | None = None):
     rt = runtime()
-    return CacheWarmer(rt.redis, lambda: runtime().indexes(), on_warm=lambda t, s: _warmed(runtime, t, s),
+    return CacheWarmer(rt.redis, lambda: runtime().indexes(), on_warm=lambda t, s, job: _warmed(runtime, t, s, job),
                        vectors=rt.vectors, model=rt.settings.llm_model, warm_recent=warm_recent, warmed=warmed)
 
 
