@@ -33,10 +33,8 @@ def compare_tables(rows: list[dict]) -> list[str]:
     for lat in sorted({k[1] for k in ingest}):
         gf = ingest.get(("graphfleet", lat))
         for r in (ingest[(s, lat)] for s in SYSTEMS if (s, lat) in ingest):
-            peer = r["system"] != "graphfleet" and gf
-
-            def ratio(key, r=r, peer=peer, gf=gf):
-                return fmt_ratio(key(gf), key(r)) if peer else "-"
+            def ratio(key, r=r, gf=gf):  # graphfleet / this peer
+                return fmt_ratio(key(gf), key(r)) if r["system"] != "graphfleet" and gf else "-"
 
             cells.append([f"{lat:.0f} ms", NAMES[r["system"]], f"{r['seconds_median']:.2f}", r.get("seconds_all"),
                           ratio(lambda x: x["seconds_median"]), r["llm_calls"], by_stage(r["calls_by_type"]),
