@@ -20,9 +20,7 @@ def simulator(latency_ms: float = 0.0, seed: int = 7, ms_per_completion_token: f
     """The LLM simulator in a subprocess, its base URL."""
     port = free_port()
     cmd = [sys.executable, "-m", "llm_simulator", "--port", str(port), "--latency-ms", str(latency_ms),
-           "--seed", str(seed)]
-    if ms_per_completion_token:
-        cmd += ["--ms-per-completion-token", str(ms_per_completion_token)]
+           "--seed", str(seed), "--ms-per-completion-token", str(ms_per_completion_token)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -70,11 +68,11 @@ def client_stack(llm_url: str | None, concurrency: int = 16, processes: int = 1,
 
 
 def ingest_docs(client, tenant: str, docs: list, timeout: float) -> tuple[dict, dict]:
-    """One ingestion job of (title, text) documents or ``DocumentInput``s: (the job, its view once finished)."""
+    """One ingestion job of (title, text) documents: (the job, its view once finished)."""
     from shared.infra.jobs.ingest_submit import DocumentInput, submit_ingestion
 
-    docs = [d if isinstance(d, DocumentInput) else DocumentInput(text=d[1], title=d[0]) for d in docs]
-    job = submit_ingestion(client.redis, client.celery, tenant, docs, client.settings)
+    inputs = [DocumentInput(text=text, title=title) for title, text in docs]
+    job = submit_ingestion(client.redis, client.celery, tenant, inputs, client.settings)
     return job, client.wait(tenant, job["job_id"], timeout=timeout)
 
 

@@ -5,14 +5,23 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from bench.harness.results import ROOT
 
 RESULTS = ROOT / "bench" / "results"
+NOTES = Path(__file__).parent / "notes"
 SYSTEMS = ("graphfleet", "nano", "lightrag")
 NAMES = {"graphfleet": "graphfleet", "nano": "nano-graphrag", "lightrag": "LightRAG"}
 SYSTEM_MODES = ("local", "global", "naive", "hybrid", "mix", "causal")
 NOT_MEASURED = "not measured"
+
+
+def note(name: str) -> list[str]:
+    """A hand-written part of the page (``bench/report/notes/<name>.md``): a section's heading and how it was
+    measured (``*_head``), the reading of the tables before it, or a section whose records no suite writes any
+    more, rendered once (``retrieval_peers``: the earlier HotpotQA runs with the peers), or a table's fixed preamble."""
+    return [*(NOTES / f"{name}.md").read_text().splitlines(), ""]
 
 
 def load_results(name: str) -> list[dict]:
@@ -34,6 +43,10 @@ def fmt_ratio(ours, theirs) -> str:
 
 def fmt(value, spec: str = ".2f") -> str:
     return "-" if value is None else format(value, spec)
+
+
+def no_results(command: str) -> list[str]:
+    return [f"(no results yet: `.venv/bin/python -m bench.suites.{command}`)", ""]
 
 
 def md_row(cells) -> str:

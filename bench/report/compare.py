@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.report.common import NAMES, SYSTEM_MODES, SYSTEMS, current_command, fmt_ratio, md_table
+from bench.report.common import NAMES, SYSTEM_MODES, SYSTEMS, current_command, fmt_ratio, md_table, note
 
 STAGES = (("glean", "glean"), ("extract", "extract"), ("summar", "summarize"), ("community_report", "report"),
           ("keywords", "keywords"), ("global_map", "map"), ("map_summarize", "map"), ("global_reduce", "reduce"),
@@ -33,10 +33,8 @@ def compare_tables(rows: list[dict]) -> list[str]:
     for lat in sorted({k[1] for k in ingest}):
         gf = ingest.get(("graphfleet", lat))
         for r in (ingest[(s, lat)] for s in SYSTEMS if (s, lat) in ingest):
-            peer = r["system"] != "graphfleet" and gf
-
-            def ratio(key, r=r, peer=peer, gf=gf):
-                return fmt_ratio(key(gf), key(r)) if peer else "-"
+            def ratio(key, r=r, gf=gf):  # graphfleet / this peer
+                return fmt_ratio(key(gf), key(r)) if r["system"] != "graphfleet" and gf else "-"
 
             cells.append([f"{lat:.0f} ms", NAMES[r["system"]], f"{r['seconds_median']:.2f}", r.get("seconds_all"),
                           ratio(lambda x: x["seconds_median"]), r["llm_calls"], by_stage(r["calls_by_type"]),
@@ -52,10 +50,7 @@ def compare_tables(rows: list[dict]) -> list[str]:
            *md_table("latency | system | wall s (median) | runs (s) | graphfleet/peer s | LLM calls | calls by stage "
                      "| graphfleet/peer calls | prompt tokens | completion tokens | graphfleet/peer tokens "
                      "| embedding calls | entities | relations | communities (by level)", cells),
-           "", "### Queries (submit to result)", "",
-           "graphfleet's figures include the Redis queue, a query worker and the end-of-job message back to the "
-           "client; the peers are called in-process. `only context` = `only_need_context` (no answer call). Context "
-           "tokens: the returned context counted with o200k (gpt-4o-mini).", ""]
+           "", *note("compare_queries")]
     queries = {(r["system"], r["latency_ms"], r["mode"], r["only_need_context"]): r
                for r in med if r["phase"] == "query"}
     cells = []
@@ -93,8 +88,6 @@ def global_phase_table(med: list[dict]) -> list[str]:
         m, red, other = phases.values()
         cells.append([f"{r['latency_ms']:.0f} ms", r["only_need_context"], NAMES[r["system"]], m[0], f"{m[1]:,}",
                       f"{m[2]:,}", red[0], f"{red[1] + red[2]:,}", other[0]])
-    return ["### Global mode: map and reduce phases", "",
-            "Per question, from the simulator's counters by prompt type (LightRAG's global mode has no map phase: "
-            "it is a keyword search over relations plus one answer call).", "",
-            *md_table("latency | only context | system | map calls | map prompt tokens | map completion tokens "
-                      "| reduce calls | reduce tokens (prompt + completion) | other calls", cells), ""]
+    return [*note("compare_global"), *md_table("latency | only context | system | map calls | map prompt tokens "
+                                               "| map completion tokens | reduce calls | reduce tokens (prompt + "
+                                               "completion) | other calls", cells), ""]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from bench.report.common import NOT_MEASURED, Row, current_command, md_row, md_table
+from bench.report.common import NOT_MEASURED, Row, current_command, md_row, md_table, no_results, note
 from shared.domain.query.params import QueryParam
 
 LOCAL_SLACK_S = 0.020  # local answer: <= nano + 20 ms
@@ -287,7 +287,7 @@ def cost_section(all_rows: list[dict]) -> list[str]:
     rows = newest_run(all_rows)
     out = ["## Cost and latency per question (issue 21 table)", ""]
     if not rows:
-        return out + ["(no results yet: `.venv/bin/python -m bench.suites.cost_table`)", ""]
+        return out + no_results("cost_table")
     table = cost_rows(rows)
     out += [*_commands(rows),
             "| | graphfleet | nano-graphrag | ratio | target | met? |", "|---|---|---|---|---|---|",
@@ -296,7 +296,5 @@ def cost_section(all_rows: list[dict]) -> list[str]:
     unmet = [r for r in table if r.met is False]
     if unmet:
         out += ["Unmet targets, by how much:", "", *(f"- {r.label}: {r.gap}." for r in unmet), ""]
-    return [*out, *curve_table(rows), "### Global answer: tokens, calls and coverage per question", "",
-            "Coverage: the share of the full scan's positive-score map points (by report) that the selected scan also "
-            "finds (the simulator's map answers are deterministic).", "", *coverage_table(rows),
+    return [*out, *curve_table(rows), *note("cost_coverage"), *coverage_table(rows),
             "### Context build in-process", "", *context_table(rows)]

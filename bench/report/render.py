@@ -6,16 +6,13 @@
 from __future__ import annotations
 
 import platform
-from pathlib import Path
 
 from bench.report.capacity import capacity_section
-from bench.report.common import ROOT, load_results, newest
+from bench.report.common import ROOT, load_results, newest, note
 from bench.report.compare import compare_tables
 from bench.report.cost import cost_section
 from bench.report.retrieval_sets import sets_tables
 from bench.report.tables import clustering_table, ingest_table, query_table, scaling_table, walk_table
-
-NOTES = Path(__file__).parent / "notes"
 
 
 def machine_line() -> str:
@@ -27,13 +24,6 @@ def machine_line() -> str:
     m = found[-1]
     return (f"Machine: {m['cpus']} cores ({m['cpu_model']}, {m['arch']}), {m['memory_gib']} GiB, Linux {m['kernel']}, "
             f"Python {m['python']}.")
-
-
-def note(name: str) -> list[str]:
-    """A hand-written part of the page (``bench/report/notes/<name>.md``): a section's heading and how it was
-    measured (``*_head``), the reading of the tables before it, or a section whose records no suite writes any
-    more, rendered once (``retrieval_peers``: the earlier HotpotQA runs with the peers)."""
-    return [*(NOTES / f"{name}.md").read_text().splitlines(), ""]
 
 
 def render() -> str:

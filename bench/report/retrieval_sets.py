@@ -5,10 +5,8 @@ judged, allowance/tokens/time per mode, and each set's ingestion with its embedd
 from __future__ import annotations
 
 from bench.harness.datasets import SETS
-from bench.report.common import NAMES, fmt, md_row, md_table, newest
+from bench.report.common import NAMES, fmt, md_row, md_table, newest, no_results, note
 
-RUN_HINT = ("(no results yet: `.venv/bin/python -m bench.suites.retrieval --llm both --out "
-            "bench/results/retrieval.jsonl`)")
 BASELINE_ROWS = {"bm25": "BM25 (same allowance)", "bm25_full": "BM25 (full budget)",
                  "hybrid_baseline": "hybrid baseline: BM25 + dense (same allowance)", "dense": "dense (same allowance)"}
 HYBRID = BASELINE_ROWS["hybrid_baseline"]
@@ -179,9 +177,8 @@ def _setting(group: list[dict], ingests: list[dict], llm: bool) -> list[str]:
            + f". Baselines rank whole passages without a graph: {baselines}; macro = mean over the sets.", "",
            "Passage recall (share of gold passages whose whole text is in the context):", "",
            *_metric_table(table, sets, asked, "recall", ("BM25", "hybrid baseline")), "",
-           *(["Answer-in-context (share of questions whose gold answer or an alias is in the context as whole "
-              "words, SQuAD-normalised; yes/no questions not counted):", "",
-              *_metric_table(table, sets, asked, "answer_in_context", ("hybrid baseline",)), ""] if answers else []),
+           *([*note("retrieval_answers"), *_metric_table(table, sets, asked, "answer_in_context", ("hybrid baseline",)),
+              ""] if answers else []),
            *best_vs_hybrid(group, sets),
            f"Per set ({' / '.join(sets)}): the context allowance (`budget.total_allowed`; baselines: what they were "
            "given), the share of it used, context tokens (cl100k), contexts over the budget, seconds per query "
@@ -206,10 +203,7 @@ def ingest_table(ingests: list[dict], sets: list[str]) -> list[str]:
                      f"{fmt(e.get('latency_s'), '.1f')} / {fmt(e.get('wall_s'), '.1f')}",
                      fmt(e.get("passages_per_s"), ",.0f"), fmt(p.get("passages_per_s"), ",.0f"),
                      fmt(p.get("cpu_seconds"), ".2f"), fmt(r.get("entities"), ",d"), fmt(r.get("relations"), ",d")])
-    return ["Ingestion per set: LLM calls and tokens (the simulator's counters), and the embedding beside them: the "
-            "job's `embed` calls (chunks and entity descriptions), their input tokens, their latency summed (calls "
-            "overlap) and the wall time while one ran, passages per second of that wall time; in process, one pass "
-            "of the local embedder over the set's passages (passages per second, CPU seconds).", "",
+    return [*note("retrieval_ingest"),
             *md_table("set | system | passages | ingest s | LLM calls | LLM tokens (prompt + completion) | embed calls "
                       "| embed input tokens | embed latency s (summed / wall) | passages per embed s | in process: "
                       "passages/s | in process: CPU s | entities | relations", rows), ""]
@@ -221,7 +215,7 @@ def sets_tables(rows: list[dict]) -> list[str]:
     summaries, ingests = (newest([r for r in rows if r.get("bench") == b], "set", "llm", "system")
                           for b in ("retrieval_set", "retrieval_set_ingest"))
     if not summaries:
-        return [RUN_HINT, ""]
+        return no_results("retrieval --llm both --out bench/results/retrieval.jsonl")
     out = []
     for llm in (True, False):
         if group := [s for s in summaries if s["llm"] == llm]:

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from bench.report.common import fmt_ratio, md_table, newest
+from bench.report.common import fmt_ratio, md_table, newest, no_results
 
 NANO_REFERENCE = {0.0: 2.3, 200.0: 4.5}  # seconds, nano-graphrag on this machine (issue reference)
-
-
-def _hint(command: str) -> list[str]:
-    return [f"(no results yet: `.venv/bin/python -m bench.suites.{command}`)", ""]
 
 
 def ingest_table(rows: list[dict]) -> list[str]:
@@ -38,7 +34,7 @@ def query_table(rows: list[dict]) -> list[str]:
 def scaling_table(rows: list[dict]) -> list[str]:
     med = newest([r for r in rows if r["bench"] == "scaling_median"], "corpus", "processes", "latency_ms")
     if not med:
-        return _hint("scaling --out bench/results/scaling.jsonl")
+        return no_results("scaling --out bench/results/scaling.jsonl")
     runs, out = [r for r in rows if r["bench"] == "scaling"], []
     med.sort(key=lambda m: (m["corpus"] != "carol", m["corpus"], m["latency_ms"], m["processes"]))
     for m in med:
@@ -57,7 +53,7 @@ def scaling_table(rows: list[dict]) -> list[str]:
 def clustering_table(rows: list[dict]) -> list[str]:
     rows = [r for r in rows if r.get("bench") == "clustering"]
     if not rows:
-        return _hint("clustering --repeat 3 --graspologic-python .bench/peers-venv/bin/python "
+        return no_results("clustering --repeat 3 --graspologic-python .bench/peers-venv/bin/python "
                      "--out bench/results/clustering.jsonl")
     latest, out = {(r["graph"], r["impl"]): r for r in rows}, []
     for graph in dict.fromkeys(r["graph"] for r in rows):
@@ -73,7 +69,7 @@ def clustering_table(rows: list[dict]) -> list[str]:
 
 def walk_table(walks: list[dict]) -> list[str]:
     if not walks:
-        return _hint("walk --out bench/results/walk.jsonl")
+        return no_results("walk --out bench/results/walk.jsonl")
     return [*md_table("passages | entities | edges | build s | arrays MiB | walk ms p50 | walk ms p95",
                       [[f"{r['passages']:,}", f"{r['entities']:,}", f"{r['edges']:,}", r["build_s"], r["arrays_mb"],
                         r["query_ms_p50"], r["query_ms_p95"]] for r in sorted(walks, key=lambda r: r["passages"])]), ""]

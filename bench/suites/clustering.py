@@ -27,11 +27,8 @@ import json, sys, time
 from collections import Counter
 from graspologic.partition import hierarchical_leiden
 path, max_size, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-edges = []
 with open(path) as fh:
-    for line in fh:
-        a, b, w = line.rstrip("\n").split("\t")
-        edges.append((a, b, float(w)))
+    edges = [(a, b, float(w)) for a, b, w in (line.rstrip("\n").split("\t") for line in fh)]
 hierarchical_leiden([(f"w{i}", f"w{(i + 1) % 30}", 1.0) for i in range(30)], max_cluster_size=max_size,
                     random_seed=seed)
 start = time.perf_counter()
@@ -39,12 +36,8 @@ rows = hierarchical_leiden(edges, max_cluster_size=max_size, random_seed=seed)
 seconds = time.perf_counter() - start
 clusters = {(r.level, r.cluster) for r in rows}
 final = Counter(r.cluster for r in rows if r.is_final_cluster)
-print(json.dumps({
-    "seconds": round(seconds, 3),
-    "levels": dict(sorted(Counter(level for level, _ in clusters).items())),
-    "communities": len(clusters),
-    "leaves_over_max": sum(1 for n in final.values() if n > max_size),
-}))
+print(json.dumps({"seconds": round(seconds, 3), "levels": dict(sorted(Counter(level for level, _ in clusters).items())),
+                  "communities": len(clusters), "leaves_over_max": sum(1 for n in final.values() if n > max_size)}))
 """
 
 

@@ -241,9 +241,5 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main() -> None:
-    run(parse_args())
-
-
 if __name__ == "__main__":
-    main()
+    run(parse_args())

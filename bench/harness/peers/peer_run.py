@@ -103,6 +103,7 @@ async def nano_communities(rag) -> dict:
 
 async def lightrag_rag(spec: dict):
     from lightrag import LightRAG
+    from lightrag.kg.shared_storage import initialize_pipeline_status
     from lightrag.llm.openai import openai_complete_if_cache
     from lightrag.utils import EmbeddingFunc
 
@@ -118,12 +119,7 @@ async def lightrag_rag(spec: dict):
                    embedding_func=embed, cosine_better_than_threshold=0.0,  # as for nano: the cosines run low
                    vector_db_storage_cls_kwargs={"cosine_better_than_threshold": 0.0})
     await rag.initialize_storages()
-    try:
-        from lightrag.kg.shared_storage import initialize_pipeline_status
-
-        await initialize_pipeline_status()
-    except ImportError:
-        pass
+    await initialize_pipeline_status()
     return rag
 
 
