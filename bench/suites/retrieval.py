@@ -18,7 +18,7 @@ from pathlib import Path
 from bench.harness import results
 from bench.harness.datasets import DATA_ROOT, SETS, Dataset, load_files, load_named_set
 from bench.harness.peers.peer_run import delta
-from bench.harness.results import PEERS_PYTHON, emit, machine
+from bench.harness.results import emit, machine
 from bench.harness.retrieval_baselines import BASELINE_MODES, BM25_TOP_K, BUDGET_MODEL, HYBRID_BM25_WEIGHT, Baselines
 from bench.harness.retrieval_records import (
     bm25_allowances,
@@ -32,8 +32,6 @@ from shared.domain.tokens import count_tokens
 
 DEFAULT_MODES = ["local", "global", "naive", "hybrid", "causal", "graph"]
 LLM_FLAGS = {"sim": [True], "none": [False], "both": [True, False]}
-# the peers' modes (nano's global maps even for only_need_context: dozens of LLM calls per question)
-PEER_MODES = {"nano": ["local", "global", "naive"], "lightrag": ["local", "global", "hybrid", "naive", "mix"]}
 
 
 def parse_variant(spec: str) -> tuple[str, str, dict]:
@@ -126,44 +124,14 @@ def embed_usage(redis, job_id: str, usage: dict, passages: int, since: float) ->
             "passages_per_s": round(passages / wall, 1) if wall > 0 else None}
 
 
-def run_peer(args, system: str, ds: Dataset, llm: str, head: dict) -> dict[str, list[dict]]:
-    """One peer process: ingest every passage, then each question in each of the peer's modes."""
-    from bench.harness.systems import run_peer_process
-
-    head = {**head, "system": system}
-    limit = args.nano_global_limit if system == "nano" else 0
-    queries = [{"id": f"{mode}:{i}", "mode": mode, "query": q["question"], "only_need_context": True}
-               for mode in PEER_MODES[system] for i, q in enumerate(ds.questions)
-               if not (mode == "global" and limit and i >= limit)]
-    lines, proc = run_peer_process(args.peers_python, system, llm, list(ds.docs.values()), queries, args.budget, 16)
-    if proc.returncode != 0:
-        emit({"bench": "retrieval_error", **head, "returncode": proc.returncode, "stderr": proc.stderr[-2000:]},
-             args.out)
-    for r in lines:
-        if r["phase"] == "ingest":
-            emit({"bench": "retrieval_set_ingest", **head, "status": "succeeded", "seconds": r["seconds"],
-                  "passages": len(ds.passages), **{k: r.get(k) for k in (
-                      "llm_calls", "prompt_tokens", "completion_tokens", "embedding_calls", "entities", "relations",
-                      "communities_by_level")}}, args.out)
-            break
-    by_mode: dict[str, list[dict]] = {}
-    for r in (r for r in lines if r["phase"] == "query"):
-        rec = question_record({**head, "mode": r["mode"]}, ds.questions[int(r["id"].split(":")[1])], r["output"] or "",
-                              ds.passages, context_tokens=count_tokens(r["output"] or "", BUDGET_MODEL),
-                              seconds=r["seconds"])
-        by_mode.setdefault(r["mode"], []).append({**rec, **({"error": r["error"]} if r["error"] else {})})
-    return by_mode
-
-
 def run_set(args, ds: Dataset, llm_url: str | None, run_id: str) -> None:
-    """One set under each LLM setting: graphfleet (and peers), the baselines; the set summaries. The baselines
+    """One set under each LLM setting: graphfleet, the baselines; the set summaries. The baselines
     rank each question once for every setting, and each setting packs them into its own allowances."""
     base = Baselines(ds.docs, args.bm25_top_k, args.hybrid_bm25_weight)
     rankings = base.rank_all(ds.questions)
     for llm in LLM_FLAGS[args.llm]:
         head = {"run": run_id, "set": ds.name, "llm": llm}
-        url = llm_url if llm else None
-        by_mode = run_graphfleet(args, ds, url, head, base.embed_cost) if "graphfleet" in args.systems else {}
+        by_mode = run_graphfleet(args, ds, llm_url if llm else None, head, base.embed_cost)
         flat = [r for records in by_mode.values() for r in records]
         allowances = bm25_allowances(flat, args.budget)
         baselines = {name: base.records(ds, {**head, "system": name, "mode": name}, rankings[name], allowances,
@@ -174,10 +142,6 @@ def run_set(args, ds: Dataset, llm_url: str | None, run_id: str) -> None:
              args.questions_out, echo=False)
         emit(set_summary({**head, "system": "graphfleet"}, by_mode, args.budget, len(ds.passages), **baselines,
                          embed_cost=base.embed_cost, hybrid_bm25_weight=args.hybrid_bm25_weight), args.out)
-        for system in (s for s in args.systems if s != "graphfleet" and llm):
-            by_mode = run_peer(args, system, ds, url, head)
-            emit([r for records in by_mode.values() for r in records], args.questions_out, echo=False)
-            emit(set_summary({**head, "system": system}, by_mode, args.budget, len(ds.passages)), args.out)
 
 
 def run(args) -> None:
@@ -192,7 +156,7 @@ def run(args) -> None:
           "command": " ".join([".venv/bin/python -m bench.suites.retrieval", *sys.argv[1:]]),
           "sets": {ds.name: {"questions": len(ds.questions), "passages": len(ds.passages), "skipped": ds.skipped}
                    for ds in sets},
-          "systems": args.systems, "llm": LLM_FLAGS[args.llm], "modes": args.modes,
+          "llm": LLM_FLAGS[args.llm], "modes": args.modes,
           "budget": args.budget, "bm25_top_k": args.bm25_top_k,
           "hybrid_bm25_weight": args.hybrid_bm25_weight}, args.out)
     with contextlib.ExitStack() as es:
@@ -203,7 +167,7 @@ def run(args) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The options, resolved: sets (all four unless --questions), --questions' corpus, the questions file."""
-    ap = results.parser(__doc__, processes=1, peers_python=PEERS_PYTHON)
+    ap = results.parser(__doc__, processes=1)
     ap.add_argument("--sets", nargs="*", choices=list(SETS), default=None,
                     help="named sets (default: all four, or none when --questions is given)")
     ap.add_argument("--data-dir", type=Path, default=DATA_ROOT)
@@ -221,9 +185,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="the hybrid baseline's BM25 share W in z-score fusion (dense: 1 - W)")
     ap.add_argument("--latency-ms", type=float, default=0.0)
     ap.add_argument("--limit", type=int, default=0, help="first N questions of each set only")
-    ap.add_argument("--systems", nargs="+", default=["graphfleet"], choices=["graphfleet", "nano", "lightrag"])
-    ap.add_argument("--nano-global-limit", type=int, default=10,
-                    help="nano's global on the first N questions only (0 = all): ~37 s and 88 map calls each here")
     ap.add_argument("--variant", action="append", type=parse_variant, default=[], metavar="NAME:MODE:k=v,...",
                     help="graphfleet: also MODE with these QueryParam overrides (repeatable), as 'MODE [NAME]'")
     ap.add_argument("--questions-out", type=Path, default=None,
