@@ -25,10 +25,10 @@ def run_cluster(store: GraphStore, settings) -> dict[int, list[str]]:
     edges = [e for e in store.edge_list() if e[0] in entities and e[1] in entities]
     store.set_degrees(degrees_of(edges))
     nodes = list(entities)
+    relations = store.all_relations()  # read once: pruning (fast path) and the signatures both use it
     if settings.extraction_strategy == "fast":
         from shared.domain.extraction.fast_extractor import prune_graph
 
-        relations = store.all_relations()
         kept_entities, kept_relations = prune_graph(
             entities, relations, min_mentions=settings.extraction.fast_min_mentions
         )
@@ -40,7 +40,6 @@ def run_cluster(store: GraphStore, settings) -> dict[int, list[str]]:
     )
     communities = result.communities
     attach_chunk_ids(communities, entities)
-    relations = store.all_relations()
     for community in communities:
         community.signature = community_signature(community, entities, relations)
     store.replace_communities(communities, result.levels, version)
