@@ -14,16 +14,11 @@ from bench.harness.results import PEERS_PYTHON, SAMPLE, emit, parser
 from bench.harness.stacks import client_stack, ingest_docs, sim_stats, simulator
 
 CAROL_QUESTIONS = [
-    "What are the main themes of the story?",
-    "Who is Ebenezer Scrooge and how does he change?",
-    "What role do the spirits play?",
-    "How does Bob Cratchit's family celebrate Christmas?",
-    "What does Marley's ghost warn Scrooge about?",
-    "How is Christmas described across the story?",
-    "What do the poor and the rich characters have in common?",
-    "What happens to Tiny Tim?",
-    "Which places does Scrooge visit with the ghosts?",
-    "What lessons does the story teach about money and generosity?",
+    "What are the main themes of the story?", "Who is Ebenezer Scrooge and how does he change?",
+    "What role do the spirits play?", "How does Bob Cratchit's family celebrate Christmas?",
+    "What does Marley's ghost warn Scrooge about?", "How is Christmas described across the story?",
+    "What do the poor and the rich characters have in common?", "What happens to Tiny Tim?",
+    "Which places does Scrooge visit with the ghosts?", "What lessons does the story teach about money and generosity?",
 ]
 POOL_PASSAGES = 2000  # a dev set corpus: the first this many passages of its pool (MuSiQue: the table's)
 CORPORA = ("carol", "musique", "2wiki", "hotpotqa")
