@@ -1,13 +1,14 @@
 """Per-tenant snapshots of the query indexes in Redis, so a cold query worker loads an index instead of
 rebuilding it from the tenant's rows.
 
-One hash per tenant and kind (``Keys.index_snapshot``: the walk graph, BM25 over chunks, BM25 over entities),
-under the tenant's hash tag, so deleting a tenant's keys deletes its snapshots. Fields: ``tag`` (the versions the
-index was built for), ``size`` and ``crc`` (CRC-32) of the whole snapshot, ``parts`` and the parts ``0``, ``1``,
-... (each at most ``PART_BYTES``: no single Redis value or reply grows with the tenant). A new snapshot is written
-to a staging key of its own, which expires if its writer dies, then renamed over the old one: a reader sees the
-old snapshot or the new one, never a mix, and one snapshot per tenant and kind is kept. A snapshot whose tag is
-not the caller's, or that is missing, truncated or altered, reads as None: the caller builds the index as before.
+One hash per tenant and kind (``Keys.index_snapshot``: "walk" the walk graph, "chunks" and "entities" the BM25
+indexes, "vectors:chunks" and "vectors:entities" the embedded vector store's matrices), under the tenant's hash
+tag, so deleting a tenant's keys deletes its snapshots. Fields: ``tag`` (the versions the index was built for),
+``size`` and ``crc`` (CRC-32) of the whole snapshot, ``parts`` and the parts ``0``, ``1``, ... (each at most
+``PART_BYTES``, read one per reply: no single Redis value or reply grows with the tenant). A new snapshot is
+written to a staging key of its own, which expires if its writer dies, then renamed over the old one: a reader
+sees the old snapshot or the new one, never a mix, and one snapshot per tenant and kind is kept. A snapshot whose
+tag is not the caller's, or that is missing, truncated or altered, is never used: the index is built as before.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class IndexSnapshots:
             raise ValueError(f"index snapshot {kind} of tenant {tenant} has no valid size") from exc
         if parts < 0 or parts > 1 + size // PART_BYTES:
             raise ValueError(f"index snapshot {kind} of tenant {tenant} has {parts} parts for {size} bytes")
-        chunks = self.redis.hmget(key, [str(i) for i in range(parts)]) if parts else []
+        chunks = [self.redis.hget(key, str(i)) for i in range(parts)]  # one part per reply
         data = b"".join(c for c in chunks if c is not None)
         if len(data) != size or zlib.crc32(data) != crc:
             raise ValueError(f"index snapshot {kind} of tenant {tenant} is damaged (size or checksum)")
