@@ -126,6 +126,9 @@ class QuerySettings(BaseModel):
     # per query worker process: the BM25 indexes and walk graphs it keeps, by their size (least recently
     # used tenants go first; shared.infra.store.bm25_cache)
     index_cache_mb: int = Field(1024, gt=0)
+    # the largest snapshot of one of those indexes stored in Redis for cold processes to load instead of building
+    # it (one per tenant and index; 0: none stored or read; shared.infra.store.index_snapshots)
+    index_snapshot_mb: int = Field(1024, ge=0)
 
 
 class LLMSettings(BaseModel):

@@ -73,7 +73,8 @@ class Runtime:
         cache warmer); rebuilt when the Redis client changes."""
         if self._indexes is None or self._indexes.redis is not self.redis:
             self._indexes = BM25Cache(self.redis, synonyms=self.settings.embedding.synonym_threshold is not None,
-                                      max_bytes=self.settings.query.index_cache_mb * 2**20)
+                                      max_bytes=self.settings.query.index_cache_mb * 2**20,
+                                      snapshot_bytes=self.settings.query.index_snapshot_mb * 2**20)
         return self._indexes
 
     def announce_index_update(self, tenant: str, job_id: str | None = None) -> None:

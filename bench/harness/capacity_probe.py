@@ -17,7 +17,7 @@ FAMILIES = {
     "vec": "vectors", "vecmeta": "vectors", "vecver": "vectors",
     "communities": "communities", "reports": "communities", "reportcache": "communities",
     "job": "jobs", "jobs": "jobs", "query": "queries", "llmcache": "llm_cache",
-    "usage": "usage", "ledger": "usage",
+    "usage": "usage", "ledger": "usage", "idxsnap": "index_snapshots",
 }
 
 

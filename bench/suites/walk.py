@@ -4,8 +4,8 @@
 
 A synthetic passage-entity graph shaped like the ingested dev sets: ~8 entity mentions per passage, 30% of
 them drawn from a Zipf law (a few names recur in thousands of passages), the rest uniform over 6 entities per
-passage, and ~3 relations per entity. Each query seeds 3 entities and 5 passages. Reported: build seconds, the
-arrays' memory, and per-query milliseconds (p50, p95) of the walk alone.
+passage, and ~3 relations per entity. Each query seeds 3 entities and 5 passages. Reported: build seconds, memory,
+the snapshot a cold worker loads instead (``index_codec``: MiB, decode s) and per-query ms (p50, p95) of the walk.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 
 from bench.harness.results import emit, machine, parser
 from shared.domain.retrieval.graph_walk import WalkIndex
+from shared.infra.store.index_codec import walk_from_bytes, walk_to_bytes
 
 MENTIONS_PER_PASSAGE = 8
 RELATIONS_PER_ENTITY = 3
@@ -56,6 +57,8 @@ def main() -> None:
         t0 = time.perf_counter()
         index = WalkIndex.build(pids, sources, edges)
         build_s, names, times = time.perf_counter() - t0, index.entities, []
+        snapshot, t0 = walk_to_bytes(index), time.perf_counter()
+        load_s = (walk_from_bytes(snapshot), time.perf_counter() - t0)[1]
         for _ in range(args.queries):
             ents = [(names[i], 1.0) for i in rng.integers(0, len(names), size=3)]
             seeds = [(pids[i], 1.0) for i in rng.integers(0, n, size=5)]
@@ -64,8 +67,8 @@ def main() -> None:
             times.append(1000 * (time.perf_counter() - t0))
         times.sort()
         emit({"bench": "walk", "passages": n, "entities": len(names), "edges": index.edge_count,
-              "build_s": round(build_s, 2),
-              "arrays_mb": round(index.nbytes / 2**20, 1),
+              "build_s": round(build_s, 2), "arrays_mb": round(index.nbytes / 2**20, 1),
+              "snapshot_mb": round(len(snapshot) / 2**20, 1), "snapshot_load_s": round(load_s, 2),
               "query_ms_p50": round(statistics.median(times), 1),
               "query_ms_p95": round(times[int(0.95 * (len(times) - 1))], 1), "queries": args.queries}, args.out)
 

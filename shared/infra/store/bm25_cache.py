@@ -1,14 +1,22 @@
 """Per-process query indexes, rebuilt when a tenant's collection changes: BM25 over entities and chunks,
-and the passage-entity graph that the graph walk ranks passages on."""
+and the passage-entity graph that the graph walk ranks passages on.
+
+A process that builds an index also stores a snapshot of it in Redis, tagged with the versions it was built for
+(``index_snapshots``); a cold process (a fresh worker, or a tenant evicted from this cache) loads that snapshot
+when its tag is current instead of rebuilding the index from the tenant's rows. The ingestion's warm-up builds
+them, so a user's first query on a new worker loads them."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from shared.domain.retrieval.bm25 import BM25Index
 from shared.domain.retrieval.graph_walk import WalkIndex, passage_titles
 from shared.domain.storage import VECTOR_KINDS as KINDS
 from shared.infra.redis.keys import Keys
+from shared.infra.store import index_codec
+from shared.infra.store.index_snapshots import DEFAULT_SNAPSHOT_BYTES, IndexSnapshots, version_tag
 from shared.infra.store.lru import LRU
 from shared.infra.store.redis_graph import GraphStore
 from shared.infra.store.synonym_store import SynonymStore
@@ -26,8 +34,10 @@ class BM25Cache:
     million-passage tenant are held by the same rule. ``capacity`` optionally bounds the tenants as well."""
 
     def __init__(self, redis, capacity: int | None = None, synonyms: bool = False,
-                 max_bytes: int = DEFAULT_MAX_BYTES):
+                 max_bytes: int = DEFAULT_MAX_BYTES, snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES):
+        """``snapshot_bytes``: the largest index snapshot written to Redis (0: none written or read)."""
         self.redis = redis
+        self.snapshots = IndexSnapshots(redis, snapshot_bytes) if snapshot_bytes > 0 else None
         self.synonyms = synonyms  # the walk crosses the tenant's synonym edges (``embedding.synonym_threshold``)
         self.capacity = capacity
         self._cache: LRU[tuple[str, str], tuple[object, BM25Index | WalkIndex]] = LRU(
@@ -36,22 +46,42 @@ class BM25Cache:
         self._walk_lock = threading.Lock()
         self.builds = 0  # BM25 indexes built by this cache (a cold query or a warm-up), for tests and logs
         self.walk_builds = 0  # passage-entity graphs built
+        self.snapshot_loads = 0  # indexes loaded from their snapshot instead of built
 
-    def _version(self, tenant: str, kind: str) -> int:
-        return int(self.redis.get(Keys(tenant).vector_version(kind)) or 0)
+    def _version(self, tenant: str, kind: str) -> tuple:
+        """The collection's version and the graph's epoch (a tenant deleted and rebuilt counts from 0 again)."""
+        k = Keys(tenant)
+        return tuple(self.redis.mget([k.vector_version(kind), k.graph_epoch()]))
 
     def __call__(self, tenant: str, kind: str) -> BM25Index | None:
         version = self._version(tenant, kind)
-        return self._cache.get_or_build((tenant, kind), lambda hit: hit[0] == version,
-                                        lambda: (version, self._build(tenant, kind)), self._lock)[1]
+
+        def build() -> tuple:
+            return version, self._load_or_build(tenant, kind, version, index_codec.bm25_from_bytes,
+                                                index_codec.bm25_to_bytes, lambda: self._build(tenant, kind))
+
+        return self._cache.get_or_build((tenant, kind), lambda hit: hit[0] == version, build, self._lock)[1]
 
     def walk(self, tenant: str) -> WalkIndex:
         """The tenant's passage-entity graph, valid while its graph and both collections are unchanged."""
         k = Keys(tenant)
-        version = tuple(int(v or 0) for v in self.redis.mget(
-            [k.graph_version(), k.vector_version("chunks"), k.vector_version("entities"), k.synonyms_version()]))
-        return self._cache.get_or_build((tenant, WALK), lambda hit: hit[0] == version,
-                                        lambda: (version, self._build_walk(tenant)), self._walk_lock)[1]
+        version = tuple(self.redis.mget([k.graph_version(), k.vector_version("chunks"), k.vector_version("entities"),
+                                         k.synonyms_version(), k.graph_epoch()]))
+
+        def build() -> tuple:
+            return version, self._load_or_build(tenant, WALK, version, index_codec.walk_from_bytes,
+                                                index_codec.walk_to_bytes, lambda: self._build_walk(tenant))
+
+        return self._cache.get_or_build((tenant, WALK), lambda hit: hit[0] == version, build, self._walk_lock)[1]
+
+    def _load_or_build(self, tenant: str, kind: str, version: tuple, decode: Callable, encode: Callable,
+                       build: Callable):
+        if self.snapshots is None:
+            return build()
+        tag = version_tag(self.synonyms if kind == WALK else "", *version)
+        index, loaded = self.snapshots.load_or_build(tenant, kind, tag, decode, encode, build)
+        self.snapshot_loads += loaded
+        return index
 
     def _build_walk(self, tenant: str) -> WalkIndex:
         store = GraphStore(self.redis, tenant)
