@@ -165,26 +165,3 @@ def test_snapshots_split_into_parts_and_round_trip_any_string(redis_client, tena
     assert len(empty) == 0 and empty.query("alpha") == []
     with pytest.raises(ValueError):
         index_codec.walk_from_bytes(index_codec.bm25_to_bytes(bm25))  # a snapshot of another kind
-
-
-def test_a_cold_vector_store_loads_the_matrix_snapshot_until_the_collection_changes(redis_client, tenant):
-    import numpy as np
-
-    from shared.domain.storage import VectorItem
-    from shared.infra.store.redis_vectors import RedisVectorStore
-
-    rng = np.random.default_rng(3)
-    items = [VectorItem(f"c{i}", rng.standard_normal(16).tolist(), {"doc_id": f"d{i % 3}"}) for i in range(40)]
-    RedisVectorStore(redis_client).upsert(tenant, "chunks", items)
-    query = rng.standard_normal(16).tolist()
-    first = RedisVectorStore(redis_client)
-    hits = first.search(tenant, "chunks", query, 10)
-    assert first.snapshot_loads == 0 and redis_client.exists(Keys(tenant).index_snapshot("vectors:chunks"))
-    cold = RedisVectorStore(redis_client)
-    assert cold.search(tenant, "chunks", query, 10) == hits
-    assert cold.payloads(tenant, "chunks")["c4"] == {"doc_id": "d1"}
-    assert cold.snapshot_loads == 1
-    cold.upsert(tenant, "chunks", [VectorItem("c99", query, {"doc_id": "new"})])  # a new version: read again
-    again = RedisVectorStore(redis_client)
-    assert again.search(tenant, "chunks", query, 1)[0].id == "c99" and again.snapshot_loads == 0
-    assert RedisVectorStore(redis_client).search(tenant + "x", "chunks", query, 5) == []  # never another tenant's

@@ -17,4 +17,4 @@ def make_vector_store(settings, redis):
         return WeaviateVectorStore.from_settings(settings, redis=redis)
     from shared.infra.store.redis_vectors import RedisVectorStore
 
-    return RedisVectorStore(redis, settings.query.index_snapshot_mb * 2**20)
+    return RedisVectorStore(redis)

@@ -1,5 +1,5 @@
 """Query indexes as bytes and back, without pickle (the bytes live in a shared Redis): a walk graph
-(``WalkIndex``), a BM25 index (``BM25Index``) and the embedded vector store's matrix of one collection.
+(``WalkIndex``) and a BM25 index (``BM25Index``).
 
 The container is numpy's ``.npz`` (``np.savez``, read with ``allow_pickle=False``): named arrays of numbers only.
 A list of strings is two arrays, its UTF-8 bytes joined and the end offset of each string, so any string (a name
@@ -11,7 +11,6 @@ read back by its ``load``. Any malformed input raises ``ValueError``: the caller
 from __future__ import annotations
 
 import io
-import json
 import tempfile
 import zipfile
 from pathlib import Path
@@ -133,27 +132,3 @@ def bm25_from_bytes(data: bytes) -> BM25Index:
             raise ValueError("bm25 snapshot documents do not match its ids")
         index._retriever = retriever
     return index
-
-
-# ------------------------------------------------------------------ vectors
-def vectors_to_bytes(loaded: tuple[list[str], np.ndarray, dict]) -> bytes:
-    """(ids, their matrix's rows in that order, payload by id): what the embedded vector store searches."""
-    ids, matrix, meta = loaded
-    blob, ends = strings_arrays(ids)
-    return pack({"format": _header("vectors"), "ids": blob, "id_ends": ends, "matrix": matrix,
-                 "meta": np.frombuffer(json.dumps(meta, ensure_ascii=False).encode(), dtype=np.uint8)})
-
-
-def vectors_from_bytes(data: bytes) -> tuple[list[str], np.ndarray, dict]:
-    a = unpack(data)
-    _check(a, "vectors")
-    try:
-        ids, matrix = strings_from(a["ids"], a["id_ends"]), a["matrix"]
-        meta = json.loads(a["meta"].tobytes())
-    except KeyError as exc:
-        raise ValueError(f"vectors snapshot lacks {exc}") from exc
-    if matrix.dtype != np.float32 or matrix.ndim != 2 or (ids and matrix.shape[0] != len(ids)):
-        raise ValueError("vectors snapshot matrix does not fit its ids")
-    if not isinstance(meta, dict):
-        raise ValueError("vectors snapshot payloads are not a mapping")
-    return ids, matrix, meta

@@ -2,8 +2,7 @@
 rebuilding it from the tenant's rows.
 
 One hash per tenant and kind (``Keys.index_snapshot``: "walk" the walk graph, "chunks" and "entities" the BM25
-indexes, "vectors:chunks" and "vectors:entities" the embedded vector store's matrices), under the tenant's hash
-tag, so deleting a tenant's keys deletes its snapshots. Fields: ``tag`` (the versions the index was built for),
+indexes; the vector matrices are not snapshotted, see ``redis_vectors``), under the tenant's hash tag, so deleting a tenant's keys deletes its snapshots. Fields: ``tag`` (the versions the index was built for),
 ``size`` and ``crc`` (CRC-32) of the whole snapshot, ``parts`` and the parts ``0``, ``1``, ... (each at most
 ``PART_BYTES``, read one per reply: no single Redis value or reply grows with the tenant). A new snapshot is
 written to a staging key of its own, which expires if its writer dies, then renamed over the old one: a reader

@@ -1,9 +1,9 @@
 """Embedded vector store: vectors in Redis (reachable by every worker process), searched with numpy.
 
 Each process caches a tenant/kind matrix and reloads it only when the collection's version
-counter changes, so repeated searches cost one GET plus a matrix-vector product. The first process to read a
-version stores the matrix as one snapshot (``index_snapshots``); a cold process loads that instead of reading
-and stacking every vector of the collection.
+counter changes, so repeated searches cost one GET plus a matrix-vector product. The matrices are not
+snapshotted (``index_snapshots``): a snapshot would be a second copy of every vector in Redis, for the second or so
+a cold process spends reading them.
 """
 
 from __future__ import annotations
@@ -18,20 +18,15 @@ from shared.domain.storage import NAME_VECTORS, VectorHit, VectorItem
 from shared.domain.storage import VECTOR_KINDS as KINDS
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
-from shared.infra.store import index_codec
-from shared.infra.store.index_snapshots import DEFAULT_SNAPSHOT_BYTES, IndexSnapshots, version_tag
 from shared.infra.store.lru import CACHED_TENANTS, LRU
 
 
 class RedisVectorStore:
-    def __init__(self, redis, snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES):
-        """``snapshot_bytes``: the largest matrix snapshot stored in Redis (0: none written or read)."""
+    def __init__(self, redis):
         self.redis = redis
-        self.snapshots = IndexSnapshots(redis, snapshot_bytes) if snapshot_bytes > 0 else None
         self._cache: LRU[tuple[str, str], tuple[int, list[str], np.ndarray, dict]] = LRU(CACHED_TENANTS * len(KINDS))
         self._lock = threading.Lock()
         self.loads = 0  # matrices read from Redis by this process (a cold search or a warm-up)
-        self.snapshot_loads = 0  # of which loaded from their snapshot
 
     def upsert(self, tenant: str, kind: str, items: Sequence[VectorItem]) -> None:
         if not items:
@@ -90,16 +85,6 @@ class RedisVectorStore:
 
     def _read(self, tenant: str, kind: str, version: int):
         self.loads += 1
-        if self.snapshots is None:
-            return version, *self._read_rows(tenant, kind)
-        tag = version_tag(version, self.redis.get(Keys(tenant).graph_epoch()))
-        loaded, from_snapshot = self.snapshots.load_or_build(
-            tenant, f"vectors:{kind}", tag, index_codec.vectors_from_bytes, index_codec.vectors_to_bytes,
-            lambda: self._read_rows(tenant, kind))
-        self.snapshot_loads += from_snapshot
-        return version, *loaded
-
-    def _read_rows(self, tenant: str, kind: str) -> tuple[list[str], np.ndarray, dict]:
         k = Keys(tenant)
         raw = self.redis.hgetall(k.vectors(kind))
         meta_raw = self.redis.hgetall(k.vector_meta(kind))
@@ -112,7 +97,7 @@ class RedisVectorStore:
         else:
             matrix = np.zeros((0, 0), dtype=np.float32)
         meta = {to_str(i): json.loads(v) for i, v in meta_raw.items()}
-        return ids, matrix, meta
+        return version, ids, matrix, meta
 
     def sample_vector(self, tenant: str, kind: str) -> np.ndarray | None:
         """One of the tenant's stored vectors of ``kind`` (the first by id), or None when it has none: a
