@@ -87,7 +87,19 @@ class BM25Index:
         if top_k <= 0:
             return []
         s = self.scores(text)
-        if not s.size:
-            return []
-        order = np.argsort(-s, kind="stable")[:top_k]
-        return [(self.ids[i], float(s[i])) for i in order if s[i] > 0]
+        return [(self.ids[i], float(s[i])) for i in top_positive(s, top_k).tolist()]
+
+
+def top_positive(scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` highest positive scores, highest first, ties in position order: what a stable sort
+    of every score would put first, found among the positive scores alone and, when more than ``k`` are positive,
+    among those at least the ``k``-th highest (a partition), so a query sorts what it keeps, not the whole index."""
+    if k <= 0 or not scores.size:
+        return np.zeros(0, dtype=np.int64)
+    pos = np.flatnonzero(scores > 0)
+    vals = scores[pos]
+    if len(pos) > k:
+        kth = np.partition(vals, len(vals) - k)[len(vals) - k]  # the k-th highest positive score
+        keep = vals >= kth  # every tie of the k-th is kept: the stable order below picks among them by position
+        pos, vals = pos[keep], vals[keep]
+    return pos[np.argsort(-vals, kind="stable")[:k]]
