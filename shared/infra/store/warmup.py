@@ -206,8 +206,7 @@ class CacheWarmer:
         self.subscribed = threading.Event()  # set once listening (tests wait on it before publishing)
 
     def handle(self, tenant: str, job_id: str = "") -> bool:
-        """Warm ``tenant`` if this process caches it already or has room; whether it was warmed. ``job_id``: the
-        job whose announcement asked for it (``on_warm`` gets it, or "" for a warm-up no job asked for)."""
+        """Warm ``tenant`` if this process caches it or has room; whether it was warmed (``job_id``: who asked)."""
         cache = self.bm25()
         if not cache.has_room_for(tenant):
             return False
@@ -308,11 +307,9 @@ def warm_child(app, runtime: Callable[[], object]) -> None:
 
 
 def _probe_embedder(runtime: Callable[[], object], tenant: str, job_id: str) -> None:
-    """Whether the embedder only sees words (``Runtime.lexical_embedder``: on a new deployment's first index one
-    20-word embedding call, then known to every process), booked to ``job_id``, the ingestion whose end asked for
-    this warm-up (every call a tenant pays is part of one of its jobs: its usage ledger is the sum of its jobs'), in
-    a thread of its own: the warmer goes on to the next announcement (a job's final one, which the job's end waits
-    for) without waiting an API round trip."""
+    """Whether the embedder only sees words (``Runtime.lexical_embedder``: a new deployment's first index makes one
+    20-word embedding call, then every process knows), booked to ``job_id``, the ingestion whose end asked for this
+    warm-up (a tenant's ledger is the sum of its jobs'), in a thread: the warmer goes on to the next announcement."""
     from shared.infra.messaging.queueing import QUERY, ROUTES
     from shared.infra.tenancy.usage import CallContext
 
@@ -329,9 +326,8 @@ def _probe_embedder(runtime: Callable[[], object], tenant: str, job_id: str) -> 
 
 
 def _warmed(runtime: Callable[[], object], tenant: str, seconds: float, job_id: str = "") -> None:
-    """After a tenant's caches: the embedder probe when a job asked for the warm-up (else the first query probes,
-    in its own job), and, with an LLM, the metric series its next answer writes, created at zero (Prometheus's
-    advice for label sets known in advance; ``prime_query_series``)."""
+    """After a tenant's caches: the embedder probe when a job asked for the warm-up (else the first query probes, in
+    its job), and, with an LLM, the metric series its next answer writes, created at zero (``prime_query_series``)."""
     from shared.infra.messaging.queueing import QUERY, ROUTES
     from shared.infra.observability.metrics import observe_cache_warmup, prime_query_series
     from shared.infra.tenancy.tiers import TIERS
