@@ -73,10 +73,10 @@ class IndexSnapshots:
         for i, part in enumerate(parts):  # one command per part: no request grows with the tenant
             self.redis.hset(staging, str(i), part)
         self.redis.hset(staging, "tag", tag)  # last: a staging key without a tag is never read
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.rename(staging, key)
-        pipe.persist(key)
-        pipe.execute()
+        # not a pipeline: a cluster's pipelines refuse RENAME (both keys share the tenant's slot). Should this
+        # process die between the two, the snapshot expires with the staging key's TTL and is built again.
+        self.redis.rename(staging, key)
+        self.redis.persist(key)
         return True
 
     def load_or_build(self, tenant: str, kind: str, tag: str, decode: Callable[[bytes], object],
