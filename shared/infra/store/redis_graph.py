@@ -292,8 +292,9 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
             adj.setdefault(a, []).append(b)
             adj.setdefault(b, []).append(a)
             weights[(a, b) if a <= b else (b, a)] = w
-        _ADJACENCY.put(self.k.p, (version, self.redis, (adj, weights, {})))
-        return version, adj, weights, {}
+        ranked: dict[str, list[tuple[float, tuple[str, str]]]] = {}  # the cached entry's, filled by this query too
+        _ADJACENCY.put(self.k.p, (version, self.redis, (adj, weights, ranked)))
+        return version, adj, weights, ranked
 
     def neighbors(self, names: Iterable[str]) -> dict[str, list[str]]:
         adj = self.adjacency()
