@@ -57,7 +57,8 @@ class Runtime:
         return bool(declared) if declared is not None else None if known is None else known in (b"1", "1")
 
     def store(self, tenant: str) -> GraphStore:
-        return GraphStore(self.redis, tenant, lock_timeout_s=self.settings.workers.task_soft_time_limit_s)
+        return GraphStore(self.redis, tenant, lock_timeout_s=self.settings.workers.task_soft_time_limit_s,
+                          snapshots=self.indexes().snapshots)
 
     def jobs(self, tenant: str) -> JobStore:
         return JobStore(self.redis, tenant)

@@ -165,3 +165,19 @@ def test_snapshots_split_into_parts_and_round_trip_any_string(redis_client, tena
     assert len(empty) == 0 and empty.query("alpha") == []
     with pytest.raises(ValueError):
         index_codec.walk_from_bytes(index_codec.bm25_to_bytes(bm25))  # a snapshot of another kind
+
+
+def test_a_loaded_walk_names_the_entities_a_built_one_names_and_refuses_name_arrays_out_of_range():
+    names = {"SPACEDEV": ["p1"], "SIERRA NEVADA CORPORATION": ["p2"], "NEVADA": ["p2", "p3"],
+             "THE ONE OF A VERY LONG NAME THAT IS A SENTENCE": ["p3"], "ÉCOLE NORMALE": ["p1"]}
+    walk = WalkIndex.build(["p1", "p2", "p3"], names, [("NEVADA", "SPACEDEV", 1.0)])
+    loaded = index_codec.walk_from_bytes(index_codec.walk_to_bytes(walk))
+    for question in ("Who owns Space Dev in Nevada?", "Which Sierra Nevada corporation?", "école normale",
+                     "the one of a very long name that is a sentence", "nothing here"):
+        assert loaded.named_entities(question) == walk.named_entities(question)
+    assert [n for n, _ in walk.named_entities("Sierra Nevada Corporation, Nevada")] == [
+        "SIERRA NEVADA CORPORATION", "NEVADA"]  # the longer, rarer name first
+    arrays = index_codec.unpack(index_codec.walk_to_bytes(walk))
+    arrays["name_postings"] = arrays["name_postings"] + 100  # entities that do not exist
+    with pytest.raises(ValueError):
+        index_codec.walk_from_bytes(index_codec.pack(arrays))

@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -60,9 +59,7 @@ class WalkIndex:
     passage_index: dict[str, int]
     entity_index: dict[str, int]
     entity_passages: np.ndarray  # passages per entity (specificity = 1 / this)
-    name_tokens: list[frozenset[str]] = field(default_factory=list)
-    by_token: dict[str, list[int]] = field(default_factory=dict)  # name token -> entities having it
-    token_df: dict[str, int] = field(default_factory=dict)  # entities per name token (IDF of names)
+    names: NameIndex | None = None  # the entities' name words (``named_entities``)
 
     @classmethod
     def build(cls, passages: Sequence[str], entity_sources: dict[str, Sequence[str]],
@@ -104,17 +101,8 @@ class WalkIndex:
         index = cls(indptr, dst.astype(np.int32 if n < 2**31 else np.int64), ww / strength[src], degree,
                     passages, entities, p_index, {e: i - len(passages) for e, i in e_index.items()},
                     np.maximum(counts, 1.0))
-        index._index_names()
+        index.names = NameIndex.build(entities)
         return index
-
-    def _index_names(self) -> None:
-        self.name_tokens = [frozenset(tokenize(e)) for e in self.entities]
-        for j, toks in enumerate(self.name_tokens):
-            if not toks or len(toks) > MAX_NAME_TOKENS:
-                continue
-            for t in toks:
-                self.by_token.setdefault(t, []).append(j)
-        self.token_df = {t: len(js) for t, js in self.by_token.items()}
 
     def __len__(self) -> int:
         return len(self.passages)
@@ -125,10 +113,8 @@ class WalkIndex:
         (what a byte-bounded cache counts)."""
         arrays = sum(a.nbytes for a in (self.indptr, self.indices, self.prob, self.degree, self.entity_passages))
         names = strings_nbytes(self.passages) + strings_nbytes(self.entities)
-        lookups = DICT_ENTRY_BYTES * (len(self.passage_index) + len(self.entity_index) + len(self.token_df))
-        tokens = sum(sys.getsizeof(t) for t in self.name_tokens) + strings_nbytes(self.by_token)
-        postings = sum(8 * len(js) + 56 for js in self.by_token.values())
-        return arrays + names + lookups + tokens + postings
+        lookups = DICT_ENTRY_BYTES * (len(self.passage_index) + len(self.entity_index))
+        return arrays + names + lookups + (self.names.nbytes if self.names is not None else 0)
 
     @property
     def node_count(self) -> int:
@@ -182,20 +168,10 @@ class WalkIndex:
         """Entities whose every name word is in ``query``, scored by the IDF of their name words (a
         longer, rarer name is a more specific match). Best first. Two adjacent words of the question also
         count as their join when that join is a name word ("Space Dev" names SPACEDEV)."""
-        q = set(tokenize(query)) | self._joined_words(query)
-        n = max(1, len(self.entities))
-        scores: dict[int, float] = {}
-        for t in q:
-            for j in self.by_token.get(t, ()):
-                if j not in scores and self.name_tokens[j] <= q:
-                    scores[j] = sum(math.log(1 + n / self.token_df[w]) for w in self.name_tokens[j])
-        best = sorted(scores.items(), key=lambda kv: -kv[1])[:limit]
+        if self.names is None:
+            return []
+        best = self.names.match(query, max(1, len(self.entities)))[:limit]
         return [(self.entities[j], s) for j, s in best]
-
-    def _joined_words(self, query: str) -> set[str]:
-        """Joins of two adjacent words of ``query`` that are words of some entity's name."""
-        words = _WORD.findall(query.lower())
-        return {a + b for a, b in zip(words, words[1:], strict=False) if a + b in self.by_token}
 
     def walk(self, entity_seeds: Sequence[tuple[str, float]], passage_seeds: Sequence[tuple[str, float]],
              top_k: int, passage_share: float = PASSAGE_SEED_SHARE, damping: float = DAMPING) -> WalkResult:
@@ -223,6 +199,62 @@ class WalkIndex:
              ) -> list[tuple[str, float]]:
         """Passages only: ``walk(...).passages``."""
         return self.walk(entity_seeds, passage_seeds, top_k, passage_share, damping).passages
+
+
+@dataclass
+class NameIndex:
+    """The words of the entities' names as arrays (what a snapshot stores, so a cold worker loads it without
+    re-reading every name): ``vocab`` word -> word number; the entities whose name has that word
+    (``postings[post_ptr[w]:post_ptr[w + 1]]``, ascending); each entity's name words (``words[word_ptr[j]:
+    word_ptr[j + 1]]``). Names of no word or of more than ``MAX_NAME_TOKENS`` words are left out (empty)."""
+
+    vocab: dict[str, int]
+    post_ptr: np.ndarray
+    postings: np.ndarray
+    word_ptr: np.ndarray
+    words: np.ndarray
+
+    @classmethod
+    def build(cls, entities: Sequence[str]) -> NameIndex:
+        vocab: dict[str, int] = {}
+        lengths = np.zeros(len(entities), dtype=np.int64)
+        flat: list[int] = []
+        for j, name in enumerate(entities):
+            toks = dict.fromkeys(tokenize(name))
+            if toks and len(toks) <= MAX_NAME_TOKENS:
+                flat.extend(vocab.setdefault(t, len(vocab)) for t in toks)
+                lengths[j] = len(toks)
+        words = np.asarray(flat, dtype=np.int32)
+        offset = np.int32 if len(flat) < 2**31 else np.int64
+        word_ptr = np.zeros(len(entities) + 1, dtype=offset)
+        np.cumsum(lengths, out=word_ptr[1:])
+        owner = np.repeat(np.arange(len(entities), dtype=np.int32), lengths)
+        order = np.lexsort((owner, words))  # by word, then entity
+        post_ptr = np.zeros(len(vocab) + 1, dtype=offset)
+        np.cumsum(np.bincount(words, minlength=len(vocab)), out=post_ptr[1:])
+        return cls(vocab, post_ptr, owner[order], word_ptr, words)
+
+    @property
+    def nbytes(self) -> int:
+        arrays = sum(a.nbytes for a in (self.post_ptr, self.postings, self.word_ptr, self.words))
+        return arrays + strings_nbytes(self.vocab) + DICT_ENTRY_BYTES * len(self.vocab)
+
+    def match(self, query: str, entity_count: int) -> list[tuple[int, float]]:
+        """Entities whose every name word is in ``query`` (or is the join of two adjacent words of it), as
+        (entity number, the IDF sum of its name words), best first."""
+        words = _WORD.findall(query.lower())
+        q = {self.vocab[t] for t in tokenize(query) if t in self.vocab}
+        q |= {self.vocab[a + b] for a, b in zip(words, words[1:], strict=False) if a + b in self.vocab}
+        ptr = self.post_ptr
+        scores: dict[int, float] = {}
+        for w in q:
+            for j in self.postings[ptr[w]:ptr[w + 1]].tolist():
+                if j in scores:
+                    continue
+                mine = self.words[self.word_ptr[j]:self.word_ptr[j + 1]].tolist()
+                if all(x in q for x in mine):
+                    scores[j] = sum(math.log(1 + entity_count / int(ptr[x + 1] - ptr[x])) for x in mine)
+        return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 @dataclass

@@ -182,7 +182,7 @@ class Keys:
     def vector_version(self, kind: str) -> str:
         return f"{self.p}vecver:{kind}"
 
-    def index_snapshot(self, kind: str) -> str:  # hash: a query index's snapshot ("walk", "chunks", "entities")
+    def index_snapshot(self, kind: str) -> str:  # hash: a query index's snapshot ("walk", "edges", "chunks", ...)
         return f"{self.p}idxsnap:{kind}"
 
     def synonyms(self) -> str:  # hash entity name -> json [[other name, cosine], ...] (synonym edges)

@@ -1,5 +1,5 @@
 """Query indexes as bytes and back, without pickle (the bytes live in a shared Redis): a walk graph
-(``WalkIndex``) and a BM25 index (``BM25Index``).
+(``WalkIndex``), the neighbour lists (``EdgeIndex``) and a BM25 index (``BM25Index``).
 
 The container is numpy's ``.npz`` (``np.savez``, read with ``allow_pickle=False``): named arrays of numbers only.
 A list of strings is two arrays, its UTF-8 bytes joined and the end offset of each string, so any string (a name
@@ -18,10 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from shared.domain.retrieval.bm25 import BM25Index
-from shared.domain.retrieval.graph_walk import WalkIndex
+from shared.domain.retrieval.edge_index import EdgeIndex
+from shared.domain.retrieval.graph_walk import NameIndex, WalkIndex
 
-_FORMAT = 1  # bumped when the layout below changes: older snapshots then read as unusable
+_FORMAT = 2  # bumped when the layout below changes: older snapshots then read as unusable
 _WALK_ARRAYS = ("indptr", "indices", "prob", "degree", "entity_passages")
+_NAME_ARRAYS = ("post_ptr", "postings", "word_ptr", "words")  # the entities' name words (``NameIndex``)
 _FILE = "f:"  # prefix of a bm25s file's entry in the container
 
 
@@ -69,8 +71,12 @@ def _check(arrays: dict[str, np.ndarray], kind: str) -> None:
 def walk_to_bytes(index: WalkIndex) -> bytes:
     passages, passage_ends = strings_arrays(index.passages)
     entities, entity_ends = strings_arrays(index.entities)
+    names = index.names or NameIndex.build(index.entities)
+    vocab, vocab_ends = strings_arrays(list(names.vocab))  # in word-number order (a dict keeps insertion order)
     return pack({"format": _header("walk"), **{name: getattr(index, name) for name in _WALK_ARRAYS},
-                 "passages": passages, "passage_ends": passage_ends, "entities": entities, "entity_ends": entity_ends})
+                 "passages": passages, "passage_ends": passage_ends, "entities": entities, "entity_ends": entity_ends,
+                 **{"name_" + name: getattr(names, name) for name in _NAME_ARRAYS},
+                 "vocab": vocab, "vocab_ends": vocab_ends})
 
 
 def walk_from_bytes(data: bytes) -> WalkIndex:
@@ -79,19 +85,54 @@ def walk_from_bytes(data: bytes) -> WalkIndex:
     try:
         passages = strings_from(a["passages"], a["passage_ends"])
         entities = strings_from(a["entities"], a["entity_ends"])
+        vocab = strings_from(a["vocab"], a["vocab_ends"])
+        names = NameIndex({w: i for i, w in enumerate(vocab)}, *(a["name_" + name] for name in _NAME_ARRAYS))
         nodes = len(passages) + len(entities)
         if (a["indptr"].shape != (nodes + 1,) or a["degree"].shape != (nodes,)
                 or a["entity_passages"].shape != (len(entities),)
                 or a["indices"].shape != a["prob"].shape or int(a["indptr"][-1]) != len(a["indices"])
                 or (a["indices"].size and not 0 <= int(a["indices"].min()) <= int(a["indices"].max()) < nodes)):
             raise ValueError("walk snapshot arrays do not fit together")
+        _check_names(names, len(entities))
     except KeyError as exc:
         raise ValueError(f"walk snapshot lacks {exc}") from exc
-    index = WalkIndex(*(a[name] for name in _WALK_ARRAYS[:4]), passages, entities,
-                      {p: i for i, p in enumerate(passages)}, {e: j for j, e in enumerate(entities)},
-                      a["entity_passages"])
-    index._index_names()
-    return index
+    return WalkIndex(*(a[name] for name in _WALK_ARRAYS[:4]), passages, entities,
+                     {p: i for i, p in enumerate(passages)}, {e: j for j, e in enumerate(entities)},
+                     a["entity_passages"], names)
+
+
+def _check_names(names: NameIndex, entities: int) -> None:
+    """The name arrays index only what exists (a damaged snapshot must not send a query out of bounds)."""
+    words = len(names.vocab)
+    if (names.post_ptr.shape != (words + 1,) or names.word_ptr.shape != (entities + 1,)
+            or int(names.post_ptr[-1]) != len(names.postings) or int(names.word_ptr[-1]) != len(names.words)
+            or len(names.postings) != len(names.words)
+            or bool(np.any(np.diff(names.post_ptr) < 0)) or bool(np.any(np.diff(names.word_ptr) < 0))
+            or (names.words.size and not 0 <= int(names.words.min()) <= int(names.words.max()) < words)
+            or (names.postings.size and not 0 <= int(names.postings.min()) <= int(names.postings.max()) < entities)):
+        raise ValueError("walk snapshot name arrays do not fit together")
+
+
+# ------------------------------------------------------------------ neighbour lists
+def edges_to_bytes(index: EdgeIndex) -> bytes:
+    names, ends = strings_arrays(index.names)
+    return pack({"format": _header("edges"), "names": names, "name_ends": ends, "indptr": index.indptr,
+                 "neighbours": index.neighbours, "weights": index.weights})
+
+
+def edges_from_bytes(data: bytes) -> EdgeIndex:
+    a = unpack(data)
+    _check(a, "edges")
+    try:
+        names = strings_from(a["names"], a["name_ends"])
+        indptr, neighbours, weights = a["indptr"], a["neighbours"], a["weights"]
+    except KeyError as exc:
+        raise ValueError(f"edges snapshot lacks {exc}") from exc
+    if (indptr.shape != (len(names) + 1,) or neighbours.shape != weights.shape or int(indptr[-1]) != len(neighbours)
+            or bool(np.any(np.diff(indptr) < 0))
+            or (neighbours.size and not 0 <= int(neighbours.min()) <= int(neighbours.max()) < len(names))):
+        raise ValueError("edges snapshot arrays do not fit together")
+    return EdgeIndex(names, {n: i for i, n in enumerate(names)}, indptr, neighbours, weights)
 
 
 # ------------------------------------------------------------------ BM25

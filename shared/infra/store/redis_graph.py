@@ -21,20 +21,23 @@ from shared.domain.models import (
     Relation,
     RelationFragment,
 )
+from shared.domain.retrieval.edge_index import EdgeIndex, Ranked
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
 from shared.infra.redis.text_codec import pack_text, unpack_bytes
+from shared.infra.store import index_codec
 from shared.infra.store.graph_codec import unpack_entity_fragment, unpack_relation_fragment
+from shared.infra.store.index_snapshots import IndexSnapshots, version_tag
 from shared.infra.store.lru import CACHED_TENANTS, LRU
 from shared.infra.store.redis_communities import CommunityStore
 from shared.infra.store.redis_documents import DocumentStore
 from shared.infra.store.redis_extractions import ExtractionStore, rel_field, split_rel_field
 from shared.infra.store.row_cache import VersionRows
 
-# Neighbour lists per tenant, keyed by the graph version, with each entity's relations heaviest first (filled as
-# queries ask for them). Read cache, never coordination.
-_ADJACENCY: LRU[str, tuple[tuple, object, tuple[dict[str, list[str]], dict[tuple[str, str], float],
-                                                dict[str, list[tuple[float, tuple[str, str]]]]]]] = LRU(CACHED_TENANTS)
+# Neighbour lists per tenant (``EdgeIndex``), keyed by the graph revision, with the relations queries ranked
+# heaviest first (``EdgeIndex.ranked``, kept as queries ask for them). Read cache, never coordination.
+_ADJACENCY: LRU[str, tuple[tuple, object, tuple[EdgeIndex, dict[str, Ranked]]]] = LRU(CACHED_TENANTS)
+EDGES = "edges"  # the index snapshot kind of the neighbour lists
 _ENTITY_ROWS: VersionRows[Entity] = VersionRows()
 # Every entity name per tenant, keyed by the graph revision read before them (the gateway's entity search).
 _ENTITY_NAMES: LRU[str, tuple[tuple, list[str]]] = LRU(8)
@@ -56,25 +59,17 @@ def longest_first(items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
     return sorted(items, key=lambda item: -sum(len(v) for v in item[1].values()))
 
 
-def heaviest_first(name: str, adj: dict[str, list[str]], weights: dict[tuple[str, str], float],
-                   memo: dict[str, list[tuple[float, tuple[str, str]]]]) -> list[tuple[float, tuple[str, str]]]:
-    """``name``'s relations as (-weight, sorted pair), heaviest first (ties by pair), sorted on first use and kept
-    in ``memo`` (the graph version's cache entry; a concurrent first use sorts the same list twice at worst)."""
-    got = memo.get(name)
-    if got is None:
-        pairs = {(name, b) if name <= b else (b, name) for b in adj.get(name, ())}
-        got = memo[name] = sorted((-weights.get(k, 0.0), k) for k in pairs)
-    return got
-
-
 class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
     """Read/write access to one tenant's data. Implements ``shared.domain.storage.GraphReader``."""
 
-    def __init__(self, redis, tenant: str, lock_timeout_s: float = 120.0):
+    def __init__(self, redis, tenant: str, lock_timeout_s: float = 120.0, snapshots: IndexSnapshots | None = None):
+        """``snapshots``: where a query worker loads and stores the neighbour lists' snapshot (``index_snapshots``);
+        without it they are read from the edges."""
         self.redis = redis
         self.tenant = tenant
         self.k = Keys(tenant)
         self.lock_timeout_s = lock_timeout_s
+        self.snapshots = snapshots
 
     # -------------------------------------------------------------- merging
     def dirty_members(self, kind: str) -> list[str]:
@@ -274,43 +269,47 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
             for raw in self.redis.hmget(self.k.relations(), missing)])
         return {split_rel_field(f): rel for f in fields if (rel := rows.get(f)) is not None}
 
-    def adjacency(self) -> dict[str, list[str]]:
+    def adjacency(self) -> EdgeIndex:
         """Neighbour lists, cached per process until the tenant's graph version changes."""
         return self._graph_index()[1]
 
-    def _graph_index(self) -> tuple[tuple, dict[str, list[str]], dict[tuple[str, str], float],
-                                    dict[str, list[tuple[float, tuple[str, str]]]]]:
-        """(revision read, neighbour lists, edge weights by sorted pair, each entity's relations heaviest first as
-        ``heaviest_first`` fills it), cached per process per graph version."""
+    def _graph_index(self) -> tuple[tuple, EdgeIndex, dict[str, Ranked]]:
+        """(revision read, neighbour lists, each entity's relations heaviest first as queries asked for them),
+        cached per process per graph version; a cold process loads the lists' snapshot when it is current."""
         version = self.revision()
         cached = _ADJACENCY.get(self.k.p)
         if cached and cached[0] == version and cached[1] is self.redis:
             return (version, *cached[2])
-        adj: dict[str, list[str]] = {}
-        weights: dict[tuple[str, str], float] = {}
-        for a, b, w in self.edge_list():
-            adj.setdefault(a, []).append(b)
-            adj.setdefault(b, []).append(a)
-            weights[(a, b) if a <= b else (b, a)] = w
-        ranked: dict[str, list[tuple[float, tuple[str, str]]]] = {}  # the cached entry's, filled by this query too
-        _ADJACENCY.put(self.k.p, (version, self.redis, (adj, weights, ranked)))
-        return version, adj, weights, ranked
+        build = lambda: EdgeIndex.build(self.edge_list())  # noqa: E731
+        if self.snapshots is None or version[0] is None:
+            edges = build()
+        else:
+            edges, _ = self.snapshots.load_or_build(self.tenant, EDGES, version_tag(*version),
+                                                    index_codec.edges_from_bytes, index_codec.edges_to_bytes, build)
+        ranked: dict[str, Ranked] = {}  # the cached entry's, filled by this query too
+        _ADJACENCY.put(self.k.p, (version, self.redis, (edges, ranked)))
+        return version, edges, ranked
 
     def neighbors(self, names: Iterable[str]) -> dict[str, list[str]]:
-        adj = self.adjacency()
-        return {n: list(adj.get(n, ())) for n in set(names)}
+        edges = self.adjacency()
+        return {n: edges.neighbours_of(n) for n in set(names)}
 
     def relations_of(self, names: Iterable[str], limit: int | None = None) -> list[Relation]:
         """The relations of ``names``; with ``limit``, only the heaviest ``limit`` (by weight, then by the sorted
         pair), heaviest first, chosen from the cached edge weights before anything is read. A hub has thousands
-        of relations: each name's are sorted once per graph version (``heaviest_first``) and merged, so a query
+        of relations: each name's are ranked once per graph version (``EdgeIndex.ranked``) and merged, so a query
         reads ``limit`` of them instead of sorting every relation of every hub it names."""
-        revision, adj, weights, ranked = self._graph_index()
+        revision, edges, ranked = self._graph_index()
         names = set(names)
         if limit is None:
-            keys = {(a, b) if a <= b else (b, a) for a in names for b in adj.get(a, ())}
+            keys = {key for n in names for _w, key in edges.ranked(n)}
             return list(self.relations(keys, revision).values())
-        lists = [heaviest_first(n, adj, weights, ranked) for n in names]
+        lists = []
+        for n in names:
+            got = ranked.get(n)
+            if got is None:  # a concurrent first use ranks the same list twice at worst
+                got = ranked[n] = edges.ranked(n)
+            lists.append(got)
         chosen: dict[tuple[str, str], None] = {}
         for _neg_weight, key in heapq.merge(*lists):
             if len(chosen) >= limit:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -60,7 +60,7 @@ class RedisVectorStore:
             self.redis.delete(k.vectors(kind), k.vector_meta(kind))
             self.redis.incr(k.vector_version(kind))
 
-    def payloads(self, tenant: str, kind: str) -> dict[str, dict]:
+    def payloads(self, tenant: str, kind: str) -> Mapping[str, dict]:
         return self._load(tenant, kind)[3]
 
     def search(
@@ -88,16 +88,16 @@ class RedisVectorStore:
         k = Keys(tenant)
         raw = self.redis.hgetall(k.vectors(kind))
         meta_raw = self.redis.hgetall(k.vector_meta(kind))
-        ids = sorted(to_str(i) for i in raw)
-        rows = [raw[i.encode()] for i in ids]
+        keys = sorted(raw)  # UTF-8 bytes sort as their strings do
+        rows = [raw[key] for key in keys]
+        ids = [to_str(key) for key in keys]
         if len({len(r) for r in rows}) > 1:
             raise ValueError(f"vectors of tenant {tenant} ({kind}) differ in dimension")
         if ids:
             matrix = np.frombuffer(b"".join(rows), dtype=np.float32).reshape(len(ids), -1)
         else:
             matrix = np.zeros((0, 0), dtype=np.float32)
-        meta = {to_str(i): json.loads(v) for i, v in meta_raw.items()}
-        return version, ids, matrix, meta
+        return version, ids, matrix, Payloads(meta_raw)
 
     def sample_vector(self, tenant: str, kind: str) -> np.ndarray | None:
         """One of the tenant's stored vectors of ``kind`` (the first by id), or None when it has none: a
@@ -121,3 +121,23 @@ def _normalise(vector: Sequence[float]) -> np.ndarray:
     arr = np.asarray(vector, dtype=np.float32)
     norm = float(np.linalg.norm(arr))
     return arr / norm if norm > 0 else arr
+
+
+class Payloads(Mapping[str, dict]):
+    """A matrix's payloads by id, each parsed from its stored JSON when first asked for: a search reads the few of its
+    hits, and a cold process no longer parses one JSON object per vector before its first search."""
+
+    def __init__(self, raw: dict[bytes, bytes]):
+        self._raw, self._parsed = raw, {}
+
+    def __getitem__(self, item_id: str) -> dict:
+        got = self._parsed.get(item_id)
+        if got is None:
+            got = self._parsed[item_id] = json.loads(self._raw[item_id.encode()])
+        return got
+
+    def __iter__(self) -> Iterator[str]:
+        return (to_str(k) for k in self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)

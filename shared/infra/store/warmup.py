@@ -102,7 +102,7 @@ def warm_tenant(redis, tenant: str, bm25: BM25Cache, vectors=None, model: str | 
     (``warm_query_path``); seconds spent. ``vectors``: the process's vector store, warmed when it keeps a
     local copy (the embedded store's matrices; Weaviate keeps none)."""
     started = time.perf_counter()
-    store = GraphStore(redis, tenant)
+    store = GraphStore(redis, tenant, snapshots=bm25.snapshots)
     bm25.warm(tenant)
     warm_vectors = getattr(vectors, "warm", None)
     if warm_vectors is not None:

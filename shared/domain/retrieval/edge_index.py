@@ -1,0 +1,78 @@
+"""The entities' neighbour lists as arrays: each entity's relations, heaviest first.
+
+A query reads the relations of the entities it found, a hub's heaviest few (``GraphReader.relations_of``). Kept
+as compressed rows (CSR) over the sorted entity names instead of a dict of Python lists: a tenant of 750,000
+relations takes tens of MiB instead of hundreds, and the arrays are what an index snapshot stores, so a cold
+query worker loads them instead of reading and filing every edge. Pure: built from (entity, entity, weight)
+triples, it knows no store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from shared.domain.retrieval.bm25 import DICT_ENTRY_BYTES, strings_nbytes
+
+Ranked = list[tuple[float, tuple[str, str]]]  # (-weight, sorted pair), heaviest first
+
+
+@dataclass
+class EdgeIndex:
+    names: list[str]  # every entity with a relation, sorted
+    index: dict[str, int]  # name -> its number
+    indptr: np.ndarray  # the neighbours of entity i are neighbours[indptr[i]:indptr[i + 1]]
+    neighbours: np.ndarray  # per entity heaviest first, ties in name order
+    weights: np.ndarray  # the relation's weight, beside each neighbour
+
+    @classmethod
+    def build(cls, edges: Iterable[tuple[str, str, float]]) -> EdgeIndex:
+        """``edges``: one (a, b, weight) per relation (either order; a relation listed twice keeps its last
+        weight)."""
+        pairs: dict[tuple[str, str], float] = {}
+        for a, b, w in edges:
+            pairs[(a, b) if a <= b else (b, a)] = float(w)
+        names = sorted({x for pair in pairs for x in pair})
+        index = {n: i for i, n in enumerate(names)}
+        ends = np.fromiter((index[x] for pair in pairs for x in pair), dtype=np.int64, count=2 * len(pairs))
+        ends = ends.reshape(-1, 2)
+        w = np.fromiter(pairs.values(), dtype=np.float64, count=len(pairs))
+        loops = ends[:, 0] == ends[:, 1]  # a relation of an entity with itself is one arc, not two
+        src = np.concatenate([ends[:, 0], ends[~loops, 1]])
+        dst = np.concatenate([ends[:, 1], ends[~loops, 0]])
+        ww = np.concatenate([w, w[~loops]])
+        order = np.lexsort((dst, -ww, src))  # by entity, then heaviest first, then by the neighbour's name
+        indptr = np.zeros(len(names) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=len(names)), out=indptr[1:])
+        small = np.int32 if len(names) < 2**31 else np.int64
+        return cls(names, index, indptr, dst[order].astype(small), ww[order])
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def nbytes(self) -> int:
+        arrays = self.indptr.nbytes + self.neighbours.nbytes + self.weights.nbytes
+        return arrays + strings_nbytes(self.names) + DICT_ENTRY_BYTES * len(self.index)
+
+    def neighbours_of(self, name: str) -> list[str]:
+        """``name``'s neighbours, heaviest relation first (none for an unknown name)."""
+        i = self.index.get(name)
+        if i is None:
+            return []
+        return [self.names[j] for j in self.neighbours[self.indptr[i]:self.indptr[i + 1]].tolist()]
+
+    def ranked(self, name: str) -> Ranked:
+        """``name``'s relations as (-weight, sorted pair), heaviest first, ties by pair: the order in which
+        ``heapq.merge`` picks the heaviest relations of several entities."""
+        i = self.index.get(name)
+        if i is None:
+            return []
+        lo, hi = self.indptr[i], self.indptr[i + 1]
+        out = []
+        for j, w in zip(self.neighbours[lo:hi].tolist(), self.weights[lo:hi].tolist(), strict=True):
+            other = self.names[j]
+            out.append((-w, (name, other) if name <= other else (other, name)))
+        return out
