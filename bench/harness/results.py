@@ -9,6 +9,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,6 +72,12 @@ def median(values, digits: int | None = None) -> float | None:
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def timed(fn, *args, **kwargs) -> tuple:
+    """(``fn(*args, **kwargs)``, the wall seconds it took)."""
+    started = time.perf_counter()
+    return fn(*args, **kwargs), time.perf_counter() - started
 
 
 def parser(doc: str, out: bool = True, **defaults) -> argparse.ArgumentParser:

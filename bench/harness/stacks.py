@@ -74,7 +74,3 @@ def ingest_docs(client, tenant: str, docs: list, timeout: float) -> tuple[dict, 
     inputs = [DocumentInput(text=text, title=title) for title, text in docs]
     job = submit_ingestion(client.redis, client.celery, tenant, inputs, client.settings)
     return job, client.wait(tenant, job["job_id"], timeout=timeout)
-
-
-def sim_stats(llm_url: str) -> dict:
-    return httpx.get(llm_url.removesuffix("/v1") + "/stats").json()

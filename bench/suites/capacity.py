@@ -15,8 +15,9 @@ import time
 from bench.harness import capacity_probe as probe
 from bench.harness.capacity_corpus import batches, corpus
 from bench.harness.cpu import cpu_seconds
+from bench.harness.peers.peer_run import sim_stats
 from bench.harness.results import emit, machine, own_versions, parser
-from bench.harness.stacks import redis_server, sim_stats, simulator, stack
+from bench.harness.stacks import redis_server, simulator, stack
 from shared.infra.redis.conn import connect
 
 QUERIES = {

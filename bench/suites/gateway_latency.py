@@ -7,14 +7,13 @@ from send to answer, p50 / p95 over warm queries, and the first query of a fresh
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
-from bench.harness.results import SAMPLE, carol_question, emit, machine, parser, percentile
+from bench.harness.results import SAMPLE, carol_question, emit, machine, median, parser, percentile, timed
 from bench.harness.stacks import redis_server, simulator
 from graphfleet_cli.stack import Stack
 from shared.infra.redis.conn import free_port
@@ -43,9 +42,7 @@ def _ingest(gw: httpx.Client, headers: dict) -> float:
 
 def _query(gw: httpx.Client, headers: dict, mode: str, text: str) -> float:
     """One query's wall seconds, send to answer."""
-    started = time.perf_counter()
-    r = gw.post("/v1/queries", params={"wait": 60}, headers=headers, json={"mode": mode, "query": text})
-    wall = time.perf_counter() - started
+    r, wall = timed(gw.post, "/v1/queries", params={"wait": 60}, headers=headers, json={"mode": mode, "query": text})
     body = r.json()
     if r.status_code != 200 or body.get("status") != "succeeded":
         raise RuntimeError(f"query did not finish within ?wait: {r.status_code} {body}")
@@ -61,7 +58,7 @@ def _phase(gw: httpx.Client, headers: dict, phase: str, args, run: list[int]) ->
     first = ask()
     warm = [ask() for _ in range(args.repeat)]
     return {"phase": phase, "mode": args.mode, "first_s": round(first, 4), "warm_runs": args.repeat,
-            "warm_p50_s": round(statistics.median(warm), 4), "warm_p95_s": round(percentile(warm, 0.95), 4)}
+            "warm_p50_s": median(warm, 4), "warm_p95_s": round(percentile(warm, 0.95), 4)}
 
 
 def run(args) -> None:

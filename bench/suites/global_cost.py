@@ -6,12 +6,11 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-from bench.harness.peers.peer_run import delta
-from bench.harness.results import PEERS_PYTHON, SAMPLE, emit, parser
-from bench.harness.stacks import client_stack, ingest_docs, sim_stats, simulator
+from bench.harness.peers.peer_run import delta, sim_stats
+from bench.harness.results import PEERS_PYTHON, SAMPLE, emit, parser, timed
+from bench.harness.stacks import client_stack, ingest_docs, simulator
 
 CAROL_QUESTIONS = [
     "What are the main themes of the story?", "Who is Ebenezer Scrooge and how does he change?",
@@ -82,11 +81,10 @@ def global_run(client, llm: str, question: str, extra: dict) -> dict:
 
 def graphfleet_run(name: str, docs: list, questions: list[str], out: Path | None, shares: tuple = ()) -> None:
     with simulator(0.0) as llm, client_stack(llm, 16, 1, GRAPHFLEET_LLM__CACHE_ENABLED="false") as (_u, _s, client):
-        started = time.perf_counter()
-        _job, view = ingest_docs(client, "gc", docs, 7200)
+        (_job, view), seconds = timed(ingest_docs, client, "gc", docs, 7200)
         stats = client.stats("gc")
         emit({"bench": "global_cost_ingest", "corpus": name, "system": "graphfleet", "status": view["status"],
-              "seconds": round(time.perf_counter() - started, 2), "documents": len(docs), "chunks": stats["chunks"],
+              "seconds": round(seconds, 2), "documents": len(docs), "chunks": stats["chunks"],
               "reports": stats.get("reports"), "communities_by_level": stats["communities_by_level"]}, out)
         variants = [("graphfleet", {}), ("graphfleet-full", {"global_selection": "all"})]
         variants += [(f"graphfleet@{share:g}", {"global_selection_share": share}) for share in shares]

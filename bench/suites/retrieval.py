@@ -17,8 +17,8 @@ from pathlib import Path
 
 from bench.harness import results
 from bench.harness.datasets import DATA_ROOT, SETS, Dataset, load_files, load_named_set
-from bench.harness.peers.peer_run import delta
-from bench.harness.results import emit, machine
+from bench.harness.peers.peer_run import delta, sim_stats
+from bench.harness.results import emit, machine, timed
 from bench.harness.retrieval_baselines import BASELINE_MODES, BM25_TOP_K, BUDGET_MODEL, HYBRID_BM25_WEIGHT, Baselines
 from bench.harness.retrieval_records import (
     bm25_allowances,
@@ -27,7 +27,7 @@ from bench.harness.retrieval_records import (
     question_record,
     set_summary,
 )
-from bench.harness.stacks import client_stack, ingest_docs, sim_stats, simulator
+from bench.harness.stacks import client_stack, ingest_docs, simulator
 from shared.domain.tokens import count_tokens
 
 DEFAULT_MODES = ["local", "global", "naive", "hybrid", "causal", "graph"]
@@ -64,9 +64,7 @@ def _measure_modes(client, args, ds: Dataset, head: dict, chunk_keys: dict[str, 
         for q in ds.questions:
             param = QueryParam(mode=mode, query=q["question"], only_need_context=True,
                                **{"max_total_tokens": args.budget, "model": BUDGET_MODEL, **fields})
-            t0 = time.perf_counter()
-            out = client.query("eval", param)
-            seconds = time.perf_counter() - t0
+            out, seconds = timed(client.query, "eval", param)
             result = out.get("result") or {}
             context = result.get("context") or ""
             ranked, kept = graphfleet_keys(result, chunk_keys)
