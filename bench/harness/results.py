@@ -123,13 +123,9 @@ def own_versions() -> dict:
 
     from shared.infra.redis.conn import redis_server_binary
 
-    out = {}
-    for dist in ("graphfleet", "celery", "kombu", "redis", "igraph", "leidenalg", "tiktoken", "openai", "numpy",
-                 "bm25s", "pydantic"):
-        try:
-            out[dist] = md.version(dist)
-        except md.PackageNotFoundError:
-            out[dist] = None
+    installed = {d.metadata["Name"].lower(): d.version for d in md.distributions()}
+    out = {dist: installed.get(dist) for dist in ("graphfleet", "celery", "kombu", "redis", "igraph", "leidenalg",
+                                                  "tiktoken", "openai", "numpy", "bm25s", "pydantic")}
     try:
         server = subprocess.run([redis_server_binary(), "--version"], capture_output=True, text=True, timeout=10)
         out["redis-server"] = next((w.split("=", 1)[1] for w in server.stdout.split() if w.startswith("v=")), None)

@@ -12,6 +12,8 @@ from pathlib import Path
 from bench.harness.peers.peer_run import delta, sim_stats
 from bench.harness.results import QUERIES, ROOT, median, timed
 from bench.harness.stacks import client_stack
+from graphfleet_cli.query_client import run_query
+from shared.domain.query.params import QueryParam
 from shared.domain.tokens import count_tokens
 
 MODEL = "gpt-4o-mini"
@@ -40,9 +42,6 @@ def question(mode: str, run: int, only_context: bool) -> str:
 
 
 def graphfleet_run(llm: str, corpus: Path, latency: float, run: int, concurrency: int, processes: int) -> list[dict]:
-    from graphfleet_cli.query_client import run_query
-    from shared.domain.query.params import QueryParam
-
     base = {"system": "graphfleet", "latency_ms": latency, "run": run}
     tenant = f"cmp{run}"
     with client_stack(llm, concurrency, processes) as (_url, _st, client):

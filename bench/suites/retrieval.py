@@ -28,7 +28,9 @@ from bench.harness.retrieval_records import (
     set_summary,
 )
 from bench.harness.stacks import client_stack, ingest_docs, simulator
+from shared.domain.query.params import QueryParam
 from shared.domain.tokens import count_tokens
+from shared.infra.tenancy.usage import read_usage
 
 DEFAULT_MODES = ["local", "global", "naive", "hybrid", "causal", "graph"]
 LLM_FLAGS = {"sim": [True], "none": [False], "both": [True, False]}
@@ -37,8 +39,6 @@ LLM_FLAGS = {"sim": [True], "none": [False], "both": [True, False]}
 def parse_variant(spec: str) -> tuple[str, str, dict]:
     """``NAME:MODE:key=value,key=value`` -> (name, mode, QueryParam overrides); values are JSON when they
     parse, else strings. E.g. ``fixed-caps:hybrid:max_entity_tokens=6000``. Checked before any ingestion."""
-    from shared.domain.query.params import QueryParam
-
     name, mode, assignments = (spec.split(":", 2) + ["", ""])[:3]
     if not name or not mode:
         raise argparse.ArgumentTypeError(f"variant {spec!r}: expected NAME:MODE:key=value[,key=value...]")
@@ -56,8 +56,6 @@ def parse_variant(spec: str) -> tuple[str, str, dict]:
 
 def _measure_modes(client, args, ds: Dataset, head: dict, chunk_keys: dict[str, str]) -> dict[str, list[dict]]:
     """Each (label, mode, overrides): every question's context under the budget, as question records."""
-    from shared.domain.query.params import QueryParam
-
     runs = [(mode, mode, {}) for mode in args.modes]
     by_mode: dict[str, list[dict]] = {}
     for label, mode, fields in runs + [(f"{mode} [{name}]", mode, fields) for name, mode, fields in args.variant]:
@@ -111,8 +109,6 @@ def in_flight_s(records) -> float:
 def embed_usage(redis, job_id: str, usage: dict, passages: int, since: float) -> dict:
     """The ingestion's embedding cost: the job's ``embed`` calls and input tokens, their summed latency and the
     wall time while one ran (they overlap), their models, and passages per second of that wall time."""
-    from shared.infra.tenancy.usage import read_usage
-
     stage = (usage.get("by_stage") or {}).get("embed") or {}
     recs = [r for r in read_usage(redis, "eval", since) if r.job_id == job_id and r.stage == "embed"]
     wall = in_flight_s(recs)
@@ -145,8 +141,7 @@ def run_set(args, ds: Dataset, llm_url: str | None, run_id: str) -> None:
 def run(args) -> None:
     sets = [load_named_set(name, args.data_dir) for name in args.sets]
     if args.questions:
-        sets.append(load_files([(args.questions, args.join)], args.corpus, args.join,
-                               name=args.questions.stem))
+        sets.append(load_files([(args.questions, args.join)], args.corpus, name=args.questions.stem))
     for ds in sets:
         ds.questions = ds.questions[: args.limit] if args.limit else ds.questions
     run_id = time.strftime("%Y-%m-%dT%H:%M:%S")
