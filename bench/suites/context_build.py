@@ -14,7 +14,13 @@ from pathlib import Path
 from bench.harness.results import PEERS_PYTHON, SAMPLE, carol_question, emit, machine, median, parser, percentile, timed
 from bench.harness.stacks import redis_server, simulator, stack
 from bench.harness.systems import EMBEDDING_DIM, MODEL, run_peer_process
+from graphfleet_cli.local_client import LocalClient
+from shared.config import reset_settings_cache
+from shared.domain.query.engine import answer_query
+from shared.domain.query.params import QueryParam
 from shared.domain.tokens import count_tokens
+from shared.infra.tenancy.usage import CallContext
+from workers.runtime import runtime
 
 MODES = ("local", "naive")
 
@@ -33,9 +39,6 @@ def case_plan(modes: list[str], budgets: list[int], repeat: int) -> list[tuple[s
 
 
 def graphfleet_builds(llm: str, corpus: Path, plan: list[tuple[str, int, list[str]]]) -> list[dict]:
-    from graphfleet_cli.local_client import LocalClient
-    from shared.config import reset_settings_cache
-
     with redis_server() as url:
         with stack(url, llm, 16):
             client = LocalClient(url)
@@ -48,11 +51,6 @@ def graphfleet_builds(llm: str, corpus: Path, plan: list[tuple[str, int, list[st
 
 
 def _graphfleet_case(mode: str, budget: int, questions: list[str]) -> dict:
-    from shared.domain.query.engine import answer_query
-    from shared.domain.query.params import QueryParam
-    from shared.infra.tenancy.usage import CallContext
-    from workers.runtime import runtime
-
     rt = runtime()
     ctx = CallContext(tenant="ctx", stage="embed", job_id="bench-context")
     indexes = rt.indexes()
