@@ -5,7 +5,7 @@ judged, allowance/tokens/time per mode, and each set's ingestion with its embedd
 from __future__ import annotations
 
 from bench.harness.datasets import SETS
-from bench.report.common import fmt, md_row, md_table, newest, no_results, note
+from bench.report.common import NAMES, fmt, md_row, md_table, newest, no_results, note
 
 BASELINE_ROWS = {"bm25": "BM25 (same allowance)", "bm25_full": "BM25 (full budget)",
                  "hybrid_baseline": "hybrid baseline: BM25 + dense (same allowance)", "dense": "dense (same allowance)"}
@@ -20,16 +20,21 @@ def _set_order(summaries: list[dict]) -> list[str]:
     return [s for s in SETS if s in seen] + [s for s in seen if s not in SETS]
 
 
+def _system_order(s: dict) -> int:
+    return list(NAMES).index(s["system"]) if s["system"] in NAMES else 9
+
+
 def _rows(group: list[dict]) -> list[tuple[str, dict[str, dict]]]:
-    """(row label, set -> stats): the baselines first, then graphfleet's modes and variants."""
+    """(row label, set -> stats): the baselines first, then graphfleet's modes and variants, then the peers'."""
     rows: dict[str, dict[str, dict]] = {}
-    for s in group:
+    for s in sorted(group, key=_system_order):
         for key, label in BASELINE_ROWS.items():
             if s.get(key):
                 rows.setdefault(label, {})[s["set"]] = s[key]
-    for s in group:
+    for s in sorted(group, key=_system_order):
         for mode, stats in s["modes"].items():
-            rows.setdefault(mode, {})[s["set"]] = stats
+            label = mode if s["system"] == "graphfleet" else f"{NAMES.get(s['system'], s['system'])} {mode}"
+            rows.setdefault(label, {})[s["set"]] = stats
     return list(rows.items())
 
 
@@ -64,7 +69,8 @@ def _metric_table(table, sets: list[str], asked: dict[str, int], key: str, gaps:
 
 
 def _graph_modes(group: list[dict]) -> list[str]:
-    modes = dict.fromkeys(m for s in group for m in s["modes"])
+    gf = [s for s in group if s["system"] == "graphfleet"]
+    modes = dict.fromkeys(m for s in gf for m in s["modes"])
     return [m for m in modes if m not in NOT_GRAPH and " [" not in m]
 
 
@@ -155,8 +161,11 @@ def _per_set(cells: dict[str, dict], sets: list[str], key: str, spec: str) -> st
 
 def _setting(group: list[dict], ingests: list[dict], llm: bool) -> list[str]:
     sets = _set_order(group)
-    asked, table, gf = {s["set"]: s["questions"] for s in group}, _rows(group), group[0]
-    models = sorted({m for r in ingests for m in (r.get("embedding") or {}).get("models") or []})
+    asked = {s["set"]: s["questions"] for s in group if s["system"] == "graphfleet"}
+    table = _rows(group)
+    gf = next((s for s in group if s["system"] == "graphfleet"), group[0])
+    models = sorted({m for r in ingests if r["system"] == "graphfleet" for m in (r.get("embedding") or {})
+                     .get("models") or []})
     label = "LLM simulator (0 ms)" if llm else "no LLM (LLM-free extraction)"
     embed = (gf.get("embed_cost") or {}).get("model")
     baselines = (f"BM25, dense (cosine{f', {embed}' if embed else ''}) and the hybrid baseline (z-score fusion "
@@ -185,10 +194,10 @@ def ingest_table(ingests: list[dict], sets: list[str]) -> list[str]:
     if not ingests:
         return []
     order, rows = {s: i for i, s in enumerate(sets)}, []
-    for r in sorted(ingests, key=lambda r: order.get(r["set"], 99)):
+    for r in sorted(ingests, key=lambda r: (order.get(r["set"], 99), _system_order(r))):
         e, p = r.get("embedding") or {}, r.get("embed_in_process") or {}
         tokens = (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)
-        rows.append([r["set"], r["system"], f"{r['passages']:,}", r["seconds"],
+        rows.append([r["set"], NAMES.get(r["system"], r["system"]), f"{r['passages']:,}", r["seconds"],
                      fmt(r.get("llm_calls"), ",d"), f"{tokens:,}",
                      fmt(e.get("calls"), ",d"), fmt(e.get("input_tokens"), ",d"),
                      f"{fmt(e.get('latency_s'), '.1f')} / {fmt(e.get('wall_s'), '.1f')}",
