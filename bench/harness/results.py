@@ -9,6 +9,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,6 +74,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def timed(fn, *args, **kwargs) -> tuple:
+    """(``fn(*args, **kwargs)``, the wall seconds it took)."""
+    started = time.perf_counter()
+    return fn(*args, **kwargs), time.perf_counter() - started
+
+
 def parser(doc: str, out: bool = True, **defaults) -> argparse.ArgumentParser:
     """A suite's options: its docstring's first paragraph, the shared flags given a default (a list: several
     values), and ``--out``."""
@@ -116,13 +123,9 @@ def own_versions() -> dict:
 
     from shared.infra.redis.conn import redis_server_binary
 
-    out = {}
-    for dist in ("graphfleet", "celery", "kombu", "redis", "igraph", "leidenalg", "tiktoken", "openai", "numpy",
-                 "bm25s", "pydantic"):
-        try:
-            out[dist] = md.version(dist)
-        except md.PackageNotFoundError:
-            out[dist] = None
+    installed = {d.metadata["Name"].lower(): d.version for d in md.distributions()}
+    out = {dist: installed.get(dist) for dist in ("graphfleet", "celery", "kombu", "redis", "igraph", "leidenalg",
+                                                  "tiktoken", "openai", "numpy", "bm25s", "pydantic")}
     try:
         server = subprocess.run([redis_server_binary(), "--version"], capture_output=True, text=True, timeout=10)
         out["redis-server"] = next((w.split("=", 1)[1] for w in server.stdout.split() if w.startswith("v=")), None)

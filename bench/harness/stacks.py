@@ -12,6 +12,9 @@ from pathlib import Path
 import httpx
 
 from bench.harness.results import ROOT
+from graphfleet_cli.local_client import LocalClient
+from graphfleet_cli.stack import Stack
+from shared.infra.jobs.ingest_submit import DocumentInput, submit_ingestion
 from shared.infra.redis.conn import EmbeddedRedis, free_port
 
 
@@ -49,8 +52,6 @@ def redis_server():
 
 @contextlib.contextmanager
 def stack(redis_url: str, llm_url: str | None, concurrency: int = 16, processes: int = 1, **env):
-    from graphfleet_cli.stack import Stack
-
     extra = {"GRAPHFLEET_LLM_BASE_URL": llm_url or "", "GRAPHFLEET_LLM_API_KEY": "sk-bench",
              **{k: str(v) for k, v in env.items()}}
     with tempfile.TemporaryDirectory() as tmp, Stack(data_dir=Path(tmp), redis_url=redis_url, extra_env=extra,
@@ -61,20 +62,12 @@ def stack(redis_url: str, llm_url: str | None, concurrency: int = 16, processes:
 @contextlib.contextmanager
 def client_stack(llm_url: str | None, concurrency: int = 16, processes: int = 1, **env):
     """A fresh Redis and a worker stack on it: (redis URL, the stack, a ``LocalClient``)."""
-    from graphfleet_cli.local_client import LocalClient
-
     with redis_server() as url, stack(url, llm_url, concurrency, processes, **env) as st:
         yield url, st, LocalClient(url)
 
 
 def ingest_docs(client, tenant: str, docs: list, timeout: float) -> tuple[dict, dict]:
     """One ingestion job of (title, text) documents: (the job, its view once finished)."""
-    from shared.infra.jobs.ingest_submit import DocumentInput, submit_ingestion
-
     inputs = [DocumentInput(text=text, title=title) for title, text in docs]
     job = submit_ingestion(client.redis, client.celery, tenant, inputs, client.settings)
     return job, client.wait(tenant, job["job_id"], timeout=timeout)
-
-
-def sim_stats(llm_url: str) -> dict:
-    return httpx.get(llm_url.removesuffix("/v1") + "/stats").json()

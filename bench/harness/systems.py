@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
-from bench.harness.peers.peer_run import delta
-from bench.harness.results import QUERIES, ROOT
-from bench.harness.stacks import client_stack, sim_stats
+from bench.harness.peers.peer_run import delta, sim_stats
+from bench.harness.results import QUERIES, ROOT, median, timed
+from bench.harness.stacks import client_stack
+from graphfleet_cli.query_client import run_query
+from shared.domain.query.params import QueryParam
 from shared.domain.tokens import count_tokens
 
 MODEL = "gpt-4o-mini"
@@ -42,15 +42,11 @@ def question(mode: str, run: int, only_context: bool) -> str:
 
 
 def graphfleet_run(llm: str, corpus: Path, latency: float, run: int, concurrency: int, processes: int) -> list[dict]:
-    from graphfleet_cli.query_client import run_query
-    from shared.domain.query.params import QueryParam
-
     base = {"system": "graphfleet", "latency_ms": latency, "run": run}
     tenant = f"cmp{run}"
     with client_stack(llm, concurrency, processes) as (_url, _st, client):
-        before, started = sim_stats(llm), time.perf_counter()
-        view = client.wait(tenant, client.ingest_files(tenant, [corpus])["job_id"], timeout=3600)
-        seconds = time.perf_counter() - started
+        before = sim_stats(llm)
+        view, seconds = timed(lambda: client.wait(tenant, client.ingest_files(tenant, [corpus])["job_id"], 3600))
         stats = client.stats(tenant)
         levels = stats["communities_by_level"]
         out = [{"bench": "compare_ingest", **base, "status": view["status"], "seconds": round(seconds, 3),
@@ -144,7 +140,7 @@ def medians(rows: list[dict]) -> list[dict]:
     for key in sorted({(r["system"], r["latency_ms"]) for r in ingests}):
         runs = [r for r in ingests if (r["system"], r["latency_ms"]) == key]
         out.append({"bench": "compare_median", "phase": "ingest", "system": key[0], "latency_ms": key[1],
-                    "runs": len(runs), "seconds_median": round(statistics.median(r["seconds"] for r in runs), 3),
+                    "runs": len(runs), "seconds_median": median([r["seconds"] for r in runs], 3),
                     "seconds_all": [r["seconds"] for r in runs], **{k: runs[0].get(k) for k in _INGEST_FIELDS}})
     queries = [r for r in rows if r["bench"] == "compare_query"]
     for key in sorted({(r["system"], r["latency_ms"], r["mode"], r["only_need_context"]) for r in queries}):
@@ -152,7 +148,7 @@ def medians(rows: list[dict]) -> list[dict]:
         out.append({"bench": "compare_median", "phase": "query", "system": key[0], "latency_ms": key[1],
                     "mode": key[2], "only_need_context": key[3], "runs": len(runs),
                     "failed": sum(r["status"] != "succeeded" for r in runs),
-                    "seconds_median": round(statistics.median(r["seconds"] for r in runs), 4),
+                    "seconds_median": median([r["seconds"] for r in runs], 4),
                     **{k: runs[-1].get(k) for k in _QUERY_FIELDS}})
     return out
 

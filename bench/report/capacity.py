@@ -27,10 +27,6 @@ def stage_group(segment: str) -> str:
     return last if last in STAGE_GROUPS else "finalize"
 
 
-def table(head: list[str], rows: list[list]) -> str:
-    return "\n".join(md_table(head, rows))
-
-
 def label(r: dict) -> str:
     return f"{r['chunks']:,} ({r['extraction']})"
 
@@ -43,18 +39,18 @@ def per(value: float, n: int, digits: int = 0) -> str:
     return f"{value / n:,.{digits}f}" if n else "-"
 
 
-def runs_table(rows: list[dict]) -> str:
+def runs_table(rows: list[dict]) -> list[str]:
     out = []
     for r in rows:
         grown = r["memory_after_ingest"]["used_memory"] - r["memory_before"]["used_memory"]
         out.append([label(r), r["documents"], f"{r['corpus_tokens']:,}", r["renamed_copies"], f"{r['entities']:,}",
                     f"{r['relations']:,}", f"{r['communities']:,}", r["seconds"], per(r["chunks"], r["seconds"], 1),
                     f"{grown / 2**20:,.1f}", per(grown, r["chunks"])])
-    return table(["chunks (extraction)", "docs", "tokens", "renamed copies", "entities", "relations", "communities",
+    return md_table(["chunks (extraction)", "docs", "tokens", "renamed copies", "entities", "relations", "communities",
                   "ingest s", "chunks/s", "used_memory grew MiB", "bytes/chunk all-in"], out)
 
 
-def memory_table(rows: list[dict]) -> str:
+def memory_table(rows: list[dict]) -> list[str]:
     out = []
     for r in rows:
         n, v = r["chunks"], r["vectors"]
@@ -65,12 +61,12 @@ def memory_table(rows: list[dict]) -> str:
                     per(vec["entities"], v.get("entities", 0)), per(vec["chunks"], v.get("chunks", 0)),
                     per(fam(r, "communities"), r["communities"]), per(fam(r, "llm_cache"), n),
                     per(fam(r, "jobs") + fam(r, "usage"), n)])
-    return table(["chunks (extraction)", "chunk", "doc text /chunk", "extraction record /chunk", "entity",
+    return md_table(["chunks (extraction)", "chunk", "doc text /chunk", "extraction record /chunk", "entity",
                   "relation", "entity vector", "chunk vector", "community (+report)", "LLM cache /chunk",
                   "job + usage /chunk"], out)
 
 
-def ops_table(rows: list[dict]) -> str:
+def ops_table(rows: list[dict]) -> list[str]:
     out = []
     for r in rows:
         ops, cpu = dict.fromkeys(STAGE_GROUPS, 0), 0.0
@@ -80,11 +76,11 @@ def ops_table(rows: list[dict]) -> str:
         n, total = r["chunks"], sum(ops.values())
         out.append([label(r), *(per(ops[s], n, 1) for s in STAGE_GROUPS), per(total, n, 1), per(1e6 * cpu, n),
                     per(total, r["seconds"])])
-    return table(["chunks (extraction)", *STAGE_GROUPS, "total ops/chunk", "state Redis CPU µs/chunk",
+    return md_table(["chunks (extraction)", *STAGE_GROUPS, "total ops/chunk", "state Redis CPU µs/chunk",
                   "ops/s during ingest"], out)
 
 
-def time_table(rows: list[dict], top: int = 6) -> str:
+def time_table(rows: list[dict], top: int = 6) -> list[str]:
     """Where the state Redis spends its time: commandstats usec per chunk, the top commands of the ingestion."""
     out = []
     for r in rows:
@@ -101,18 +97,18 @@ def time_table(rows: list[dict], top: int = 6) -> str:
         out.append([label(r), per(total, n, 0), ", ".join(f"{k} {v / n:,.0f} ({100 * v / total:.0f}%)"
                                                          for k, v in best),
                     ", ".join(f"{k} {usec[k] / n:,.0f}" for k in WRAPPERS if k in usec)])
-    return table(["chunks (extraction)", "µs/chunk in commands", "top commands, µs/chunk (share)",
+    return md_table(["chunks (extraction)", "µs/chunk in commands", "top commands, µs/chunk (share)",
                   "MULTI/EXEC and scripts, µs/chunk (their commands are also counted left)"], out)
 
 
-def jobs_table(rows: list[dict]) -> str:
+def jobs_table(rows: list[dict]) -> list[str]:
     """Batched runs: what each job cost while the tenant grew (bench reads included, ~12 commands a read)."""
     out = [[label(r), j["job"], f"{j['chunks_before']:,}", f"{j['chunks_added']:,}", j["seconds"],
             j["state_ops_per_chunk"], f"{j['state_redis_cpu_us_per_chunk']:,.0f}",
             ", ".join(f"{k} {v:,.0f}" for k, v in j["top_usec_per_chunk"].items() if k not in WRAPPERS),
             j["broker_messages_per_chunk"]] for r in rows if len(r.get("jobs") or []) >= 2 for j in r["jobs"]]
-    return table(["run", "job", "chunks before", "chunks added", "s", "state ops/chunk", "state Redis CPU µs/chunk",
-                  "top commands µs/chunk", "broker msgs/chunk"], out) if out else "(no batched run)"
+    return md_table(["run", "job", "chunks before", "chunks added", "s", "state ops/chunk", "state Redis CPU µs/chunk",
+                  "top commands µs/chunk", "broker msgs/chunk"], out) if out else ["(no batched run)"]
 
 
 def capacity_section(before: list[dict], after: list[dict]) -> list[str]:
@@ -124,11 +120,11 @@ def capacity_section(before: list[dict], after: list[dict]) -> list[str]:
            "`.venv/bin/python -m bench.suites.capacity --sizes 1000 10000 --llm-up-to 1000 --both-at 1000 --out "
            "bench/results/capacity.jsonl` (state and broker on two Redis servers; 'fast' = LLM-free extraction). "
            "Every table of a results file: `.venv/bin/python -m bench.report.capacity bench/results/capacity.jsonl`.",
-           "The runs, then the state Redis's operations per ingested chunk by stage:", "", runs_table(before), "",
-           ops_table(before), ""]
+           "The runs, then the state Redis's operations per ingested chunk by stage:", "", *runs_table(before), "",
+           *ops_table(before), ""]
     if after:
         out += ["After the job's completion check became the `MISSING` script "
-                "(`bench/results/capacity_after_fix.jsonl`):", "", ops_table(after), ""]
+                "(`bench/results/capacity_after_fix.jsonl`):", "", *ops_table(after), ""]
     return out
 
 
@@ -137,11 +133,11 @@ def render(rows: list[dict]) -> str:
         "# Capacity bench (bench.suites.capacity)\n",
         "Byte and op figures are per unit at each size; "
         "'fast' = LLM-free extraction (reports, embeddings, answers still call the simulator at 0 ms).\n",
-        "## Runs\n", runs_table(rows),
-        "\n## Redis memory per unit (bytes; MEMORY USAGE SAMPLES 0 of every key, by family)\n", memory_table(rows),
-        "\n## State Redis operations per ingested chunk, by stage\n", ops_table(rows),
-        "\n## Where the state Redis spends its time (INFO commandstats usec)\n", time_table(rows),
-        "\n## Batched ingestion: each job as the tenant grows\n", jobs_table(rows),
+        "## Runs\n", *runs_table(rows),
+        "\n## Redis memory per unit (bytes; MEMORY USAGE SAMPLES 0 of every key, by family)\n", *memory_table(rows),
+        "\n## State Redis operations per ingested chunk, by stage\n", *ops_table(rows),
+        "\n## Where the state Redis spends its time (INFO commandstats usec)\n", *time_table(rows),
+        "\n## Batched ingestion: each job as the tenant grows\n", *jobs_table(rows),
     ]
     return "\n".join(parts) + "\n"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 
+from bench.harness.results import median
 from bench.report.common import NOT_MEASURED, Row, current_command, md_row, md_table, no_results, note
 from shared.domain.query.params import QueryParam
 
@@ -84,8 +85,7 @@ def gateway_figures(rows: list[dict]) -> dict:
         out[phase] = figs[0] if len(figs) == 1 else {
             **figs[0], "trials": len(figs),
             "within": sum(f["first"] <= f["p95"] for f in figs if f["first"] is not None and f["p95"] is not None),
-            **{k: statistics.median(v) if (v := [f[k] for f in figs if f.get(k) is not None]) else None
-               for k in ("first", "p50", "p95")}}
+            **{k: median(f[k] for f in figs) for k in ("first", "p50", "p95")}}
     return out
 
 

@@ -15,8 +15,13 @@ import time
 from bench.harness import capacity_probe as probe
 from bench.harness.capacity_corpus import batches, corpus
 from bench.harness.cpu import cpu_seconds
+from bench.harness.peers.peer_run import sim_stats
 from bench.harness.results import emit, machine, own_versions, parser
-from bench.harness.stacks import redis_server, sim_stats, simulator, stack
+from bench.harness.stacks import redis_server, simulator, stack
+from graphfleet_cli.local_client import LocalClient
+from shared.config import reset_settings_cache
+from shared.domain.query.params import QueryParam
+from shared.infra.jobs.ingest_submit import DocumentInput, submit_ingestion
 from shared.infra.redis.conn import connect
 
 QUERIES = {
@@ -56,8 +61,6 @@ class StageRecorder:
 
 def ingest(client, rec: StageRecorder, docs: list[tuple[str, str]], timeout: float) -> tuple[dict, float]:
     """One ingestion job, its view read every ``POLL_S`` (the recorder marks each new stage)."""
-    from shared.infra.jobs.ingest_submit import DocumentInput, submit_ingestion
-
     rec.seen.clear()
     rec.mark("submit")
     started = time.perf_counter()
@@ -87,8 +90,6 @@ def per_view_cost(client, state, job_id: str, n: int = 20) -> dict:
 
 
 def measure_queries(client, state, broker, repeat: int) -> list[dict]:
-    from shared.domain.query.params import QueryParam
-
     out = []
     for mode, text in QUERIES.items():
         for only_context in (True, False):
@@ -110,9 +111,6 @@ def measure_queries(client, state, broker, repeat: int) -> list[dict]:
 
 
 def run_size(target: int, fast: bool, args) -> dict:
-    from graphfleet_cli.local_client import LocalClient
-    from shared.config import reset_settings_cache
-
     built = corpus(target, args.size_tokens, args.overlap)
     with simulator(latency_ms=0.0) as llm, redis_server() as state_url, redis_server() as broker_url:
         # this process (the readiness check, the submitting client) uses the workers' state and broker: ``Stack``

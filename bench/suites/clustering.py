@@ -10,12 +10,11 @@ import json
 import random
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import igraph as ig
 
-from bench.harness.results import emit, parser
+from bench.harness.results import emit, parser, timed
 from shared.domain.clustering import hierarchical_leiden
 
 # name -> (nodes, edges per new node): Barabasi-Albert gives ~nodes * m edges.
@@ -51,9 +50,7 @@ def make_graph(name: str, seed: int) -> list[tuple[str, str, float]]:
 
 
 def run_ours(edges: list[tuple[str, str, float]], max_size: int, seed: int) -> dict:
-    start = time.perf_counter()
-    result = hierarchical_leiden(edges, max_cluster_size=max_size, seed=seed)
-    seconds = time.perf_counter() - start
+    result, seconds = timed(hierarchical_leiden, edges, max_cluster_size=max_size, seed=seed)
     return {"seconds": round(seconds, 3), "levels": result.levels, "communities": len(result.communities),
             "leaves_over_max": sum(1 for c in result.communities if not c.children and len(c.nodes) > max_size)}
 

@@ -9,20 +9,24 @@ default) and 30,000, on the same corpus ingested with the LLM simulator at 0 ms.
 from __future__ import annotations
 
 import os
-import statistics
-import time
 from pathlib import Path
 
-from bench.harness.results import PEERS_PYTHON, SAMPLE, carol_question, emit, machine, parser, percentile
+from bench.harness.results import PEERS_PYTHON, SAMPLE, carol_question, emit, machine, median, parser, percentile, timed
 from bench.harness.stacks import redis_server, simulator, stack
 from bench.harness.systems import EMBEDDING_DIM, MODEL, run_peer_process
+from graphfleet_cli.local_client import LocalClient
+from shared.config import reset_settings_cache
+from shared.domain.query.engine import answer_query
+from shared.domain.query.params import QueryParam
 from shared.domain.tokens import count_tokens
+from shared.infra.tenancy.usage import CallContext
+from workers.runtime import runtime
 
 MODES = ("local", "naive")
 
 
 def _summary(seconds: list[float]) -> dict:
-    return {"runs": len(seconds), "seconds_median": round(statistics.median(seconds), 5),
+    return {"runs": len(seconds), "seconds_median": median(seconds, 5),
             "seconds_p95": round(percentile(seconds, 0.95), 5)}
 
 
@@ -35,9 +39,6 @@ def case_plan(modes: list[str], budgets: list[int], repeat: int) -> list[tuple[s
 
 
 def graphfleet_builds(llm: str, corpus: Path, plan: list[tuple[str, int, list[str]]]) -> list[dict]:
-    from graphfleet_cli.local_client import LocalClient
-    from shared.config import reset_settings_cache
-
     with redis_server() as url:
         with stack(url, llm, 16):
             client = LocalClient(url)
@@ -50,11 +51,6 @@ def graphfleet_builds(llm: str, corpus: Path, plan: list[tuple[str, int, list[st
 
 
 def _graphfleet_case(mode: str, budget: int, questions: list[str]) -> dict:
-    from shared.domain.query.engine import answer_query
-    from shared.domain.query.params import QueryParam
-    from shared.infra.tenancy.usage import CallContext
-    from workers.runtime import runtime
-
     rt = runtime()
     ctx = CallContext(tenant="ctx", stage="embed", job_id="bench-context")
     indexes = rt.indexes()
@@ -66,13 +62,9 @@ def _graphfleet_case(mode: str, budget: int, questions: list[str]) -> dict:
                             indexes, walk_provider=indexes.walk, lexical_embedder=rt.lexical_embedder(ctx))
 
     build(0)  # warm: caches, code paths
-    seconds, result = [], None
-    for i in range(1, len(questions)):
-        started = time.perf_counter()
-        result = build(i)
-        seconds.append(time.perf_counter() - started)
+    runs = [timed(build, i) for i in range(1, len(questions))]
     return {"bench": "context_build", "system": "graphfleet", "mode": mode, "max_total_tokens": budget,
-            **_summary(seconds), "context_tokens": count_tokens(result.context or "", MODEL)}
+            **_summary([s for _, s in runs]), "context_tokens": count_tokens(runs[-1][0].context or "", MODEL)}
 
 
 def nano_builds(python: str, llm: str, corpus: Path, plan: list[tuple[str, int, list[str]]]) -> list[dict]:

@@ -6,12 +6,14 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-from bench.harness.peers.peer_run import delta
-from bench.harness.results import PEERS_PYTHON, SAMPLE, emit, parser
-from bench.harness.stacks import client_stack, ingest_docs, sim_stats, simulator
+from bench.harness.datasets import load_named_set
+from bench.harness.peers.peer_run import delta, sim_stats
+from bench.harness.results import PEERS_PYTHON, SAMPLE, emit, parser, timed
+from bench.harness.stacks import client_stack, ingest_docs, simulator
+from bench.harness.systems import run_peer_process
+from shared.domain.query.params import QueryParam
 
 CAROL_QUESTIONS = [
     "What are the main themes of the story?", "Who is Ebenezer Scrooge and how does he change?",
@@ -28,11 +30,8 @@ def corpus_docs(name: str, questions: int) -> tuple[list[tuple[str, str]], list[
     """((title, text) documents to ingest, questions) of a corpus."""
     if name == "carol":
         return [(SAMPLE.name, SAMPLE.read_text(encoding="utf-8"))], CAROL_QUESTIONS[:questions]
-    from bench.harness.datasets import load_named_set
-
     ds = load_named_set(name)
-    docs = ds.docs
-    return [(ds.titles.get(k, k), docs[k]) for k in list(ds.passages)[:POOL_PASSAGES]], \
+    return [(ds.titles.get(k, k), doc) for k, doc in list(ds.docs.items())[:POOL_PASSAGES]], \
         [q["question"] for q in ds.questions[:questions]]
 
 
@@ -63,8 +62,6 @@ def global_run(client, llm: str, question: str, extra: dict) -> dict:
     """One global query: its LLM usage, details and the reports its map points cite. A direct answer (the
     selected reports fit one call) has no map points: the same question and selection, mapped
     (``global_direct_answer=False``), gives the points its reports hold."""
-    from shared.domain.query.params import QueryParam
-
     before = sim_stats(llm)
     res = client.query("gc", QueryParam(query=question, mode="global", **extra), timeout=900)
     details = res["result"].get("details", {})
@@ -82,11 +79,10 @@ def global_run(client, llm: str, question: str, extra: dict) -> dict:
 
 def graphfleet_run(name: str, docs: list, questions: list[str], out: Path | None, shares: tuple = ()) -> None:
     with simulator(0.0) as llm, client_stack(llm, 16, 1, GRAPHFLEET_LLM__CACHE_ENABLED="false") as (_u, _s, client):
-        started = time.perf_counter()
-        _job, view = ingest_docs(client, "gc", docs, 7200)
+        (_job, view), seconds = timed(ingest_docs, client, "gc", docs, 7200)
         stats = client.stats("gc")
         emit({"bench": "global_cost_ingest", "corpus": name, "system": "graphfleet", "status": view["status"],
-              "seconds": round(time.perf_counter() - started, 2), "documents": len(docs), "chunks": stats["chunks"],
+              "seconds": round(seconds, 2), "documents": len(docs), "chunks": stats["chunks"],
               "reports": stats.get("reports"), "communities_by_level": stats["communities_by_level"]}, out)
         variants = [("graphfleet", {}), ("graphfleet-full", {"global_selection": "all"})]
         variants += [(f"graphfleet@{share:g}", {"global_selection_share": share}) for share in shares]
@@ -104,8 +100,6 @@ def graphfleet_run(name: str, docs: list, questions: list[str], out: Path | None
 
 
 def nano_run(name: str, docs: list, questions: list[str], peers_python: str, out: Path | None) -> None:
-    from bench.harness.systems import run_peer_process
-
     queries = [{"id": str(i), "mode": "global", "query": q, "only_need_context": False}
                for i, q in enumerate(questions)]
     with simulator(0.0) as llm:

@@ -6,10 +6,7 @@
 
 from __future__ import annotations
 
-import statistics
-import time
-
-from bench.harness.results import SAMPLE, emit, machine, parser
+from bench.harness.results import SAMPLE, emit, machine, median, parser, timed
 from bench.harness.stacks import client_stack, simulator
 
 
@@ -18,9 +15,7 @@ def run_once(latency: float, concurrency: int, run: int, processes: int | str = 
     sim = simulator(latency_ms=latency, ms_per_completion_token=ms_per_token)
     with sim as llm, client_stack(llm, concurrency or None, processes) as (_url, _st, client):
         tenant = f"bench{run}"
-        started = time.perf_counter()
-        view = client.wait(tenant, client.ingest_files(tenant, [SAMPLE])["job_id"], timeout=1800)
-        seconds = time.perf_counter() - started
+        view, seconds = timed(lambda: client.wait(tenant, client.ingest_files(tenant, [SAMPLE])["job_id"], 1800))
         stats, usage = client.stats(tenant), view["usage"]
         return {
             "bench": "ingest", "latency_ms": latency, "ms_per_completion_token": ms_per_token,
@@ -42,7 +37,7 @@ def main() -> None:
         emit(runs, args.out)
         emit({"bench": "ingest_median", "latency_ms": latency, "ms_per_completion_token": args.ms_per_completion_token,
               "processes": args.processes, "runs": len(runs),
-              "seconds_median": statistics.median(r["seconds"] for r in runs),
+              "seconds_median": median(r["seconds"] for r in runs),
               **{k: runs[0][k] for k in ("llm_calls", "prompt_tokens", "completion_tokens")}}, args.out)
 
 

@@ -6,9 +6,7 @@ LLM calls and tokens, at each simulator latency.
 
 from __future__ import annotations
 
-import statistics
-
-from bench.harness.results import QUERIES, SAMPLE, emit, parser
+from bench.harness.results import QUERIES, SAMPLE, emit, median, parser
 from bench.harness.stacks import client_stack, simulator
 from graphfleet_cli.query_client import run_query
 from shared.domain.query.params import QueryParam
@@ -28,7 +26,7 @@ def main() -> None:
                     last, usage = runs[-1], runs[-1]["total_usage"] or {}
                     emit({"bench": "query", "latency_ms": latency, "mode": mode, "only_need_context": only,
                           "runs": args.repeat,
-                          "seconds_median": round(statistics.median(r["seconds"] for r in runs), 4),
+                          "seconds_median": median([r["seconds"] for r in runs], 4),
                           "context_tokens": (last["budget"] or {}).get("total_tokens"),
                           **{k: usage.get(u) for k, u in (("llm_calls", "calls"), ("prompt_tokens", "prompt_tokens"),
                                                           ("completion_tokens", "completion_tokens"))},

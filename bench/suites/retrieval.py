@@ -17,8 +17,8 @@ from pathlib import Path
 
 from bench.harness import results
 from bench.harness.datasets import DATA_ROOT, SETS, Dataset, load_files, load_named_set
-from bench.harness.peers.peer_run import delta
-from bench.harness.results import emit, machine
+from bench.harness.peers.peer_run import delta, sim_stats
+from bench.harness.results import emit, machine, timed
 from bench.harness.retrieval_baselines import BASELINE_MODES, BM25_TOP_K, BUDGET_MODEL, HYBRID_BM25_WEIGHT, Baselines
 from bench.harness.retrieval_records import (
     bm25_allowances,
@@ -27,8 +27,10 @@ from bench.harness.retrieval_records import (
     question_record,
     set_summary,
 )
-from bench.harness.stacks import client_stack, ingest_docs, sim_stats, simulator
+from bench.harness.stacks import client_stack, ingest_docs, simulator
+from shared.domain.query.params import QueryParam
 from shared.domain.tokens import count_tokens
+from shared.infra.tenancy.usage import read_usage
 
 DEFAULT_MODES = ["local", "global", "naive", "hybrid", "causal", "graph"]
 LLM_FLAGS = {"sim": [True], "none": [False], "both": [True, False]}
@@ -37,8 +39,6 @@ LLM_FLAGS = {"sim": [True], "none": [False], "both": [True, False]}
 def parse_variant(spec: str) -> tuple[str, str, dict]:
     """``NAME:MODE:key=value,key=value`` -> (name, mode, QueryParam overrides); values are JSON when they
     parse, else strings. E.g. ``fixed-caps:hybrid:max_entity_tokens=6000``. Checked before any ingestion."""
-    from shared.domain.query.params import QueryParam
-
     name, mode, assignments = (spec.split(":", 2) + ["", ""])[:3]
     if not name or not mode:
         raise argparse.ArgumentTypeError(f"variant {spec!r}: expected NAME:MODE:key=value[,key=value...]")
@@ -56,17 +56,13 @@ def parse_variant(spec: str) -> tuple[str, str, dict]:
 
 def _measure_modes(client, args, ds: Dataset, head: dict, chunk_keys: dict[str, str]) -> dict[str, list[dict]]:
     """Each (label, mode, overrides): every question's context under the budget, as question records."""
-    from shared.domain.query.params import QueryParam
-
     runs = [(mode, mode, {}) for mode in args.modes]
     by_mode: dict[str, list[dict]] = {}
     for label, mode, fields in runs + [(f"{mode} [{name}]", mode, fields) for name, mode, fields in args.variant]:
         for q in ds.questions:
             param = QueryParam(mode=mode, query=q["question"], only_need_context=True,
                                **{"max_total_tokens": args.budget, "model": BUDGET_MODEL, **fields})
-            t0 = time.perf_counter()
-            out = client.query("eval", param)
-            seconds = time.perf_counter() - t0
+            out, seconds = timed(client.query, "eval", param)
             result = out.get("result") or {}
             context = result.get("context") or ""
             ranked, kept = graphfleet_keys(result, chunk_keys)
@@ -113,8 +109,6 @@ def in_flight_s(records) -> float:
 def embed_usage(redis, job_id: str, usage: dict, passages: int, since: float) -> dict:
     """The ingestion's embedding cost: the job's ``embed`` calls and input tokens, their summed latency and the
     wall time while one ran (they overlap), their models, and passages per second of that wall time."""
-    from shared.infra.tenancy.usage import read_usage
-
     stage = (usage.get("by_stage") or {}).get("embed") or {}
     recs = [r for r in read_usage(redis, "eval", since) if r.job_id == job_id and r.stage == "embed"]
     wall = in_flight_s(recs)
@@ -147,8 +141,7 @@ def run_set(args, ds: Dataset, llm_url: str | None, run_id: str) -> None:
 def run(args) -> None:
     sets = [load_named_set(name, args.data_dir) for name in args.sets]
     if args.questions:
-        sets.append(load_files([(args.questions, args.join)], args.corpus, args.join,
-                               name=args.questions.stem))
+        sets.append(load_files([(args.questions, args.join)], args.corpus, name=args.questions.stem))
     for ds in sets:
         ds.questions = ds.questions[: args.limit] if args.limit else ds.questions
     run_id = time.strftime("%Y-%m-%dT%H:%M:%S")

@@ -8,13 +8,11 @@ Christmas Carol and on a corpus 20x its size.
 from __future__ import annotations
 
 import json
-import statistics
-import time
 
 from bench.harness.capacity_corpus import MODEL, renamed
-from bench.harness.peers.peer_run import delta
-from bench.harness.results import DATA, emit, machine, parser
-from bench.harness.stacks import client_stack, ingest_docs, sim_stats, simulator
+from bench.harness.peers.peer_run import delta, sim_stats
+from bench.harness.results import DATA, emit, machine, median, parser, timed
+from bench.harness.stacks import client_stack, ingest_docs, simulator
 from shared.domain.tokens import count_tokens_batch
 
 CAROL = DATA / "christmas_carol.txt"
@@ -46,9 +44,8 @@ def run_once(corpus: str, docs: list[tuple[str, str]], processes: int, latency: 
              concurrency: int) -> dict:
     tokens = sum(count_tokens_batch([t for _, t in docs], MODEL))
     with simulator(latency_ms=latency) as llm, client_stack(llm, concurrency, processes) as (_url, _st, client):
-        before, started = sim_stats(llm), time.perf_counter()
-        _job, view = ingest_docs(client, "scale", docs, 7200)
-        seconds = time.perf_counter() - started
+        before = sim_stats(llm)
+        (_job, view), seconds = timed(ingest_docs, client, "scale", docs, 7200)
         stats = client.stats("scale")
         usage = delta(before, sim_stats(llm))
     return {"bench": "scaling", "corpus": corpus, "processes": processes, "latency_ms": latency, "run": run,
@@ -71,8 +68,8 @@ def main() -> None:
             emit(runs, args.out)
             emit({"bench": "scaling_median", "corpus": corpus, "processes": processes, "latency_ms": args.latency,
                   "runs": len(runs), **{k: runs[0][k] for k in ("documents", "tokens", "chunks")},
-                  "seconds_median": statistics.median(r["seconds"] for r in runs),
-                  "chunks_per_s_median": statistics.median(r["chunks_per_s"] for r in runs)}, args.out)
+                  "seconds_median": median(r["seconds"] for r in runs),
+                  "chunks_per_s_median": median(r["chunks_per_s"] for r in runs)}, args.out)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench.harness.cpu import stack_processes
 from bench.harness.datasets import load_named_set
-from bench.harness.results import emit, machine, parser, percentile
+from bench.harness.results import emit, machine, parser, percentile, timed
 from bench.harness.stacks import simulator
 from graphfleet import ApiError, Client, ConflictError, TransportError
 from graphfleet_cli.stack import Stack
@@ -67,10 +67,9 @@ def _tenant(admin: Client, out: dict, i: int, docs: list[tuple[str, str]], url: 
 
 
 def _query(out: dict, t: dict, round_: int) -> None:
-    started = time.perf_counter()
-    result = _retried(out, t["client"].query, f"What is {t['title']}?", idempotency_key=f"q-{round_}")
+    result, seconds = timed(_retried, out, t["client"].query, f"What is {t['title']}?", idempotency_key=f"q-{round_}")
     out["jobs"].append(result.status if result else "error")
-    out["query_s" if round_ == 0 else "requery_s"].append(time.perf_counter() - started)
+    out["query_s" if round_ == 0 else "requery_s"].append(seconds)
 
 
 def _audit(out: dict, t: dict) -> list[str]:

@@ -10,12 +10,9 @@ the snapshot a cold worker loads instead (``index_codec``: MiB, decode s) and pe
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import numpy as np
 
-from bench.harness.results import emit, machine, parser
+from bench.harness.results import emit, machine, median, parser, timed
 from shared.domain.retrieval.graph_walk import WalkIndex
 from shared.infra.store.index_codec import walk_from_bytes, walk_to_bytes
 
@@ -54,22 +51,18 @@ def main() -> None:
     rng = np.random.default_rng(11)
     for n in args.passages:
         pids, sources, edges = synthetic(n)
-        t0 = time.perf_counter()
-        index = WalkIndex.build(pids, sources, edges)
-        build_s, names, times = time.perf_counter() - t0, index.entities, []
-        snapshot, t0 = walk_to_bytes(index), time.perf_counter()
-        load_s = (walk_from_bytes(snapshot), time.perf_counter() - t0)[1]
+        index, build_s = timed(WalkIndex.build, pids, sources, edges)
+        names, times, snapshot = index.entities, [], walk_to_bytes(index)
+        load_s = timed(walk_from_bytes, snapshot)[1]
         for _ in range(args.queries):
             ents = [(names[i], 1.0) for i in rng.integers(0, len(names), size=3)]
             seeds = [(pids[i], 1.0) for i in rng.integers(0, n, size=5)]
-            t0 = time.perf_counter()
-            index.walk(ents, seeds, top_k=200)
-            times.append(1000 * (time.perf_counter() - t0))
+            times.append(1000 * timed(index.walk, ents, seeds, top_k=200)[1])
         times.sort()
         emit({"bench": "walk", "passages": n, "entities": len(names), "edges": index.edge_count,
               "build_s": round(build_s, 2), "arrays_mb": round(index.nbytes / 2**20, 1),
               "snapshot_mb": round(len(snapshot) / 2**20, 1), "snapshot_load_s": round(load_s, 2),
-              "query_ms_p50": round(statistics.median(times), 1),
+              "query_ms_p50": median(times, 1),
               "query_ms_p95": round(times[int(0.95 * (len(times) - 1))], 1), "queries": args.queries}, args.out)
 
 
