@@ -12,7 +12,7 @@ from bench.report.common import ROOT, load_results, newest, note
 from bench.report.compare import compare_tables
 from bench.report.cost import cost_section
 from bench.report.retrieval_sets import sets_tables
-from bench.report.tables import clustering_table, ingest_table, query_table, scaling_table, walk_table
+from bench.report.tables import clustering_table, scaling_table, walk_table
 
 
 def machine_line() -> str:
@@ -42,8 +42,6 @@ def render() -> str:
         *note("scaling_head"), *scaling_table(load_results("scaling.jsonl")), *note("scaling"),
         *capacity_section(load_results("capacity.jsonl"), load_results("capacity_after_fix.jsonl")),
         *note("capacity"),
-        *note("ingest_head"), *ingest_table(load_results("ingest.jsonl")), "",
-        *note("query_head"), *query_table(load_results("query.jsonl")), "",
         *note("clustering_head"), *clustering_table(load_results("clustering.jsonl")), *note("clustering"),
     ]
     return "\n".join(lines)

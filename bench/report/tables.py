@@ -1,34 +1,8 @@
-"""The tables of the graphfleet-only suites: ingestion, queries, scaling, clustering, the graph walk."""
+"""The tables of the graphfleet-only suites: scaling, clustering, the graph walk."""
 
 from __future__ import annotations
 
 from bench.report.common import fmt_ratio, md_table, newest, no_results
-
-NANO_REFERENCE = {0.0: 2.3, 200.0: 4.5}  # seconds, nano-graphrag on this machine (issue reference)
-
-
-def ingest_table(rows: list[dict]) -> list[str]:
-    runs, out = [r for r in rows if r["bench"] == "ingest"], []
-    for m in newest([r for r in rows if r["bench"] == "ingest_median"], "latency_ms", "processes"):
-        procs, nano = m.get("processes", 1), NANO_REFERENCE.get(m["latency_ms"])
-        run = [r for r in runs if r["latency_ms"] == m["latency_ms"] and r.get("processes", 1) == procs][-1]
-        out.append([f"{m['latency_ms']:.0f} ms", procs, m["runs"], f"{m['seconds_median']:.2f}", nano or "-",
-                    f"{m['seconds_median'] / nano:.2f}" if nano else "-", run["calls_by_stage"],
-                    f"{m['prompt_tokens']:,}", f"{m['completion_tokens']:,}", run["entities"], run["relations"],
-                    run["communities_by_level"], run["reports"]])
-    return md_table("simulator latency | worker processes per group | runs | wall s (median) | nano-graphrag s "
-                    "(reference) | ratio | LLM calls by stage | prompt tokens | completion tokens | entities "
-                    "| relations | communities by level | reports", out)
-
-
-def query_table(rows: list[dict]) -> list[str]:
-    return md_table("latency | mode | only context | s (median) | context tokens | LLM calls | calls by phase "
-                    "| prompt tokens | completion tokens",
-                    [[f"{r['latency_ms']:.0f} ms", r["mode"], r["only_need_context"], f"{r['seconds_median']:.3f}",
-                      *(r[k] for k in ("context_tokens", "llm_calls", "by_phase", "prompt_tokens",
-                                       "completion_tokens"))]
-                     for r in newest([r for r in rows if r["bench"] == "query"], "latency_ms", "mode",
-                                     "only_need_context")])
 
 
 def scaling_table(rows: list[dict]) -> list[str]:
