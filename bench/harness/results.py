@@ -123,7 +123,7 @@ def own_versions() -> dict:
 
     from shared.infra.redis.conn import redis_server_binary
 
-    installed = {d.metadata["Name"].lower(): d.version for d in md.distributions()}
+    installed = {(d.metadata["Name"] or "").lower(): d.version for d in md.distributions()}
     out = {dist: installed.get(dist) for dist in ("graphfleet", "celery", "kombu", "redis", "igraph", "leidenalg",
                                                   "tiktoken", "openai", "numpy", "bm25s", "pydantic")}
     try:
