@@ -9,6 +9,8 @@ returns those waves."""
 from __future__ import annotations
 
 import json
+import logging
+import time
 from collections import Counter
 
 from shared.domain.clustering import attach_chunk_ids, community_signature, hierarchical_leiden
@@ -17,6 +19,7 @@ from shared.domain.reports import own_rows_fit, report_waves
 from shared.infra.store.redis_extractions import split_rel_field
 from shared.infra.store.redis_graph import GraphStore
 
+log = logging.getLogger(__name__)
 
 def degrees_of(edges: list[tuple[str, str, float]]) -> dict[str, int]:
     deg: Counter[str] = Counter()
@@ -35,8 +38,14 @@ def run_cluster(store: GraphStore, settings) -> dict[int, list[str]]:
     if meta.get("graph_version") == str(version) and "waves" in meta:  # run again after its save
         return {int(w): ids for w, ids in json.loads(meta["waves"])}
     taken = store.cluster_dirty()
+    started = time.perf_counter()
     waves = _extend(store, settings, version, meta, taken) if _may_extend(meta, taken, settings) else None
-    return waves if waves is not None else _recluster(store, settings, version, taken)
+    how = "extended"
+    if waves is None:
+        waves, how = _recluster(store, settings, version, taken), "reclustered whole"
+    log.info("%s: %d entities and %d relations changed, %d communities to report, %.2f s", how, len(taken[0]),
+             len(taken[1]), sum(map(len, waves.values())), time.perf_counter() - started)
+    return waves
 
 
 def _may_extend(meta: dict[str, str], taken: tuple[list[str], list[str]], settings) -> bool:
