@@ -12,9 +12,8 @@ PROBE_COMMANDS = {"info", "memory"}  # the bench's own reads: never counted as t
 FAMILIES = {
     "chunk": "chunks", "chunks": "chunks", "chunkdocs": "chunks", "extraction": "extractions",
     "doc": "documents", "docs": "documents", "doctext": "documents", "docfile": "documents",
-    "entfrag": "entities", "entities": "entities", "degrees": "entities", "degdelta": "entities",
-    "nodecomm": "entities",
-    "relfrag": "relations", "relations": "relations", "edges": "relations",
+    "entfrag": "entities", "entities": "entities", "degrees": "entities", "nodecomm": "entities",
+    "relfrag": "relations", "relations": "relations", "edges": "relations", "degdelta": "entities",
     "vec": "vectors", "vecmeta": "vectors", "vecver": "vectors",
     "communities": "communities", "reports": "communities", "reportcache": "communities",
     "job": "jobs", "jobs": "jobs", "query": "queries", "llmcache": "llm_cache",

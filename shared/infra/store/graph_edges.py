@@ -39,12 +39,12 @@ return 0
 
 def write_edges(pipe, keys, weights: dict[str, float | None]) -> None:
     """Queue on ``pipe`` (a transaction's) the edge writes: relation field -> weight, or None to remove it.
-    ``keys``: the tenant's ``Keys``."""
+    ``keys``: the tenant's ``Keys``. EVAL as a plain command: a Redis Cluster's pipeline has no ``eval``."""
     args: list = []
     for field, weight in weights.items():
         args.extend((field, *split_rel_field(field), "" if weight is None else repr(float(weight))))
     for i in range(0, len(args), 4000):
-        pipe.eval(_WRITE_EDGES, 2, keys.edges(), keys.degree_delta(),
+        pipe.execute_command("EVAL", _WRITE_EDGES, 2, keys.edges(), keys.degree_delta(),
                   *args[i : i + 4000])
 
 
@@ -53,4 +53,5 @@ def take_deltas(pipe, keys, deltas: dict[str, int], apply: bool) -> None:
     adding them to the degrees (a degree reaching 0 is removed: absent reads as 0)."""
     items = [x for name, by in deltas.items() if by for x in (name, by)]
     for i in range(0, len(items), 4000):
-        pipe.eval(_TAKE_DELTAS, 2, keys.degree_delta(), keys.degrees(), "1" if apply else "0", *items[i : i + 4000])
+        pipe.execute_command("EVAL", _TAKE_DELTAS, 2, keys.degree_delta(), keys.degrees(), "1" if apply else "0",
+                             *items[i : i + 4000])

@@ -107,7 +107,8 @@ class CommunityStore:
         for i in range(0, len(items), 2000):
             pipe.hset(self.k.node_communities(), mapping={n: json.dumps(ids) for n, ids in items[i : i + 2000]})
         signatures = sorted({c.signature for c in touched if c.signature})
-        pipe.eval(_SWAP_SIGNATURES, 1, self.k.community_signatures(), len(replaced), *replaced, *signatures)
+        pipe.execute_command("EVAL", _SWAP_SIGNATURES, 1, self.k.community_signatures(), len(replaced), *replaced,
+                             *signatures)
         self._clustered(pipe, version, levels, meta, taken)
         self._touch(pipe)
         pipe.execute()
