@@ -49,9 +49,20 @@ class MergeSettings(BaseModel):
 
 
 class ClusterSettings(BaseModel):
+    """Leiden communities. ``incremental_max_growth`` bounds how stale they may get: a job whose new and changed
+    entities and relations, added to those of the jobs clustered incrementally since the last whole-graph Leiden,
+    stay within this fraction of the graph's size (entities + relations) at that Leiden is clustered incrementally
+    (``shared.domain.incremental_clustering``: new entities join their strongest-linked clustered neighbour's
+    communities, the rest are clustered among themselves; only the communities touched are rewritten and
+    reported); past it, or when the job removed an entity or a relation, the whole graph is clustered again.
+    So every community structure in use comes from a whole-graph Leiden of at least ``1 / (1 + growth)`` of the
+    graph, and a tenant's full re-clusterings come at geometrically spaced sizes. 0 always clusters the whole
+    graph."""
+
     max_cluster_size: int = Field(10, ge=2)
     seed: int = 0xDEADBEEF
     max_levels: int = 6
+    incremental_max_growth: float = Field(0.5, ge=0.0)
 
 
 class ReportSettings(BaseModel):

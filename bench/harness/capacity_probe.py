@@ -13,7 +13,7 @@ FAMILIES = {
     "chunk": "chunks", "chunks": "chunks", "chunkdocs": "chunks", "extraction": "extractions",
     "doc": "documents", "docs": "documents", "doctext": "documents", "docfile": "documents",
     "entfrag": "entities", "entities": "entities", "degrees": "entities", "nodecomm": "entities",
-    "relfrag": "relations", "relations": "relations", "edges": "relations",
+    "relfrag": "relations", "relations": "relations", "edges": "relations", "degdelta": "entities",
     "vec": "vectors", "vecmeta": "vectors", "vecver": "vectors",
     "communities": "communities", "reports": "communities", "reportcache": "communities",
     "job": "jobs", "jobs": "jobs", "query": "queries", "llmcache": "llm_cache",

@@ -10,6 +10,7 @@ does not fit is cut at row boundaries. The returned text never exceeds ``max_tok
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -331,16 +332,34 @@ def own_rows_fit(community: Community, entities: Mapping[str, Entity],
     """Whether ``community``'s own rows (entities + relations, as :func:`build_report_context` writes
     them) fit ``max_tokens`` with room to spare, in which case no sub-report is ever substituted. Cheap
     first test: UTF-8 bytes (no token is shorter than a byte); else the rows are counted. Two tokens of
-    slack per row cover degrees and ranks that change by a digit before the report is written."""
+    slack per row cover degrees and ranks that change by a digit before the report is written. Rows are written
+    and counted only until the budget is passed: a community of thousands of members costs what its first rows
+    do."""
     ents = _sorted_entities(community, entities)
     rels = _sorted_relations(community, relations)
-    rows = [_csv_row(i, e.name, e.type, e.description, d) for i, (e, d) in enumerate(ents)]
-    rows += [_csv_row(i, r.src, r.tgt, r.description, r.rank, r.weight) for i, r in enumerate(rels)]
-    heads = [HEADERS["entities"], HEADERS["relations"]]
-    slack = 3 * len(rows) + 4
-    if sum(len(x.encode()) for x in heads + rows) + slack <= max_tokens:
+    room = max_tokens - 3 * (len(ents) + len(rels)) - 4
+    if room < 0:
+        return False
+    texts = itertools.chain(
+        (HEADERS["entities"], HEADERS["relations"]),
+        (_csv_row(i, e.name, e.type, e.description, d) for i, (e, d) in enumerate(ents)),
+        (_csv_row(i, r.src, r.tgt, r.description, r.rank, r.weight) for i, r in enumerate(rels)))
+    seen: list[str] = []
+    size = 0
+    for text in texts:
+        seen.append(text)
+        size += len(text.encode())
+        if size > room:
+            break
+    else:
         return True
-    return sum(count_tokens_batch(heads + rows, model)) + slack <= max_tokens
+    used = sum(count_tokens_batch(seen, model))
+    while used <= room:
+        block = list(itertools.islice(texts, 256))
+        if not block:
+            return True
+        used += sum(count_tokens_batch(block, model))
+    return False
 
 
 def report_waves(communities: Iterable[Community], independent: Callable[[Community], bool] | None = None

@@ -1,13 +1,25 @@
-"""Cluster the tenant's whole graph into hierarchical Leiden communities."""
+"""Cluster the tenant's graph into hierarchical Leiden communities: the whole graph, or, when the job changed
+little of it since the last whole-graph Leiden (``ClusterSettings.incremental_max_growth``), only what the job
+added (``shared.domain.incremental_clustering``), reading and writing the communities it touches and no more.
+
+Retry-safe: the communities, the node index, the bookkeeping and the removal of the dirty marks they took in are
+written in one transaction, with the report waves; a clustering task run again on the graph it already clustered
+returns those waves."""
 
 from __future__ import annotations
 
+import json
+import logging
+import time
 from collections import Counter
 
 from shared.domain.clustering import attach_chunk_ids, community_signature, hierarchical_leiden
+from shared.domain.incremental_clustering import extend_clustering
 from shared.domain.reports import own_rows_fit, report_waves
+from shared.infra.store.redis_extractions import split_rel_field
 from shared.infra.store.redis_graph import GraphStore
 
+log = logging.getLogger(__name__)
 
 def degrees_of(edges: list[tuple[str, str, float]]) -> dict[str, int]:
     deg: Counter[str] = Counter()
@@ -19,11 +31,54 @@ def degrees_of(edges: list[tuple[str, str, float]]) -> dict[str, int]:
 
 def run_cluster(store: GraphStore, settings) -> dict[int, list[str]]:
     """Recluster and save; return the report waves: wave -> community ids (``shared.domain.reports.report_waves``,
-    wave 0 first: communities without children; a community's wave follows all its children's)."""
+    wave 0 first: communities without children; a community's wave follows all its children's). An incremental
+    clustering's waves hold only the communities it touched."""
     version = store.graph_version()
-    entities = store.all_entities()
+    meta = store.cluster_meta()
+    if meta.get("graph_version") == str(version) and "waves" in meta:  # run again after its save
+        return {int(w): ids for w, ids in json.loads(meta["waves"])}
+    taken = store.cluster_dirty()
+    started = time.perf_counter()
+    waves = _extend(store, settings, version, meta, taken) if _may_extend(meta, taken, settings) else None
+    how = "extended"
+    if waves is None:
+        waves, how = _recluster(store, settings, version, taken), "reclustered whole"
+    log.info("%s: %d entities and %d relations changed, %d communities to report, %.2f s", how, len(taken[0]),
+             len(taken[1]), sum(map(len, waves.values())), time.perf_counter() - started)
+    return waves
+
+
+def _may_extend(meta: dict[str, str], taken: tuple[list[str], list[str]], settings) -> bool:
+    growth = settings.cluster.incremental_max_growth
+    if growth <= 0 or "full_size" not in meta or not (taken[0] or taken[1]):
+        return False
+    changed = int(meta.get("changed", 0)) + len(taken[0]) + len(taken[1])
+    return changed <= growth * int(meta["full_size"])
+
+
+def _independent(settings, entities, relations):
+    cfg = settings.report
+
+    def independent(community) -> bool:  # an LLM report whose own rows fit: reads no sub-report
+        return (settings.llm_enabled and len(community.nodes) >= cfg.min_llm_members
+                and own_rows_fit(community, entities, relations, cfg.max_input_tokens, settings.llm_model))
+
+    return independent
+
+
+def _waves_meta(waves: list[list[str]]) -> str:
+    return json.dumps([[w, ids] for w, ids in enumerate(waves)])
+
+
+def _recluster(store: GraphStore, settings, version: int, taken) -> dict[int, list[str]]:
+    """Leiden over the whole graph; only the degrees that changed are written."""
+    deltas = store.degree_deltas()  # before the edges: the ones they count
+    stored_degrees = store.all_degrees()
+    entities = store.all_entities(stored_degrees)
     edges = [e for e in store.edge_list() if e[0] in entities and e[1] in entities]
-    store.set_degrees(degrees_of(edges))
+    degrees = degrees_of(edges)
+    store.update_degrees({n: d for n, d in degrees.items() if stored_degrees.get(n) != d},
+                         [n for n in stored_degrees if n not in degrees], deltas)
     nodes = list(entities)
     relations = store.all_relations()  # read once: pruning (fast path) and the signatures both use it
     if settings.extraction_strategy == "fast":
@@ -42,11 +97,59 @@ def run_cluster(store: GraphStore, settings) -> dict[int, list[str]]:
     attach_chunk_ids(communities, entities)
     for community in communities:
         community.signature = community_signature(community, entities, relations)
-    store.replace_communities(communities, result.levels, version)
-    cfg = settings.report
+    waves = report_waves(communities, _independent(settings, entities, relations))
+    top: dict[int, int] = {}
+    for c in communities:
+        top[c.level] = max(top.get(c.level, 0), len(c.chunk_ids))
+    meta = {"waves": _waves_meta(waves), "full_size": len(entities) + len(relations), "changed": 0,
+            "occurrence_max": json.dumps({str(k): v for k, v in top.items()})}
+    store.replace_communities(communities, result.levels, version, meta=meta, taken=taken)
+    return dict(enumerate(waves))
 
-    def independent(community) -> bool:  # an LLM report whose own rows fit: reads no sub-report
-        return (settings.llm_enabled and len(community.nodes) >= cfg.min_llm_members
-                and own_rows_fit(community, entities, relations, cfg.max_input_tokens, settings.llm_model))
 
-    return dict(enumerate(report_waves(communities, independent)))
+def _extend(store: GraphStore, settings, version: int, meta: dict[str, str], taken) -> dict[int, list[str]] | None:
+    """Extend the stored communities with the entities and edges merged since (``taken``); None when the job
+    removed an entity or an edge (the whole graph is clustered then)."""
+    names, fields = taken
+    deltas = store.degree_deltas()
+    rows = store.entities(names)
+    weights = store.edge_weights(fields)
+    if len(rows) < len(names) or len(weights) < len(fields):
+        return None
+    edges = [(*split_rel_field(f), w) for f, w in weights.items()]
+    ends = set(names).union(x for a, b, _w in edges for x in (a, b))
+    chains = store.entities_communities(ends)
+    candidates = ends - set(chains)
+    rows.update(store.entities(n for n in sorted(candidates) if n not in rows))
+    new = {n for n in candidates if n in rows}
+    if settings.extraction_strategy == "fast":  # the whole-graph pruning, of the entities not clustered yet
+        from shared.domain.extraction.fast_extractor import STRONG_EDGE_WEIGHT
+
+        strong = {x for a, b, w in edges if w >= STRONG_EDGE_WEIGHT for x in (a, b)}
+        floor = settings.extraction.fast_min_mentions
+        new = {n for n in new if len(set(rows[n].source_ids)) >= floor or n in strong}
+    stored = store.communities_by_ids(sorted({cid for chain in chains.values() for cid in chain}))
+    levels = {int(k): v for k, v in json.loads(meta.get("levels") or "{}").items()}
+    former = {cid: c.signature for cid, c in stored.items()}
+    ext = extend_clustering(
+        stored, chains, new, [n for n in names if n in chains], edges, levels,
+        max_cluster_size=settings.cluster.max_cluster_size, seed=settings.cluster.seed,
+        max_levels=settings.cluster.max_levels,
+    )
+    touched = sorted(ext.touched.values(), key=lambda c: (c.level, c.id))
+    entities = store.entities(n for c in touched for n in c.nodes)
+    relations = store.relations(e for c in touched for e in c.edges)
+    attach_chunk_ids(touched, entities)
+    top = {int(k): v for k, v in json.loads(meta.get("occurrence_max") or "{}").items()}
+    for c in touched:
+        top[c.level] = max(top.get(c.level, 0), len(c.chunk_ids))
+    for c in touched:
+        c.occurrence = len(c.chunk_ids) / top[c.level] if top[c.level] else 0.0
+        c.signature = community_signature(c, entities, relations)
+    waves = report_waves(touched, _independent(settings, entities, relations))
+    new_meta = {"waves": _waves_meta(waves), "full_size": meta["full_size"],
+                "changed": int(meta.get("changed", 0)) + len(names) + len(fields),
+                "occurrence_max": json.dumps({str(k): v for k, v in top.items()})}
+    store.update_communities(touched, ext.chains, ext.levels, version, new_meta, taken, deltas,
+                             sorted({former[c.id] for c in touched if former.get(c.id)}))
+    return dict(enumerate(waves))

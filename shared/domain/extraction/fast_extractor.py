@@ -299,11 +299,14 @@ def _cooccurrences(
     ]
 
 
+STRONG_EDGE_WEIGHT = 3.0  # an entity with an edge this heavy is kept by ``prune_graph`` whatever its mentions
+
+
 def prune_graph(
     entities: dict[str, Entity],
     relations: dict[tuple[str, str], Relation],
     min_mentions: int = 2,
-    strong_edge_weight: float = 3.0,
+    strong_edge_weight: float = STRONG_EDGE_WEIGHT,
 ) -> tuple[dict[str, Entity], dict[tuple[str, str], Relation]]:
     """Corpus-level pruning of a co-occurrence graph.
 

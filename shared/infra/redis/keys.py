@@ -138,6 +138,9 @@ class Keys:
     def degrees(self) -> str:  # hash name -> degree
         return f"{self.p}degrees"
 
+    def degree_delta(self) -> str:  # hash name -> edges added less removed since the degrees were counted
+        return f"{self.p}degdelta"
+
     def node_communities(self) -> str:  # hash name -> json list of community ids
         return f"{self.p}nodecomm"
 

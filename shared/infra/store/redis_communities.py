@@ -11,8 +11,27 @@ from shared.domain.models import Community, CommunityReport
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
 from shared.infra.store.community_codec import pack_community, pack_report, unpack_community, unpack_report
+from shared.infra.store.graph_edges import take_deltas
 from shared.infra.store.lru import CACHED_TENANTS, LRU
 
+# the merges mark what they wrote in these sets (entity names, relation fields); a clustering takes them in
+CLUSTER_DIRTY = ("cluster_entities", "cluster_relations")
+# the clustering's bookkeeping in the community meta hash: report waves of the last clustering (json), graph size
+# at the last whole-graph Leiden, entities + relations changed since, largest chunk count per level (json)
+CLUSTER_META = ("waves", "full_size", "changed", "occurrence_max")
+# KEYS[1] the current signatures (space-separated); ARGV[1] n, then n signatures to drop, then the ones to add
+_SWAP_SIGNATURES = """
+local n = tonumber(ARGV[1])
+local keep, drop, out = {}, {}, {}
+for i = 2, n + 1 do drop[ARGV[i]] = true end
+local current = redis.call('GET', KEYS[1])
+if current then for sig in string.gmatch(current, '%S+') do if not drop[sig] then keep[sig] = true end end end
+for i = n + 2, #ARGV do keep[ARGV[i]] = true end
+for sig in pairs(keep) do out[#out + 1] = sig end
+table.sort(out)
+redis.call('SET', KEYS[1], table.concat(out, ' '))
+return #out
+"""
 REF = "@"  # a community's report entry that refers to the report cache: "@<level>@<signature>"
 # Parsed communities + reports per tenant, keyed by the random revision every write of either sets
 # (a counter could repeat after a tenant is deleted and rebuilt). Read cache only.
@@ -48,7 +67,54 @@ class CommunityStore:
     k: Keys
 
     # ---------------------------------------------------------- communities
-    def replace_communities(self, communities: list[Community], levels: dict[int, int], version: int) -> None:
+    def cluster_dirty(self) -> tuple[list[str], list[str]]:
+        """(entity names, relation fields) merged since the communities last took them in (``CLUSTER_DIRTY``)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for kind in CLUSTER_DIRTY:
+            pipe.smembers(self.k.dirty(kind))
+        return tuple(sorted(to_str(x) for x in raw) for raw in pipe.execute())  # type: ignore[return-value]
+
+    def cluster_meta(self) -> dict[str, str]:
+        """The clustering's bookkeeping (``CLUSTER_META`` fields, ``graph_version``, ``levels``); absent ones left
+        out."""
+        return {to_str(k): to_str(v) for k, v in self.redis.hgetall(self.k.community_meta()).items()}
+
+    def _clustered(self, pipe, version: int, levels: dict[int, int], meta: dict | None, taken) -> None:
+        """In a write's transaction: the clustering's version, levels and bookkeeping (fields not in ``meta``
+        dropped: a clustering written without them is taken as not to be extended), and the dirty marks it took in
+        (``taken``: entity names, relation fields) removed."""
+        meta = meta or {}
+        if dropped := [f for f in CLUSTER_META if f not in meta]:
+            pipe.hdel(self.k.community_meta(), *dropped)
+        pipe.hset(self.k.community_meta(), mapping={
+            "levels": json.dumps({str(k): v for k, v in levels.items()}), "graph_version": version, **meta})
+        for kind, members in zip(CLUSTER_DIRTY, taken or ((), ()), strict=True):
+            members = list(members)
+            for i in range(0, len(members), 5000):
+                pipe.srem(self.k.dirty(kind), *members[i : i + 5000])
+
+    def update_communities(self, touched: list[Community], chains: dict[str, list[str]], levels: dict[int, int],
+                           version: int, meta: dict, taken, deltas: dict[str, int], replaced: list[str]) -> None:
+        """Write the communities an incremental clustering changed or made, the node index rows of the entities
+        it placed, its bookkeeping and the pending degree counts it read (``deltas``, added to the degrees), in one
+        transaction; the current signatures lose the touched communities' former ones (``replaced``) and gain
+        their new ones."""
+        pipe = self.redis.pipeline(transaction=True)
+        take_deltas(pipe, self.k, deltas, apply=True)
+        for i in range(0, len(touched), 500):
+            pipe.hset(self.k.communities(), mapping={c.id: pack_community(c) for c in touched[i : i + 500]})
+        items = list(chains.items())
+        for i in range(0, len(items), 2000):
+            pipe.hset(self.k.node_communities(), mapping={n: json.dumps(ids) for n, ids in items[i : i + 2000]})
+        signatures = sorted({c.signature for c in touched if c.signature})
+        pipe.execute_command("EVAL", _SWAP_SIGNATURES, 1, self.k.community_signatures(), len(replaced), *replaced,
+                             *signatures)
+        self._clustered(pipe, version, levels, meta, taken)
+        self._touch(pipe)
+        pipe.execute()
+
+    def replace_communities(self, communities: list[Community], levels: dict[int, int], version: int,
+                            meta: dict | None = None, taken=None) -> None:
         node_comm: dict[str, list[str]] = {}
         for c in communities:
             for n in c.nodes:
@@ -71,8 +137,7 @@ class CommunityStore:
             pipe.execute_command("RENAME", tmp_n, self.k.node_communities())
         else:
             pipe.delete(self.k.node_communities())
-        pipe.hset(self.k.community_meta(), mapping={
-            "levels": json.dumps({str(k): v for k, v in levels.items()}), "graph_version": version})
+        self._clustered(pipe, version, levels, meta, taken)
         pipe.set(self.k.community_signatures(), " ".join(sorted({c.signature for c in communities if c.signature})))
         self._touch(pipe)
         pipe.execute()

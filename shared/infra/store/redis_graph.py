@@ -27,9 +27,10 @@ from shared.infra.redis.keys import Keys
 from shared.infra.redis.text_codec import pack_text, unpack_bytes
 from shared.infra.store import index_codec
 from shared.infra.store.graph_codec import unpack_entity_fragment, unpack_relation_fragment
+from shared.infra.store.graph_edges import take_deltas, write_edges
 from shared.infra.store.index_snapshots import IndexSnapshots, version_tag
 from shared.infra.store.lru import CACHED_TENANTS, LRU
-from shared.infra.store.redis_communities import CommunityStore
+from shared.infra.store.redis_communities import CLUSTER_DIRTY, CommunityStore
 from shared.infra.store.redis_documents import DocumentStore
 from shared.infra.store.redis_extractions import ExtractionStore, rel_field, split_rel_field
 from shared.infra.store.row_cache import VersionRows
@@ -98,6 +99,7 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
             else:
                 pipe.hset(self.k.entities(), name, row_json(entity))
             pipe.sadd(self.k.dirty("embed_entities"), name)
+            pipe.sadd(self.k.dirty(CLUSTER_DIRTY[0]), name)
             self._bump(pipe)
             pipe.execute()
             return entity is not None
@@ -114,10 +116,10 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
             pipe = self.redis.pipeline(transaction=True)
             if relation is None:
                 pipe.hdel(self.k.relations(), field)
-                pipe.hdel(self.k.edges(), field)
             else:
                 pipe.hset(self.k.relations(), field, row_json(relation))
-                pipe.hset(self.k.edges(), field, relation.weight)
+            write_edges(pipe, self.k, {field: None if relation is None else relation.weight})
+            pipe.sadd(self.k.dirty(CLUSTER_DIRTY[1]), field)
             self._bump(pipe)
             pipe.execute()
             return relation is not None
@@ -170,21 +172,21 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
                 if reread.execute() != list(raws):
                     return False
                 pipe.multi()
+                edges: dict[str, float | None] = {}
                 for key in keys:
                     value = results[key]
                     pipe.srem(self.k.dirty(kind), key)
-                    if kind == "entities":
-                        if value is None:
-                            pipe.hdel(target, key)
-                        else:
-                            pipe.hset(target, key, row_json(value))
-                        pipe.sadd(self.k.dirty("embed_entities"), key)
-                    elif value is None:
+                    if value is None:
                         pipe.hdel(target, key)
-                        pipe.hdel(self.k.edges(), key)
                     else:
                         pipe.hset(target, key, row_json(value))
-                        pipe.hset(self.k.edges(), key, value.weight)
+                    if kind == "entities":
+                        pipe.sadd(self.k.dirty("embed_entities"), key)
+                    else:
+                        edges[key] = None if value is None else value.weight
+                write_edges(pipe, self.k, edges)
+                if keys:
+                    pipe.sadd(self.k.dirty(CLUSTER_DIRTY[kind != "entities"]), *keys)
                 self._bump(pipe)
                 pipe.execute()
                 return True
@@ -229,8 +231,12 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
         raws = self.redis.hmget(self.k.degrees(), names) if names else []
         return {n: int(d or 0) for n, d in zip(names, raws, strict=True)}
 
-    def all_entities(self) -> dict[str, Entity]:
-        degrees = {to_str(k): int(v) for k, v in self.redis.hgetall(self.k.degrees()).items()}
+    def all_degrees(self) -> dict[str, int]:
+        return {to_str(k): int(v) for k, v in self.redis.hgetall(self.k.degrees()).items()}
+
+    def all_entities(self, degrees: dict[str, int] | None = None) -> dict[str, Entity]:
+        """Every entity, with its degree (from ``degrees`` when the caller has read them)."""
+        degrees = self.all_degrees() if degrees is None else degrees
         out = {}
         for k, v in self.redis.hscan_iter(self.k.entities(), count=2000):
             ent = Entity.model_validate_json(unpack_bytes(v))
@@ -256,6 +262,12 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
 
     def edge_list(self) -> list[tuple[str, str, float]]:
         return [(*split_rel_field(to_str(k)), float(v)) for k, v in self.redis.hscan_iter(self.k.edges(), count=5000)]
+
+    def edge_weights(self, fields: Iterable[str]) -> dict[str, float]:
+        """Weights of the edges stored under these relation fields (absent ones left out)."""
+        fields = list(dict.fromkeys(fields))
+        raws = self.redis.hmget(self.k.edges(), fields) if fields else []
+        return {f: float(w) for f, w in zip(fields, raws, strict=True) if w is not None}
 
     def relations(self, keys: Iterable[tuple[str, str]], revision: tuple | None = None
                   ) -> dict[tuple[str, str], Relation]:
@@ -323,6 +335,22 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
         pipe.delete(self.k.degrees())
         if degrees:
             pipe.hset(self.k.degrees(), mapping=degrees)
+        pipe.execute()
+
+    def degree_deltas(self) -> dict[str, int]:
+        """Edges added less removed per entity since the degrees were counted (``graph_edges``)."""
+        return {to_str(k): int(v) for k, v in self.redis.hgetall(self.k.degree_delta()).items()}
+
+    def update_degrees(self, changed: dict[str, int], removed: Iterable[str], deltas: dict[str, int]) -> None:
+        """Write only the degrees that changed (``removed``: entities with none left), counted from the edges read
+        after the pending counts ``deltas``, which are dropped."""
+        pipe = self.redis.pipeline(transaction=True)
+        take_deltas(pipe, self.k, deltas, apply=False)
+        items, removed = list(changed.items()), list(removed)
+        for i in range(0, len(items), 5000):
+            pipe.hset(self.k.degrees(), mapping=dict(items[i : i + 5000]))
+        for i in range(0, len(removed), 5000):
+            pipe.hdel(self.k.degrees(), *removed[i : i + 5000])
         pipe.execute()
 
     def graph_version(self) -> int:
