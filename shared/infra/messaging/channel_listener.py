@@ -164,10 +164,12 @@ class ChannelListener:
             return  # not connected: the reader subscribes to what is listened to when it is
         try:
             await getattr(pubsub, command)(*channels)
-        except (RedisError, OSError, RuntimeError):
+        except (RedisError, OSError, RuntimeError, AttributeError):
             # RuntimeError: the connection was lost and redis-py reconnects it inside the command, reading the
             # handshake while the reader task reads the same socket ("read() called while another coroutine is
-            # already waiting"). Either way the connection is the reader's to mend; a channel not subscribed
+            # already waiting"). AttributeError: the reader task disconnected it while this command was being sent
+            # (redis-py then writes to a writer it has just dropped: "'NoneType' object has no attribute
+            # 'writelines'"). Either way the connection is the reader's to mend; a channel not subscribed
             # would go unheard until then, so a failed SUBSCRIBE makes the reader start over at once.
             log.debug("%s %s failed: the reader reconnects", command, channels, exc_info=True)
             if command == "subscribe":
