@@ -88,12 +88,12 @@ def walk_from_bytes(data: bytes) -> WalkIndex:
         vocab = strings_from(a["vocab"], a["vocab_ends"])
         names = NameIndex({w: i for i, w in enumerate(vocab)}, *(a["name_" + name] for name in _NAME_ARRAYS))
         nodes = len(passages) + len(entities)
-        if (a["indptr"].shape != (nodes + 1,) or a["degree"].shape != (nodes,)
-                or a["entity_passages"].shape != (len(entities),)
-                or a["indices"].shape != a["prob"].shape or int(a["indptr"][-1]) != len(a["indices"])
-                or (a["indices"].size and not 0 <= int(a["indices"].min()) <= int(a["indices"].max()) < nodes)):
+        words = len(names.vocab)
+        if (not _csr_fits(a["indptr"], a["indices"], nodes, nodes) or a["degree"].shape != (nodes,)
+                or a["entity_passages"].shape != (len(entities),) or a["indices"].shape != a["prob"].shape
+                or not _csr_fits(names.post_ptr, names.postings, words, len(entities))
+                or not _csr_fits(names.word_ptr, names.words, len(entities), words)):
             raise ValueError("walk snapshot arrays do not fit together")
-        _check_names(names, len(entities))
     except KeyError as exc:
         raise ValueError(f"walk snapshot lacks {exc}") from exc
     return WalkIndex(*(a[name] for name in _WALK_ARRAYS[:4]), passages, entities,
@@ -101,16 +101,11 @@ def walk_from_bytes(data: bytes) -> WalkIndex:
                      a["entity_passages"], names)
 
 
-def _check_names(names: NameIndex, entities: int) -> None:
-    """The name arrays index only what exists (a damaged snapshot must not send a query out of bounds)."""
-    words = len(names.vocab)
-    if (names.post_ptr.shape != (words + 1,) or names.word_ptr.shape != (entities + 1,)
-            or int(names.post_ptr[-1]) != len(names.postings) or int(names.word_ptr[-1]) != len(names.words)
-            or len(names.postings) != len(names.words)
-            or bool(np.any(np.diff(names.post_ptr) < 0)) or bool(np.any(np.diff(names.word_ptr) < 0))
-            or (names.words.size and not 0 <= int(names.words.min()) <= int(names.words.max()) < words)
-            or (names.postings.size and not 0 <= int(names.postings.min()) <= int(names.postings.max()) < entities)):
-        raise ValueError("walk snapshot name arrays do not fit together")
+def _csr_fits(ptr: np.ndarray, idx: np.ndarray, rows: int, columns: int) -> bool:
+    """Whether compressed rows index only what exists: ``rows + 1`` ascending offsets ending at ``len(idx)``, every
+    column below ``columns`` (a damaged snapshot must not send a query out of bounds)."""
+    return (ptr.shape == (rows + 1,) and int(ptr[-1]) == len(idx) and not bool(np.any(np.diff(ptr) < 0))
+            and (not idx.size or 0 <= int(idx.min()) <= int(idx.max()) < columns))
 
 
 # ------------------------------------------------------------------ neighbour lists
@@ -128,9 +123,7 @@ def edges_from_bytes(data: bytes) -> EdgeIndex:
         indptr, neighbours, weights = a["indptr"], a["neighbours"], a["weights"]
     except KeyError as exc:
         raise ValueError(f"edges snapshot lacks {exc}") from exc
-    if (indptr.shape != (len(names) + 1,) or neighbours.shape != weights.shape or int(indptr[-1]) != len(neighbours)
-            or bool(np.any(np.diff(indptr) < 0))
-            or (neighbours.size and not 0 <= int(neighbours.min()) <= int(neighbours.max()) < len(names))):
+    if neighbours.shape != weights.shape or not _csr_fits(indptr, neighbours, len(names), len(names)):
         raise ValueError("edges snapshot arrays do not fit together")
     return EdgeIndex(names, {n: i for i, n in enumerate(names)}, indptr, neighbours, weights)
 

@@ -292,12 +292,12 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
         cached = _ADJACENCY.get(self.k.p)
         if cached and cached[0] == version and cached[1] is self.redis:
             return (version, *cached[2])
-        build = lambda: EdgeIndex.build(self.edge_list())  # noqa: E731
         if self.snapshots is None or version[0] is None:
-            edges = build()
+            edges = EdgeIndex.build(self.edge_list())
         else:
             edges, _ = self.snapshots.load_or_build(self.tenant, EDGES, version_tag(*version),
-                                                    index_codec.edges_from_bytes, index_codec.edges_to_bytes, build)
+                                                    index_codec.edges_from_bytes, index_codec.edges_to_bytes,
+                                                    lambda: EdgeIndex.build(self.edge_list()))
         ranked: dict[str, Ranked] = {}  # the cached entry's, filled by this query too
         _ADJACENCY.put(self.k.p, (version, self.redis, (edges, ranked)))
         return version, edges, ranked
