@@ -15,6 +15,7 @@ from shared.domain.query.engine import answer_query, global_entity_hits
 from shared.domain.query.global_run import answer_without_map, finish_global, start_global
 from shared.infra.jobs.query_record import query_param, save_result, tenant_preset
 from shared.infra.messaging.messages import GlobalMap, GlobalReduce, QueryDeadline, RunQuery
+from shared.infra.store.index_loads import prefetch_cold
 from workers.job import Job
 from workers.shell import job_task
 
@@ -64,6 +65,7 @@ def run_query(job: Job, msg: RunQuery) -> None:
             return
         ctx = job.context("embed")
         indexes = job.rt.indexes()
+        prefetch_cold(job.store, indexes, job.rt.vectors, param.mode)
         result = answer_query(param, job.store, job.rt.vectors, job.embed(ctx), chat, indexes,
                               prices=job.settings.llm.prices, walk_provider=indexes.walk,
                               lexical_embedder=job.rt.lexical_embedder(ctx),

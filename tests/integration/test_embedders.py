@@ -15,7 +15,6 @@ from shared.domain.query.params import QueryParam
 from shared.domain.tokens import truncate_text
 from shared.infra.llm.embedding import HashingEmbedder
 from shared.infra.llm.local_embedder import NAME, LocalEmbedder
-from shared.infra.redis.keys import Keys
 from shared.infra.store.embedder_record import EmbedderRecord, read_record
 from shared.infra.tenancy.ledger import usage_report
 from shared.infra.tenancy.usage import read_usage
@@ -43,8 +42,9 @@ def _ingest(client: LocalClient, tenant: str, path) -> dict:
 
 
 def stored_vectors(client: LocalClient, tenant: str, kind: str) -> dict[str, np.ndarray]:
-    raw = client.redis.hgetall(Keys(tenant).vectors(kind))
-    return {k.decode(): np.frombuffer(v, dtype=np.float32) for k, v in raw.items()}
+    from shared.infra.store.redis_vectors import RedisVectorStore
+
+    return RedisVectorStore(client.redis).vectors(tenant, kind)
 
 
 def assert_all_made_by(client: LocalClient, tenant: str, embed, dims: int) -> None:

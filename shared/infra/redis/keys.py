@@ -176,8 +176,20 @@ class Keys:
         return f"{self.p}usage"
 
     # vectors
-    def vectors(self, kind: str) -> str:  # hash id -> float32 bytes
+    def vectors(self, kind: str) -> str:  # hash id -> float32 bytes: the layout before the row blocks, read to move it
         return f"{self.p}vec:{kind}"
+
+    def vector_rows(self, kind: str) -> str:  # hash id -> row number in the blocks (``redis_vectors``)
+        return f"{self.p}vecrow:{kind}"
+
+    def vector_layout(self, kind: str) -> str:  # hash: row bytes, rows per block, rows allocated
+        return f"{self.p}veclayout:{kind}"
+
+    def vector_free(self, kind: str) -> str:  # list of the rows deleted vectors left, reused first
+        return f"{self.p}vecfree:{kind}"
+
+    def vector_block(self, kind: str, block: int) -> str:  # string: fixed-size float16 rows, one after another
+        return f"{self.p}vecblk:{kind}:{block}"
 
     def vector_meta(self, kind: str) -> str:  # hash id -> json payload
         return f"{self.p}vecmeta:{kind}"

@@ -8,7 +8,6 @@ them, so a user's first query on a new worker loads them."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 from shared.domain.retrieval.bm25 import BM25Index
@@ -42,8 +41,6 @@ class BM25Cache:
         self.capacity = capacity
         self._cache: LRU[tuple[str, str], tuple[object, BM25Index | WalkIndex]] = LRU(
             None if capacity is None else capacity * (len(KINDS) + 1), max_bytes, lambda hit: hit[1].nbytes)
-        self._lock = threading.Lock()
-        self._walk_lock = threading.Lock()
         self.builds = 0  # BM25 indexes built by this cache (a cold query or a warm-up), for tests and logs
         self.walk_builds = 0  # passage-entity graphs built
         self.snapshot_loads = 0  # indexes loaded from their snapshot instead of built
@@ -60,7 +57,7 @@ class BM25Cache:
             return version, self._load_or_build(tenant, kind, version, index_codec.bm25_from_bytes,
                                                 index_codec.bm25_to_bytes, lambda: self._build(tenant, kind))
 
-        return self._cache.get_or_build((tenant, kind), lambda hit: hit[0] == version, build, self._lock)[1]
+        return self._cache.get_or_build((tenant, kind), lambda hit: hit[0] == version, build)[1]
 
     def walk(self, tenant: str) -> WalkIndex:
         """The tenant's passage-entity graph, valid while its graph and both collections are unchanged."""
@@ -72,7 +69,7 @@ class BM25Cache:
             return version, self._load_or_build(tenant, WALK, version, index_codec.walk_from_bytes,
                                                 index_codec.walk_to_bytes, lambda: self._build_walk(tenant))
 
-        return self._cache.get_or_build((tenant, WALK), lambda hit: hit[0] == version, build, self._walk_lock)[1]
+        return self._cache.get_or_build((tenant, WALK), lambda hit: hit[0] == version, build)[1]
 
     def _load_or_build(self, tenant: str, kind: str, version: tuple, decode: Callable, encode: Callable,
                        build: Callable):

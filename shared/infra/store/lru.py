@@ -16,6 +16,7 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 CACHED_TENANTS = 32  # per process, for each per-tenant read cache
+BUILD_STRIPES = 64  # build locks per cache: two keys share one only by their hashes' chance
 
 
 class LRU(Generic[K, V]):
@@ -33,6 +34,7 @@ class LRU(Generic[K, V]):
         self._sizes: dict[K, int] = {}
         self._bytes = 0
         self._lock = threading.Lock()
+        self._build_locks = [threading.Lock() for _ in range(BUILD_STRIPES)]
 
     def get(self, key: K) -> V | None:
         with self._lock:
@@ -41,14 +43,14 @@ class LRU(Generic[K, V]):
                 self._items.move_to_end(key)
             return value
 
-    def get_or_build(self, key: K, fresh: Callable[[V], bool], build: Callable[[], V],
-                     build_lock: threading.Lock) -> V:
-        """The cached value while ``fresh(value)``, else ``build()`` stored under ``key``. Builds are
-        serialised by ``build_lock``; a thread that waited for it finds the other's fresh value."""
+    def get_or_build(self, key: K, fresh: Callable[[V], bool], build: Callable[[], V]) -> V:
+        """The cached value while ``fresh(value)``, else ``build()`` stored under ``key``. Builds of one key are
+        serialised (a thread that waited finds the other's fresh value); builds of other keys run side by side,
+        so one tenant's long rebuild never holds up another's, nor one index another of the same tenant."""
         value = self.get(key)
         if value is not None and fresh(value):
             return value
-        with build_lock:
+        with self._build_locks[hash(key) % BUILD_STRIPES]:
             value = self.get(key)
             if value is not None and fresh(value):
                 return value

@@ -289,18 +289,18 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
         """(revision read, neighbour lists, each entity's relations heaviest first as queries asked for them),
         cached per process per graph version; a cold process loads the lists' snapshot when it is current."""
         version = self.revision()
-        cached = _ADJACENCY.get(self.k.p)
-        if cached and cached[0] == version and cached[1] is self.redis:
-            return (version, *cached[2])
-        if self.snapshots is None or version[0] is None:
-            edges = EdgeIndex.build(self.edge_list())
-        else:
-            edges, _ = self.snapshots.load_or_build(self.tenant, EDGES, version_tag(*version),
-                                                    index_codec.edges_from_bytes, index_codec.edges_to_bytes,
-                                                    lambda: EdgeIndex.build(self.edge_list()))
-        ranked: dict[str, Ranked] = {}  # the cached entry's, filled by this query too
-        _ADJACENCY.put(self.k.p, (version, self.redis, (edges, ranked)))
-        return version, edges, ranked
+
+        def build() -> tuple:
+            if self.snapshots is None or version[0] is None:
+                edges = EdgeIndex.build(self.edge_list())
+            else:
+                edges, _ = self.snapshots.load_or_build(self.tenant, EDGES, version_tag(*version),
+                                                        index_codec.edges_from_bytes, index_codec.edges_to_bytes,
+                                                        lambda: EdgeIndex.build(self.edge_list()))
+            return version, self.redis, (edges, {})  # the ranked lists: the cached entry's, filled by queries
+
+        cached = _ADJACENCY.get_or_build(self.k.p, lambda hit: hit[0] == version and hit[1] is self.redis, build)
+        return (version, *cached[2])
 
     def neighbors(self, names: Iterable[str]) -> dict[str, list[str]]:
         edges = self.adjacency()

@@ -1,16 +1,22 @@
 """Embedded vector store: vectors in Redis (reachable by every worker process), searched with numpy.
 
-Each process caches a tenant/kind matrix and reloads it only when the collection's version
-counter changes, so repeated searches cost one GET plus a matrix-vector product. The matrices are not
-snapshotted (``index_snapshots``): a snapshot would be a second copy of every vector in Redis, for the second or so
-a cold process spends reading them.
+A tenant's collection of a kind is stored as fixed-size rows: each vector, normalised, as float16 (half the bytes
+of float32; a cosine moves by less than 1e-3, far below what separates two passages), at its row of a block (a
+Redis string of at most ``BLOCK_BYTES``, so no value nears Redis's 512 MB limit), an id -> row hash, the rows
+deleted vectors left (reused first) and the payloads as JSON by id. A process reads a collection with one ``GET``
+per block and one ``HGETALL`` of the row numbers: a cold query worker reads hundreds of thousands of vectors in
+bulk instead of one hash field each, and no second copy of them is kept for it. Writes are one script each
+(atomic, and every key shares the tenant's hash tag, so a Redis Cluster runs them too). A collection stored in the
+earlier layout (one hash field of float32 bytes per id) is moved to the blocks when first read.
+
+Each process caches a tenant/kind matrix and reloads it only when the collection's version counter changes, so
+repeated searches cost one GET plus a matrix-vector product and one HMGET of the hits' payloads.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -20,53 +26,122 @@ from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
 from shared.infra.store.lru import CACHED_TENANTS, LRU
 
+DTYPE = np.float16  # as stored; searched as float32
+BLOCK_BYTES = 32 * 2**20  # one block (a Redis string) at most
+WRITE_BATCH = 1000  # vectors per script call
+READS_BEFORE_UNCACHED = 3  # reads retried while writes change the collection; then used once, not cached
+
+# KEYS: rows, layout, free list, meta, version, the block key prefix (a key of the same slot, never written
+# itself), the earlier layout's hash. ARGV[1] row bytes, ARGV[2] rows per block (used when the collection is new),
+# ARGV[3] "1" to move the earlier layout: only ids it still holds (not deleted meanwhile) and the blocks do not
+# (a vector written since is newer), then id, vector bytes, payload
+_UPSERT = """
+local rowbytes, per_block = tonumber(ARGV[1]), tonumber(ARGV[2])
+local stored = redis.call('HGET', KEYS[2], 'rowbytes')
+if stored and tonumber(stored) ~= rowbytes then
+  return redis.error_reply('GFDIM ' .. stored)
+end
+if not stored then redis.call('HSET', KEYS[2], 'rowbytes', rowbytes, 'per_block', per_block) end
+per_block = tonumber(redis.call('HGET', KEYS[2], 'per_block'))
+for i = 4, #ARGV, 3 do
+  local id = ARGV[i]
+  local row = redis.call('HGET', KEYS[1], id)
+  if ARGV[3] ~= '1' or (not row and redis.call('HEXISTS', KEYS[7], id) == 1) then
+    if not row then
+      row = redis.call('LPOP', KEYS[3]) or (redis.call('HINCRBY', KEYS[2], 'rows', 1) - 1)
+      redis.call('HSET', KEYS[1], id, row)
+    end
+    row = tonumber(row)
+    redis.call('SETRANGE', KEYS[6] .. math.floor(row / per_block), (row % per_block) * rowbytes, ARGV[i + 1])
+    redis.call('HSET', KEYS[4], id, ARGV[i + 2])
+  end
+end
+return redis.call('INCR', KEYS[5])
+"""
+# KEYS: rows, free list, meta, version, the earlier layout's hash; ARGV: ids. A deleted id's row is freed (its
+# bytes stay until reused: no reader maps that row any more).
+_DELETE = """
+for i = 1, #ARGV do
+  local row = redis.call('HGET', KEYS[1], ARGV[i])
+  if row then
+    redis.call('HDEL', KEYS[1], ARGV[i])
+    redis.call('RPUSH', KEYS[2], row)
+  end
+  redis.call('HDEL', KEYS[3], ARGV[i])
+  redis.call('HDEL', KEYS[5], ARGV[i])
+end
+return redis.call('INCR', KEYS[4])
+"""
+
+
+class VectorDimensionError(ValueError):
+    """Vectors of another dimension than the collection's: refused, never mixed."""
+
 
 class RedisVectorStore:
     def __init__(self, redis):
         self.redis = redis
-        self._cache: LRU[tuple[str, str], tuple[int, list[str], np.ndarray, dict]] = LRU(CACHED_TENANTS * len(KINDS))
-        self._lock = threading.Lock()
+        self._cache: LRU[tuple[str, str], tuple[int, list[str], np.ndarray]] = LRU(CACHED_TENANTS * len(KINDS))
         self.loads = 0  # matrices read from Redis by this process (a cold search or a warm-up)
 
     def upsert(self, tenant: str, kind: str, items: Sequence[VectorItem]) -> None:
-        if not items:
-            return
+        if items:
+            self._write(tenant, kind, [(it.id, _normalise(it.vector), json.dumps(it.payload)) for it in items])
+
+    def _write(self, tenant: str, kind: str, rows: list[tuple[str, np.ndarray, str]], only_new: bool = False) -> None:
         k = Keys(tenant)
-        pipe = self.redis.pipeline(transaction=True)
-        for i in range(0, len(items), 1000):
-            batch = items[i : i + 1000]
-            pipe.hset(k.vectors(kind), mapping={it.id: _normalise(it.vector).tobytes() for it in batch})
-            pipe.hset(k.vector_meta(kind), mapping={it.id: json.dumps(it.payload) for it in batch})
-        pipe.incr(k.vector_version(kind))
-        pipe.execute()
+        dims = {len(v) for _, v, _ in rows}
+        if len(dims) > 1:
+            raise VectorDimensionError(f"vectors of tenant {tenant} ({kind}) differ in dimension: {sorted(dims)}")
+        rowbytes = dims.pop() * np.dtype(DTYPE).itemsize
+        keys = [k.vector_rows(kind), k.vector_layout(kind), k.vector_free(kind), k.vector_meta(kind),
+                k.vector_version(kind), k.vector_block(kind, 0)[:-1], k.vectors(kind)]
+        for i in range(0, len(rows), WRITE_BATCH):
+            args: list = [rowbytes, max(1, BLOCK_BYTES // rowbytes), "1" if only_new else "0"]
+            for item_id, vector, payload in rows[i : i + WRITE_BATCH]:
+                args.extend((item_id, vector.astype(DTYPE).tobytes(), payload))
+            try:
+                self.redis.eval(_UPSERT, len(keys), *keys, *args)
+            except Exception as exc:
+                if "GFDIM" not in str(exc):
+                    raise
+                stored = int(str(exc).split("GFDIM", 1)[1].split()[0]) // np.dtype(DTYPE).itemsize
+                raise VectorDimensionError(
+                    f"tenant {tenant} holds {kind} vectors of {stored} dimensions; refusing vectors of "
+                    f"{rowbytes // np.dtype(DTYPE).itemsize} (re-embed the tenant: its vectors are dropped first)"
+                ) from exc
 
     def delete(self, tenant: str, kind: str, ids: Iterable[str]) -> None:
         ids = list(ids)
-        if not ids:
-            return
         k = Keys(tenant)
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.hdel(k.vectors(kind), *ids)
-        pipe.hdel(k.vector_meta(kind), *ids)
-        pipe.incr(k.vector_version(kind))
-        pipe.execute()
+        for i in range(0, len(ids), WRITE_BATCH):
+            self.redis.eval(_DELETE, 5, k.vector_rows(kind), k.vector_free(kind), k.vector_meta(kind),
+                            k.vector_version(kind), k.vectors(kind), *ids[i : i + WRITE_BATCH])
 
     def count(self, tenant: str, kind: str) -> int:
-        return self.redis.hlen(Keys(tenant).vectors(kind))
+        k = Keys(tenant)
+        return self.redis.hlen(k.vector_rows(kind)) or self.redis.hlen(k.vectors(kind))
 
     def drop_tenant(self, tenant: str) -> None:
         k = Keys(tenant)
         for kind in (*KINDS, NAME_VECTORS):
-            self.redis.delete(k.vectors(kind), k.vector_meta(kind))
+            self.redis.delete(*self._block_keys(k, kind), k.vector_rows(kind), k.vector_layout(kind),
+                              k.vector_free(kind), k.vectors(kind), k.vector_meta(kind))
             self.redis.incr(k.vector_version(kind))
 
-    def payloads(self, tenant: str, kind: str) -> Mapping[str, dict]:
-        return self._load(tenant, kind)[3]
+    def payloads(self, tenant: str, kind: str) -> dict[str, dict]:
+        """Every stored item's payload by id."""
+        return {to_str(i): json.loads(p) for i, p in self.redis.hgetall(Keys(tenant).vector_meta(kind)).items()}
+
+    def vectors(self, tenant: str, kind: str) -> dict[str, np.ndarray]:
+        """Every stored item's vector (normalised, float32) by id, as searches see them."""
+        _version, ids, matrix = self._load(tenant, kind)
+        return dict(zip(ids, matrix, strict=True))
 
     def search(
         self, tenant: str, kind: str, vector: Sequence[float], top_k: int, min_score: float = -1.0
     ) -> list[VectorHit]:
-        _version, ids, matrix, meta = self._load(tenant, kind)
+        _version, ids, matrix = self._load(tenant, kind)
         if not ids or top_k <= 0:
             return []
         query = _normalise(vector)
@@ -75,69 +150,97 @@ class RedisVectorStore:
         scores = matrix @ query
         k = min(top_k, len(ids))
         top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.lexsort((np.array([ids[i] for i in top]), -scores[top]))]
-        return [VectorHit(ids[i], float(scores[i]), meta.get(ids[i], {})) for i in top if scores[i] >= min_score]
+        top = [int(i) for i in top[np.lexsort((np.array([ids[i] for i in top]), -scores[top]))]
+               if scores[i] >= min_score]
+        # the hits' payloads, read now: a deleted item's payload is gone, its hit keeps an empty one
+        raw = self.redis.hmget(Keys(tenant).vector_meta(kind), [ids[i] for i in top]) if top else []
+        return [VectorHit(ids[i], float(scores[i]), json.loads(p) if p else {}) for i, p in zip(top, raw, strict=True)]
 
     def _load(self, tenant: str, kind: str):
         version = int(self.redis.get(Keys(tenant).vector_version(kind)) or 0)
         return self._cache.get_or_build((tenant, kind), lambda entry: entry[0] == version,
-                                        lambda: self._read(tenant, kind, version), self._lock)
+                                        lambda: self._read(tenant, kind, version))
 
     def _read(self, tenant: str, kind: str, version: int):
-        self.loads += 1
+        """(version, ids, matrix) read in bulk. Read again while a write changes the collection meanwhile; after
+        ``READS_BEFORE_UNCACHED`` tries the last read is used with version -1, so the next search reads again."""
         k = Keys(tenant)
-        raw = self.redis.hgetall(k.vectors(kind))
-        meta_raw = self.redis.hgetall(k.vector_meta(kind))
-        keys = sorted(raw)  # UTF-8 bytes sort as their strings do
-        rows = [raw[key] for key in keys]
-        ids = [to_str(key) for key in keys]
-        if len({len(r) for r in rows}) > 1:
-            raise ValueError(f"vectors of tenant {tenant} ({kind}) differ in dimension")
-        if ids:
-            matrix = np.frombuffer(b"".join(rows), dtype=np.float32).reshape(len(ids), -1)
-        else:
-            matrix = np.zeros((0, 0), dtype=np.float32)
-        return version, ids, matrix, Payloads(meta_raw)
+        if self.redis.exists(k.vectors(kind)):
+            self._move_earlier_layout(tenant, kind)
+            version = int(self.redis.get(k.vector_version(kind)) or 0)
+        for _attempt in range(READS_BEFORE_UNCACHED):
+            self.loads += 1
+            ids, matrix = self._read_rows(k, kind)
+            now = int(self.redis.get(k.vector_version(kind)) or 0)
+            if now == version:
+                return version, ids, matrix
+            version = now
+        return -1, ids, matrix
+
+    def _read_rows(self, k: Keys, kind: str) -> tuple[list[str], np.ndarray]:
+        rows = self.redis.hgetall(k.vector_rows(kind))  # first: every row it names is in the blocks read after
+        rowbytes, per_block, allocated = (int(v or 0) for v in self.redis.hmget(
+            k.vector_layout(kind), ["rowbytes", "per_block", "rows"]))
+        if not rows or not rowbytes:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        dims = rowbytes // np.dtype(DTYPE).itemsize
+        blocks = [self.redis.get(key) or b"" for key in self._block_keys(k, kind, allocated, per_block)]
+        data = b"".join(b.ljust(per_block * rowbytes, b"\0") for b in blocks)  # a block's unwritten tail reads as 0
+        stored = np.frombuffer(data, dtype=DTYPE).reshape(-1, dims)
+        order = np.fromiter(map(int, rows.values()), dtype=np.int64, count=len(rows))
+        if int(order.max()) >= len(stored):
+            raise ValueError(f"vectors of tenant {k.tenant} ({kind}) name rows beyond their blocks")
+        return [i.decode() for i in rows], stored[order].astype(np.float32)
+
+    def _block_keys(self, k: Keys, kind: str, allocated: int | None = None, per_block: int | None = None) -> list[str]:
+        if allocated is None:
+            per_block, allocated = (int(v or 0) for v in self.redis.hmget(k.vector_layout(kind),
+                                                                          ["per_block", "rows"]))
+        blocks = -(-allocated // per_block) if per_block else 0
+        return [k.vector_block(kind, b) for b in range(blocks)]
+
+    def _move_earlier_layout(self, tenant: str, kind: str) -> None:
+        """Store a collection of the earlier layout (float32 bytes by id) in the blocks, then drop its hash: ids
+        the blocks hold already keep their vector (written since, so newer)."""
+        k = Keys(tenant)
+        cursor = 0
+        while True:
+            cursor, batch = self.redis.hscan(k.vectors(kind), cursor, count=WRITE_BATCH)
+            if batch:
+                ids = [to_str(i) for i in batch]
+                payloads = self.redis.hmget(k.vector_meta(kind), ids)
+                self._write(tenant, kind, [(i, _normalise(np.frombuffer(v, dtype=np.float32)), to_str(p or "{}"))
+                                           for i, v, p in zip(ids, batch.values(), payloads, strict=True)],
+                            only_new=True)
+            if cursor == 0:
+                break
+        self.redis.delete(k.vectors(kind))
 
     def sample_vector(self, tenant: str, kind: str) -> np.ndarray | None:
         """One of the tenant's stored vectors of ``kind`` (the first by id), or None when it has none: a
         question's stand-in for a warm-up that must not call the embedding API (``shared.infra.store.warmup``)."""
-        _version, ids, matrix, _meta = self._load(tenant, kind)
-        return matrix[0].copy() if ids else None
+        got = self.sample_item(tenant, kind)
+        return None if got is None else np.asarray(got[1], dtype=np.float32)
 
     def sample_item(self, tenant: str, kind: str) -> tuple[str, list[float]] | None:
         """(id, vector) of one stored item of ``kind`` (the first by id), or None: which embedder made the
         tenant's vectors is told by embedding that item's text again (``shared.infra.store.embedder_record``)."""
-        _version, ids, matrix, _meta = self._load(tenant, kind)
-        return (ids[0], matrix[0].tolist()) if ids else None
+        _version, ids, matrix = self._load(tenant, kind)
+        if not ids:
+            return None
+        first = min(range(len(ids)), key=ids.__getitem__)
+        return ids[first], matrix[first].tolist()
 
     def warm(self, tenant: str) -> None:
         """Load the tenant's stale matrices now, so the next search finds them ready."""
         for kind in KINDS:
-            self._load(tenant, kind)
+            self.warm_kind(tenant, kind)
+
+    def warm_kind(self, tenant: str, kind: str) -> None:
+        self._load(tenant, kind)
 
 
 def _normalise(vector: Sequence[float]) -> np.ndarray:
     arr = np.asarray(vector, dtype=np.float32)
     norm = float(np.linalg.norm(arr))
     return arr / norm if norm > 0 else arr
-
-
-class Payloads(Mapping[str, dict]):
-    """A matrix's payloads by id, each parsed from its stored JSON when first asked for: a search reads the few of its
-    hits, and a cold process no longer parses one JSON object per vector before its first search."""
-
-    def __init__(self, raw: dict[bytes, bytes]):
-        self._raw, self._parsed = raw, {}
-
-    def __getitem__(self, item_id: str) -> dict:
-        got = self._parsed.get(item_id)
-        if got is None:
-            got = self._parsed[item_id] = json.loads(self._raw[item_id.encode()])
-        return got
-
-    def __iter__(self) -> Iterator[str]:
-        return (to_str(k) for k in self._raw)
-
-    def __len__(self) -> int:
-        return len(self._raw)

@@ -33,6 +33,7 @@ from shared.domain.storage import VECTOR_KINDS
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys, index_updated_channel, index_updated_key
 from shared.infra.store.bm25_cache import BM25Cache
+from shared.infra.store.index_loads import load_side_by_side
 from shared.infra.store.lru import CACHED_TENANTS, LRU
 from shared.infra.store.redis_graph import GraphStore
 
@@ -103,11 +104,8 @@ def warm_tenant(redis, tenant: str, bm25: BM25Cache, vectors=None, model: str | 
     local copy (the embedded store's matrices; Weaviate keeps none)."""
     started = time.perf_counter()
     store = GraphStore(redis, tenant, snapshots=bm25.snapshots)
-    bm25.warm(tenant)
-    warm_vectors = getattr(vectors, "warm", None)
-    if warm_vectors is not None:
-        warm_vectors(tenant)
-    store.adjacency()
+    for load in load_side_by_side(store, bm25, vectors):
+        load.result()
     warm_global_index(store)
     warm_query_path(store, bm25, vectors, model)
     return time.perf_counter() - started
