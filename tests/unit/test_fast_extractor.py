@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from shared.domain.chunking import chunk_by_tokens
-from shared.domain.extraction.fast_extractor import extract_chunk_fast, prune_graph, split_sentences
+from shared.domain.extraction.fast_extractor import extract_chunk_fast, pair_span, prune_graph, split_sentences
 from shared.domain.extraction.lexicon import STOPWORDS
 from shared.domain.merge import merge_entity, merge_relation, relation_key
 from shared.domain.models import Entity, Relation
@@ -121,3 +121,16 @@ def test_a_title_line_is_not_run_into_the_first_sentence_and_counts_as_a_name():
     wrapped = ("Marley was dead, to begin with. There is no doubt whatever about that.\n"
                "The register of his burial was signed by the clergyman, the clerk, the undertaker.")
     assert len(split_sentences(wrapped)) == 3  # hard-wrapped prose is not cut at its line breaks
+
+
+def test_a_relation_keeps_the_words_between_its_names_not_the_whole_sentence_again():
+    sentence = ("On a cold evening in the old city of Lisbon, Maria Costa met Joao Silva at the harbour, where "
+                "the ships of the Royal Navy and the merchants of the Hanseatic League waited for the spring tide.")
+    result = extract_chunk_fast(sentence, "c1", "doc")
+    rels = {relation_key(r.src, r.tgt): r for r in result.relations}
+    pair = rels[relation_key("MARIA COSTA", "JOAO SILVA")]
+    assert pair.description == "…old city of Lisbon, Maria Costa met Joao Silva at the harbour, where…"
+    far = rels[relation_key("LISBON", "HANSEATIC LEAGUE")]  # the span between them, whatever its length
+    assert far.description.startswith("…the old city of Lisbon,") and "Hanseatic League" in far.description
+    assert all(len(r.description) < len(sentence) for r in result.relations)
+    assert pair_span("Scrooge met Marley.", "SCROOGE", "NOBODY") == "Scrooge met Marley."  # a name not as written

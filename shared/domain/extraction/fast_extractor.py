@@ -8,8 +8,10 @@
 * type: title -> person; organisation / place / event lexicons and suffixes; capitalised ->
   person when it is multi-word or next to a speech verb, else concept;
 * description: up to two sentences mentioning the entity;
-* relations: co-occurrence within a sentence, weight = number of sentences, description = the
-  first such sentence. At most ``max_entities`` entities (by frequency) and ``max_relations``.
+* relations: co-occurrence within a sentence, weight = number of sentences, description = the part of
+  the first such sentence from one name to the other, with a few words either side (a sentence naming
+  eight entities relates 28 pairs: each keeps what lies between its two names, not the whole sentence
+  again). At most ``max_entities`` entities (by frequency) and ``max_relations``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ _TOKEN = re.compile(r"[^\W\d_](?:[\w'’\-]*[^\W\d_])?|\d[\d,.]*|[^\w\s]")
 _QUOTES = set("\"'“”‘’(_[")
 MAX_SENTENCE_CHARS = 300
 MAX_PAIR_ENTITIES = 8
+PAIR_CONTEXT_WORDS = 4  # words a relation's description keeps either side of its two names
 
 
 @dataclass
@@ -237,6 +240,25 @@ def _trim(sentence: str) -> str:
     return sentence[:MAX_SENTENCE_CHARS].rsplit(" ", 1)[0] + "…"
 
 
+def pair_span(sentence: str, a: str, b: str) -> str:
+    """The words of ``sentence`` from the first of names ``a`` and ``b`` to the end of the other, with
+    ``PAIR_CONTEXT_WORDS`` more either side ("…" where the sentence goes on); the whole (trimmed) sentence
+    when a name cannot be found in it as written."""
+    found = [re.search(rf"(?<!\w){re.escape(name)}(?!\w)", sentence, re.IGNORECASE) for name in (a, b)]
+    if not all(found):
+        return _trim(sentence)
+    start, end = min(m.start() for m in found), max(m.end() for m in found)
+    words = sentence.split(" ")
+    offsets, pos = [], 0
+    for word in words:
+        offsets.append(pos)
+        pos += len(word) + 1
+    first = max(0, sum(o <= start for o in offsets) - 1 - PAIR_CONTEXT_WORDS)
+    last = min(len(words), sum(o < end for o in offsets) + PAIR_CONTEXT_WORDS)
+    span = " ".join(words[first:last])
+    return _trim(("…" if first else "") + span + ("…" if last < len(words) else ""))
+
+
 def extract_chunk_fast(
     chunk_text: str,
     chunk_id: str,
@@ -288,7 +310,7 @@ def _cooccurrences(
         RelationFragment(
             src=k[0],
             tgt=k[1],
-            description=_trim(sentences[first[k]]),
+            description=pair_span(sentences[first[k]], k[0], k[1]),
             keywords="co-occurrence",
             weight=float(weights[k]),
             strength=float(weights[k]),
