@@ -11,14 +11,25 @@ the loads of one key: a query asking for an index in flight waits for that load 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from shared.domain.storage import VECTOR_KINDS
 
 log = logging.getLogger(__name__)
-_LOADERS = ThreadPoolExecutor(6, thread_name_prefix="gf-index-load")
 CHUNK_MODES = {"naive"}  # modes that read the chunk indexes only
+LOADERS = 6  # threads loading indexes, per process
+_pool: tuple[int, ThreadPoolExecutor] | None = None  # (the process it belongs to, the pool)
+
+
+def _loaders() -> ThreadPoolExecutor:
+    """This process's loading threads, made on first use: a forked child makes its own (a pool's threads do not
+    survive a fork)."""
+    global _pool
+    if _pool is None or _pool[0] != os.getpid():
+        _pool = (os.getpid(), ThreadPoolExecutor(LOADERS, thread_name_prefix="gf-index-load"))
+    return _pool[1]
 
 
 def index_loads(store, bm25, vectors=None, mode: str | None = None) -> list[Callable[[], object]]:
@@ -37,7 +48,7 @@ def index_loads(store, bm25, vectors=None, mode: str | None = None) -> list[Call
 def load_side_by_side(store, bm25, vectors=None, mode: str | None = None) -> list[Future]:
     """Start every load of ``index_loads``; a load that fails is logged and left to the query, which then builds
     that index itself (and reports its own error)."""
-    return [_LOADERS.submit(_logged, store.tenant, load) for load in index_loads(store, bm25, vectors, mode)]
+    return [_loaders().submit(_logged, store.tenant, load) for load in index_loads(store, bm25, vectors, mode)]
 
 
 def prefetch_cold(store, bm25, vectors=None, mode: str | None = None) -> None:
