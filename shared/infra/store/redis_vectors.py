@@ -231,12 +231,9 @@ class RedisVectorStore:
         first = min(range(len(ids)), key=ids.__getitem__)
         return ids[first], matrix[first].tolist()
 
-    def warm(self, tenant: str) -> None:
-        """Load the tenant's stale matrices now, so the next search finds them ready."""
-        for kind in KINDS:
-            self.warm_kind(tenant, kind)
-
     def warm_kind(self, tenant: str, kind: str) -> None:
+        """Load the tenant's matrix of ``kind`` now when stale, so the next search finds it ready
+        (``index_loads``)."""
         self._load(tenant, kind)
 
 
