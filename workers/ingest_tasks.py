@@ -96,9 +96,9 @@ def plan_merge(job: Job, msg: m.PlanMerge) -> None:
 @job_task(m.MergeBatch, read=READ)
 @waits_for_llm
 def merge_batch(job: Job, msg: m.MergeBatch) -> None:
-    batch = job.jobs.batch(msg.job_id, MERGE, msg.batch, default={})
-    summarize = summarizer(job.chat("summarize", model=job.settings.effective_summary_model), job.settings)
-    run_merge_batch(job.store, batch.get("entities", []), batch.get("relations", []), job.settings, summarize)
+    batch, cfg = job.jobs.batch(msg.job_id, MERGE, msg.batch, default={}), job.settings
+    summarize = summarizer(job.chat("summarize", model=cfg.effective_summary_model, cached=False), cfg)  # row keeps it
+    run_merge_batch(job.store, batch.get("entities", []), batch.get("relations", []), cfg, summarize)
     job.send(*job.flow.merge_batch_done(msg.batch, job.store.clustered_current))
 
 

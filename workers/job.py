@@ -61,13 +61,13 @@ class Job:
         return CallContext(tenant=self.msg.tenant, stage=stage, job_id=self.msg.job_id,
                            queue=ROUTES.get(self.msg.TASK, "unknown"))
 
-    def chat(self, stage: str, model: str | None = None, cancellable: bool = False):
+    def chat(self, stage: str, model: str | None = None, cancellable: bool = False, cached: bool = True):
         """``chat(messages, stage) -> text`` for this job, or None without an LLM; ``cancellable`` checks for
         a cancel (at most twice a second) before every call. Answers are capped at the stage's configured
-        ``Settings.answer_cap`` (none by default)."""
+        ``Settings.answer_cap`` (none by default); ``cached=False`` bypasses the LLM answer cache."""
         cancel_check = (lambda: self.jobs.canceled_recently(self.msg.job_id)) if cancellable else None
         return self.rt.chat_fn(self.context(stage), model=model, cancel_check=cancel_check,
-                               max_tokens=self.settings.answer_cap(stage))
+                               max_tokens=self.settings.answer_cap(stage), cached=cached)
 
     def embed(self, ctx: CallContext):
         """A query's ``embed(texts)`` with the runtime's embedder, refused (:class:`EmbedderMismatch`) when the

@@ -84,8 +84,10 @@ class Runtime:
         if job_id:
             await_warm_ups(self.redis, tenant, job_id, listeners, self.settings.workers.warm_wait_s)
 
-    def chat_fn(self, ctx: CallContext, model: str | None = None, cancel_check=None, max_tokens: int | None = None):
-        """``chat(messages, stage) -> text`` bound to a call context (None without an LLM), answers capped."""
+    def chat_fn(self, ctx: CallContext, model: str | None = None, cancel_check=None, max_tokens: int | None = None,
+                cached: bool = True):
+        """``chat(messages, stage) -> text`` bound to a call context (None without an LLM), answers capped;
+        ``cached=False`` neither reads nor writes the LLM answer cache."""
         if self.llm is None:
             return None
 
@@ -94,7 +96,8 @@ class Runtime:
                 from shared.infra.llm.client import CanceledError
 
                 raise CanceledError("job canceled")
-            return self.llm.chat(messages, ctx.with_stage(stage), model=model, max_tokens=max_tokens or None).text
+            return self.llm.chat(messages, ctx.with_stage(stage), model=model, max_tokens=max_tokens or None,
+                                 use_cache=cached).text
 
         return chat
 

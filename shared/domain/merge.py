@@ -7,6 +7,8 @@ independent of fragment order (commutative) and of repeated fragments (idempoten
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable
@@ -113,6 +115,14 @@ def build_summary_messages(name: str, fragments: list[str], max_tokens: int) -> 
     description_list = "\n".join(f"- {fragment}" for fragment in fragments)
     content = SUMMARY_TEMPLATE.format(max_tokens=max_tokens, entity_name=name, description_list=description_list)
     return [{"role": "user", "content": content}]
+
+
+def summary_digest(name: str, fragments: list[str], settings: MergeSettings, model: str | None) -> str:
+    """What an LLM summary of ``fragments`` is written from (the name, the fragments, the model, the budgets and the
+    prompt), as 16 hex digits: stored with the summary, so merging the same fragments again reuses it."""
+    material = json.dumps([name, fragments, model or "", settings.summary_max_tokens, settings.summary_context_size,
+                           SUMMARY_TEMPLATE], ensure_ascii=False)
+    return hashlib.blake2b(material.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 def summarize_description(

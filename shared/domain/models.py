@@ -80,6 +80,9 @@ class Entity(BaseModel):
     # digest, as for Chunk (absent in older data)
     row_tokens: dict[str, int] = Field(default_factory=dict)
     row_digest: int = 0
+    # digest of what the LLM summary in ``description`` was written from (``merge.summary_digest``; empty when the
+    # description is not an LLM summary): a merge of the same fragments reuses it instead of asking again
+    summary_of: str = ""
 
 
 class Relation(BaseModel):
@@ -96,6 +99,7 @@ class Relation(BaseModel):
     # as for Entity: the row's cells but the weight and the rank (``context_local.relation_static``)
     row_tokens: dict[str, int] = Field(default_factory=dict)
     row_digest: int = 0
+    summary_of: str = ""  # as for Entity
 
 
 class Community(BaseModel):

@@ -11,6 +11,7 @@ from shared.domain.merge import (
     merge_relation,
     needs_summary,
     summarize_description,
+    summary_digest,
 )
 from shared.domain.models import Entity, EntityFragment, Relation, RelationFragment
 from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP as DESC_SEP
@@ -31,15 +32,22 @@ def plan_batches(store: GraphStore, batch_size: int) -> list[dict]:
     return batches
 
 
-def _finish_description(name: str, description: str, settings, summarize: SummarizeFn | None) -> tuple[str, bool]:
+def _finish_description(name: str, description: str, settings, summarize: SummarizeFn | None,
+                        previous: Entity | Relation | None) -> tuple[str, str]:
+    """The row's description and the digest of what its LLM summary was written from ("" when not summarized).
+    A stored row summarized from the same fragments keeps its summary: no second LLM call for what it already
+    says (a merge retried after a conflict or a redelivery, a key marked dirty with its fragments unchanged)."""
     fragments = [f for f in description.split(DESC_SEP) if f.strip()]
     counter = lambda text: count_tokens(text, settings.effective_summary_model)  # noqa: E731
     if not needs_summary(fragments, settings.merge, counter):
-        return description, False
+        return description, ""
     if summarize is None:  # no LLM: keep the fragments, bounded by the summary budget
-        return truncate_text(DESC_SEP.join(fragments), settings.merge.summary_max_tokens), False
+        return truncate_text(DESC_SEP.join(fragments), settings.merge.summary_max_tokens), ""
+    digest = summary_digest(name, fragments, settings.merge, settings.effective_summary_model)
+    if previous is not None and previous.summary_of == digest:
+        return previous.description, digest
     summary = summarize_description(name, fragments, summarize, settings.merge, settings.effective_summary_model)
-    return summary, True
+    return summary, digest
 
 
 def text_tokens(text: str, model: str | None) -> dict[str, int]:
@@ -52,31 +60,38 @@ def text_tokens(text: str, model: str | None) -> dict[str, int]:
 def run_merge_batch(
     store: GraphStore, entities: list[str], relations: list[str], settings, summarize: SummarizeFn | None
 ) -> dict:
-    def merge_e(name: str, frags: list[EntityFragment]) -> Entity | None:
+    def merge_e(name: str, frags: list[EntityFragment], previous: Entity | None = None) -> Entity | None:
         entity = merge_entity(name, frags)
-        entity.description, entity.summarized = _finish_description(name, entity.description, settings, summarize)
+        entity.description, entity.summary_of = _finish_description(name, entity.description, settings, summarize,
+                                                                     previous)
+        entity.summarized = bool(entity.summary_of)
         entity.text_tokens = text_tokens(entity.description, settings.llm_model)
         entity.row_tokens, entity.row_digest = stored_counts([entity_static(entity)], settings.llm_model)[0]
         return entity
 
-    def merge_r(src: str, tgt: str, frags: list[RelationFragment]) -> Relation | None:
+    def merge_r(src: str, tgt: str, frags: list[RelationFragment],
+                previous: Relation | None = None) -> Relation | None:
         relation = merge_relation(src, tgt, frags)
-        relation.description, _ = _finish_description(f"{src} -> {tgt}", relation.description, settings, summarize)
+        relation.description, relation.summary_of = _finish_description(
+            f"{src} -> {tgt}", relation.description, settings, summarize, previous)
         relation.text_tokens = text_tokens(relation.description, settings.llm_model)
         relation.row_tokens, relation.row_digest = stored_counts([relation_static(relation)], settings.llm_model)[0]
         return relation
 
+    summarize = _remembered(summarize) if summarize is not None else None
+    reuse = summarize is not None  # read the stored rows only where a summary could be reused
     written = deleted = 0
     # summaries are LLM calls: overlap them within the batch (merging itself is cheap and pure)
     pool = ThreadPoolExecutor(settings.merge.summary_concurrency) if summarize is not None else None
     map_fn = pool.map if pool is not None else map
     try:
         if entities:
-            w, d = store.merge_batch("entities", entities, merge_e, map_fn=map_fn)
+            w, d = store.merge_batch("entities", entities, merge_e, map_fn=map_fn, previous=reuse)
             written, deleted = written + w, deleted + d
         if relations:
-            w, d = store.merge_batch("relations", relations, lambda f, frags: merge_r(*split_rel_field(f), frags),
-                                     map_fn=map_fn)
+            w, d = store.merge_batch("relations", relations,
+                                     lambda f, frags, previous=None: merge_r(*split_rel_field(f), frags, previous),
+                                     map_fn=map_fn, previous=reuse)
             written, deleted = written + w, deleted + d
     finally:
         if pool is not None:
@@ -84,7 +99,22 @@ def run_merge_batch(
     return {"written": written, "deleted": deleted}
 
 
-def summarizer(chat: Callable[[list[dict], str], str] | None, settings) -> Callable[[str, list[str]], str] | None:
+def _remembered(summarize: SummarizeFn) -> SummarizeFn:
+    """``summarize`` answering a repeated question from memory for the batch's lifetime: a merge that conflicts
+    with a concurrent writer is retried (``GraphStore.merge_batch``), and the summaries it already paid for are
+    not asked again (they are not in the LLM cache: the stored row keeps the one that counts)."""
+    answers: dict[tuple[str, tuple[str, ...]], str] = {}
+
+    def summarize_once(name: str, fragments: list[str]) -> str:
+        key = (name, tuple(fragments))
+        if key not in answers:
+            answers[key] = summarize(name, fragments)
+        return answers[key]
+
+    return summarize_once
+
+
+def summarizer(chat: Callable[[list[dict], str], str] | None, settings) -> SummarizeFn | None:
     """``summarize(name, fragments) -> description`` over an LLM ``chat``, or None without one (long
     descriptions are then cut, not summarized)."""
     if chat is None:

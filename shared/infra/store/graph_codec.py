@@ -100,3 +100,11 @@ def unpack_extraction(raw: bytes | str) -> ExtractionIndex:
     names, r = record["n"], record["r"]
     return ExtractionIndex(names[:record["e"]], [(names[r[i]], names[r[i + 1]]) for i in range(0, len(r), 2)],
                            record.get("w", []))
+
+
+def longest_first(items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """(key, fragment hash) pairs with the most fragment bytes first (ties: as given). A merge batch applies its
+    merge function to them in this order: the longest merged descriptions are the ones that need an LLM summary,
+    so in a thread pool's ``map`` every summary of the batch is sent at the start, and the cheap merges queued
+    behind run while they are in flight (longest processing time first)."""
+    return sorted(items, key=lambda item: -sum(len(v) for v in item[1].values()))

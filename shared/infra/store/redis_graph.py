@@ -26,7 +26,7 @@ from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
 from shared.infra.redis.text_codec import pack_text, unpack_bytes
 from shared.infra.store import index_codec
-from shared.infra.store.graph_codec import unpack_entity_fragment, unpack_relation_fragment
+from shared.infra.store.graph_codec import longest_first, unpack_entity_fragment, unpack_relation_fragment
 from shared.infra.store.graph_edges import take_deltas, write_edges
 from shared.infra.store.index_snapshots import IndexSnapshots, version_tag
 from shared.infra.store.lru import CACHED_TENANTS, LRU
@@ -49,15 +49,6 @@ def row_json(row: Entity | Relation) -> bytes:
     """A merged row as stored: its fields at their defaults left out (they read back as the defaults), deflated
     when long (``text_codec``; rows written before, plain JSON, still read)."""
     return pack_text(row.model_dump_json(exclude_defaults=True))
-
-
-def longest_first(items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
-    """(key, fragment hash) pairs with the most fragment bytes first (ties: as given). A merge batch applies its
-    merge function to them in this order: the longest merged descriptions are the ones that need an LLM summary,
-    so in a thread pool's ``map`` every summary of the batch is sent at the start, and the cheap merges queued
-    behind run while they are in flight (longest processing time first). Before, a summary waited for the merges
-    listed ahead of it, and the batch ended that much after its last summary was sent."""
-    return sorted(items, key=lambda item: -sum(len(v) for v in item[1].values()))
 
 
 class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
@@ -124,29 +115,42 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
             pipe.execute()
             return relation is not None
 
-    def merge_batch(self, kind: str, keys: list[str], merge: Callable[[str, list], object | None],
-                    max_attempts: int = 8, map_fn: Callable = map) -> tuple[int, int]:
+    def merge_batch(self, kind: str, keys: list[str], merge: Callable[..., object | None],
+                    max_attempts: int = 8, map_fn: Callable = map, previous: bool = False) -> tuple[int, int]:
         """Merge many entities ("entities") or relation fields ("relations") with few round trips.
 
         Optimistic concurrency: the fragment hashes are WATCHed while read, the merged records are
         written in one MULTI/EXEC, and a concurrent fragment write aborts and retries the batch, so
         no update is lost without holding per-key locks across the (possibly slow) merge function.
         ``map_fn`` applies it (e.g. a thread pool's ``map``, so LLM summaries overlap), to the keys with the
-        most fragment bytes first (``longest_first``). Returns (written, deleted).
+        most fragment bytes first (``longest_first``). With ``previous`` the stored rows are read in the same
+        round trip and ``merge(key, fragments, stored row or None)`` is called (a summary already written from the
+        same fragments is reused). Returns (written, deleted).
         """
         frag_key = self.k.entity_fragments if kind == "entities" else (
             lambda f: self.k.relation_fragments(*split_rel_field(f)))
         unpack = (lambda key, cid, v: unpack_entity_fragment(v, key, cid)) if kind == "entities" else (
             lambda key, cid, v: unpack_relation_fragment(v, *split_rel_field(key), cid))
         target = self.k.entities() if kind == "entities" else self.k.relations()
+        model = Entity if kind == "entities" else Relation
         for _attempt in range(max_attempts):
             pipe = self.redis.pipeline(transaction=False)
             for key in keys:
                 pipe.hgetall(frag_key(key))
-            raws = pipe.execute()
-            def merged(item: tuple[str, dict]) -> object | None:
+            if previous and keys:
+                pipe.hmget(target, keys)
+            replies = pipe.execute()
+            raws = replies[:len(keys)]
+            stored = dict(zip(keys, replies[len(keys)], strict=True)) if previous and keys else {}
+
+            def merged(item: tuple[str, dict], stored: dict = stored) -> object | None:
                 frags = [unpack(item[0], to_str(cid), v) for cid, v in item[1].items()]
-                return merge(item[0], frags) if frags else None
+                if not frags:
+                    return None
+                if not previous:
+                    return merge(item[0], frags)
+                row = stored.get(item[0])
+                return merge(item[0], frags, model.model_validate_json(unpack_bytes(row)) if row else None)
 
             items = longest_first(list(zip(keys, raws, strict=True)))
             results = dict(zip((key for key, _ in items), map_fn(merged, items), strict=True))
