@@ -9,13 +9,13 @@ records. The monthly token total used by quotas is kept incrementally:
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, date, datetime
 from datetime import time as dtime
 
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
 from shared.infra.tenancy.usage import read_usage
+from shared.infra.tenancy.usage_codec import decode_usage
 
 GROUP_BY = ("day", "model", "stage")
 _FOLD_BATCH = 5000
@@ -118,11 +118,10 @@ def _fold_once(redis, tenant: str) -> bool:
                 return False
             incr: dict[str, int] = {}
             for entry_id, fields in entries:
-                raw = json.loads(fields.get(b"r") or fields.get("r"))
+                rec = decode_usage(fields, tenant)
                 ms = int(to_str(entry_id).split("-")[0])
                 label = month_label(ms / 1000)
-                incr[label] = incr.get(label, 0) + int(raw.get("prompt_tokens", 0)) + int(
-                    raw.get("completion_tokens", 0))
+                incr[label] = incr.get(label, 0) + rec.prompt_tokens + rec.completion_tokens
             pipe.multi()
             for label, tokens in incr.items():
                 pipe.hincrby(totals_key, label, tokens)

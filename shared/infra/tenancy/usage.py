@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ from shared.domain.models import UsageRecord
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
 from shared.infra.tenancy.tiers import TIERS, TierCache
+from shared.infra.tenancy.usage_codec import decode_usage, encode_usage
 
 UsageListener = Callable[[UsageRecord], None]
 
@@ -46,7 +46,7 @@ class UsageRecorder:
             rec.tier = self.tiers.tier(self.redis, rec.tenant)
         keys = Keys(rec.tenant)
         pipe = self.redis.pipeline(transaction=False)
-        pipe.xadd(keys.usage_stream(), {"r": rec.model_dump_json()})
+        pipe.xadd(keys.usage_stream(), encode_usage(rec))
         if rec.job_id:
             jk = keys.job_usage(rec.job_id)
             pipe.hincrby(jk, "calls", 1)
@@ -71,11 +71,7 @@ def read_usage(redis, tenant: str, start_ts: float | None = None, end_ts: float 
     """All usage records of a tenant in [start_ts, end_ts] (stream ids are millisecond timestamps)."""
     lo = "-" if start_ts is None else str(int(start_ts * 1000))
     hi = "+" if end_ts is None else str(int(end_ts * 1000))
-    out = []
-    for _id, fields in redis.xrange(Keys(tenant).usage_stream(), lo, hi):
-        raw = fields.get(b"r") or fields.get("r")
-        out.append(UsageRecord.model_validate(json.loads(raw)))
-    return out
+    return [decode_usage(fields, tenant) for _id, fields in redis.xrange(Keys(tenant).usage_stream(), lo, hi)]
 
 
 def job_usage(redis, tenant: str, job_id: str) -> dict:
