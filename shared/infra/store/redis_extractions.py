@@ -1,8 +1,8 @@
 """One tenant's extraction records and the fragments they file: the extraction half of ``GraphStore``.
 
-What a chunk says about an entity (relation) is one field, the chunk id, of the entity's (sorted pair's) fragment
-hash; the chunk's extraction record lists where its fragments are filed, so removing the chunk needs no LLM call
-and no scan (``graph_codec`` has the stored forms).
+What a chunk says about an entity (relation) is one field, named by the chunk id (``graph_codec.fragment_field``),
+of the entity's (sorted pair's) fragment hash; the chunk's extraction record lists where its fragments are filed,
+so removing the chunk needs no LLM call and no scan (``graph_codec`` has the stored forms).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from shared.domain.models import Chunk, ExtractionResult
 from shared.infra.redis.keys import SEP, Keys
 from shared.infra.redis.text_codec import unpack_bytes
 from shared.infra.store.graph_codec import (
+    fragment_field,
+    legacy_field,
     pack_entity_fragment,
     pack_extraction,
     pack_relation_fragment,
@@ -54,12 +56,17 @@ class ExtractionStore:
         index = unpack_extraction(raw)
         if index.result is not None:
             return index.result
+        fields = [fragment_field(chunk_id)]
+        old = legacy_field(chunk_id)
+        if old is not None:  # a fragment may still be filed under the field written before the compact form
+            fields.append(old)
         pipe = self.redis.pipeline(transaction=False)
         for name in index.names:
-            pipe.hget(self.k.entity_fragments(name), chunk_id)
+            pipe.hmget(self.k.entity_fragments(name), fields)
         for src, tgt in index.pairs:
-            pipe.hget(self.k.relation_fragments(src, tgt), chunk_id)
-        raws = pipe.execute() if index.names or index.pairs else []
+            pipe.hmget(self.k.relation_fragments(src, tgt), fields)
+        found = pipe.execute() if index.names or index.pairs else []
+        raws = [next((r for r in forms if r is not None), None) for forms in found]
         if any(raw is None for raw in raws):
             return None
         return ExtractionResult(
@@ -77,14 +84,30 @@ class ExtractionStore:
 
     def save_extraction(self, result: ExtractionResult) -> None:
         """Write the chunk's fragments (idempotent), its record (where they are filed) and mark what they touch
-        dirty (one SADD per kind)."""
+        dirty (one SADD per kind).
+
+        A chunk extracted before the compact field form may have fragments under the older field: they are
+        deleted in the same transaction, so the two never stand side by side. Such fields exist only while the
+        chunk's record does (fragments and record are written and removed together), so the deletes are sent only
+        when the record is there already: a chunk extracted for the first time pays one EXISTS, not one HDEL per
+        fragment."""
         cid = result.chunk_id
+        field = fragment_field(cid)
+        old = legacy_field(cid)
+        if old is not None and not self.redis.exists(self.k.extraction(cid)):
+            old = None
         pipe = self.redis.pipeline(transaction=True)
         for frag in result.entities:
-            pipe.hset(self.k.entity_fragments(frag.name), cid, pack_entity_fragment(frag, cid))
+            key = self.k.entity_fragments(frag.name)
+            pipe.hset(key, field, pack_entity_fragment(frag, cid))
+            if old is not None:
+                pipe.hdel(key, old)
         fields = [rel_field(frag.src, frag.tgt) for frag in result.relations]
-        for frag, field in zip(result.relations, fields, strict=True):
-            pipe.hset(self.k.relation_fragments(*split_rel_field(field)), cid, pack_relation_fragment(frag, cid))
+        for frag, rfield in zip(result.relations, fields, strict=True):
+            key = self.k.relation_fragments(*split_rel_field(rfield))
+            pipe.hset(key, field, pack_relation_fragment(frag, cid))
+            if old is not None:
+                pipe.hdel(key, old)
         names = list(dict.fromkeys(frag.name for frag in result.entities))
         if names:
             pipe.sadd(self.k.dirty("entities"), *names)
@@ -95,19 +118,24 @@ class ExtractionStore:
         pipe.execute()
 
     def remove_chunk_fragments(self, chunk_id: str) -> tuple[set[str], set[str]]:
-        """Delete what one chunk contributed; return (entity names, relation fields) to re-merge."""
+        """Delete what one chunk contributed, under the compact field and the older one alike; return (entity names,
+        relation fields) to re-merge."""
         raw = self.redis.get(self.k.extraction(chunk_id))
         if raw is None:
             return set(), set()
         index = unpack_extraction(raw)
         names = set(index.names)
         fields = {rel_field(src, tgt) for src, tgt in index.pairs}
+        forms = [fragment_field(chunk_id)]
+        old = legacy_field(chunk_id)
+        if old is not None:
+            forms.append(old)
         pipe = self.redis.pipeline(transaction=True)
         for name in names:
-            pipe.hdel(self.k.entity_fragments(name), chunk_id)
+            pipe.hdel(self.k.entity_fragments(name), *forms)
             pipe.sadd(self.k.dirty("entities"), name)
         for field in fields:
-            pipe.hdel(self.k.relation_fragments(*split_rel_field(field)), chunk_id)
+            pipe.hdel(self.k.relation_fragments(*split_rel_field(field)), *forms)
             pipe.sadd(self.k.dirty("relations"), field)
         pipe.delete(self.k.extraction(chunk_id))
         pipe.execute()

@@ -26,7 +26,7 @@ from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
 from shared.infra.redis.text_codec import pack_text, unpack_bytes
 from shared.infra.store import index_codec
-from shared.infra.store.graph_codec import longest_first, unpack_entity_fragment, unpack_relation_fragment
+from shared.infra.store.graph_codec import field_chunk, longest_first, unpack_entity_fragment, unpack_relation_fragment
 from shared.infra.store.graph_edges import take_deltas, write_edges
 from shared.infra.store.index_snapshots import IndexSnapshots, version_tag
 from shared.infra.store.lru import CACHED_TENANTS, LRU
@@ -82,7 +82,7 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
             # Clear the dirty mark *before* reading so a concurrent writer re-marks it.
             self.redis.srem(self.k.dirty("entities"), name)
             raw = self.redis.hgetall(self.k.entity_fragments(name))
-            frags = [unpack_entity_fragment(v, name, to_str(cid)) for cid, v in raw.items()]
+            frags = [unpack_entity_fragment(v, name, field_chunk(f)) for f, v in raw.items()]
             entity = merge(name, frags) if frags else None
             pipe = self.redis.pipeline(transaction=True)
             if entity is None:
@@ -102,7 +102,7 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
         with self.redis.lock(self.k.lock("rel:" + field), timeout=self.lock_timeout_s, blocking_timeout=None):
             self.redis.srem(self.k.dirty("relations"), field)
             raw = self.redis.hgetall(self.k.relation_fragments(src, tgt))
-            frags = [unpack_relation_fragment(v, src, tgt, to_str(cid)) for cid, v in raw.items()]
+            frags = [unpack_relation_fragment(v, src, tgt, field_chunk(f)) for f, v in raw.items()]
             relation = merge(src, tgt, frags) if frags else None
             pipe = self.redis.pipeline(transaction=True)
             if relation is None:
@@ -144,7 +144,7 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
             stored = dict(zip(keys, replies[len(keys)], strict=True)) if previous and keys else {}
 
             def merged(item: tuple[str, dict], stored: dict = stored) -> object | None:
-                frags = [unpack(item[0], to_str(cid), v) for cid, v in item[1].items()]
+                frags = [unpack(item[0], field_chunk(f), v) for f, v in item[1].items()]
                 if not frags:
                     return None
                 if not previous:
