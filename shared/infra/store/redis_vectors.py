@@ -81,7 +81,9 @@ class VectorDimensionError(ValueError):
 class RedisVectorStore:
     def __init__(self, redis):
         self.redis = redis
-        self._cache: LRU[tuple[str, str], tuple[int, list[str], np.ndarray]] = LRU(CACHED_TENANTS * len(KINDS))
+        # (version, id per stored row or None for a free one, the rows as float32, the free rows' numbers)
+        self._cache: LRU[tuple[str, str], tuple[int, list[str | None], np.ndarray, np.ndarray]] = LRU(
+            CACHED_TENANTS * len(KINDS))
         self.loads = 0  # matrices read from Redis by this process (a cold search or a warm-up)
 
     def upsert(self, tenant: str, kind: str, items: Sequence[VectorItem]) -> None:
@@ -135,21 +137,23 @@ class RedisVectorStore:
 
     def vectors(self, tenant: str, kind: str) -> dict[str, np.ndarray]:
         """Every stored item's vector (normalised, float32) by id, as searches see them."""
-        _version, ids, matrix = self._load(tenant, kind)
-        return dict(zip(ids, matrix, strict=True))
+        _version, ids, matrix, _free = self._load(tenant, kind)
+        return {i: row for i, row in zip(ids, matrix, strict=True) if i is not None}
 
     def search(
         self, tenant: str, kind: str, vector: Sequence[float], top_k: int, min_score: float = -1.0
     ) -> list[VectorHit]:
-        _version, ids, matrix = self._load(tenant, kind)
-        if not ids or top_k <= 0:
+        _version, ids, matrix, free = self._load(tenant, kind)
+        if len(ids) == len(free) or top_k <= 0:
             return []
         query = _normalise(vector)
         if query.shape[0] != matrix.shape[1]:
             raise ValueError(f"query dimension {query.shape[0]} != stored dimension {matrix.shape[1]}")
         scores = matrix @ query
+        scores[free] = -np.inf  # a free row's bytes are a deleted vector's (or zeros): never a hit
         k = min(top_k, len(ids))
         top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.isfinite(scores[top])]  # free rows left out before ranking by (score, id)
         top = [int(i) for i in top[np.lexsort((np.array([ids[i] for i in top]), -scores[top]))]
                if scores[i] >= min_score]
         # the hits' payloads, read now: a deleted item's payload is gone, its hit keeps an empty one
@@ -173,24 +177,38 @@ class RedisVectorStore:
             ids, matrix = self._read_rows(k, kind)
             now = int(self.redis.get(k.vector_version(kind)) or 0)
             if now == version:
-                return version, ids, matrix
+                break
             version = now
-        return -1, ids, matrix
+        else:
+            version = -1
+        free = np.fromiter((i for i, name in enumerate(ids) if name is None), dtype=np.int64)
+        return version, ids, matrix, free
 
-    def _read_rows(self, k: Keys, kind: str) -> tuple[list[str], np.ndarray]:
+    def _read_rows(self, k: Keys, kind: str) -> tuple[list[str | None], np.ndarray]:
+        """(the id of each stored row, None for a free one; the rows as float32), in the blocks' own order: each
+        block is cast into its slice of the matrix as it arrives, with no gather and no joined copy of the blocks."""
         rows = self.redis.hgetall(k.vector_rows(kind))  # first: every row it names is in the blocks read after
         rowbytes, per_block, allocated = (int(v or 0) for v in self.redis.hmget(
             k.vector_layout(kind), ["rowbytes", "per_block", "rows"]))
         if not rows or not rowbytes:
             return [], np.zeros((0, 0), dtype=np.float32)
         dims = rowbytes // np.dtype(DTYPE).itemsize
-        blocks = [self.redis.get(key) or b"" for key in self._block_keys(k, kind, allocated, per_block)]
-        data = b"".join(b.ljust(per_block * rowbytes, b"\0") for b in blocks)  # a block's unwritten tail reads as 0
-        stored = np.frombuffer(data, dtype=DTYPE).reshape(-1, dims)
-        order = np.fromiter(map(int, rows.values()), dtype=np.int64, count=len(rows))
-        if int(order.max()) >= len(stored):
-            raise ValueError(f"vectors of tenant {k.tenant} ({kind}) name rows beyond their blocks")
-        return [i.decode() for i in rows], stored[order].astype(np.float32)
+        ids: list[str | None] = [None] * allocated
+        try:
+            for name, row in rows.items():
+                number = int(row)
+                if number < 0:
+                    raise IndexError(number)
+                ids[number] = name.decode()
+        except IndexError:
+            raise ValueError(f"vectors of tenant {k.tenant} ({kind}) name rows beyond their blocks") from None
+        matrix = np.zeros((allocated, dims), dtype=np.float32)  # a block's unwritten tail reads as 0
+        for number, key in enumerate(self._block_keys(k, kind, allocated, per_block)):
+            block = np.frombuffer(self.redis.get(key) or b"", dtype=DTYPE)
+            start = number * per_block
+            count = min(len(block) // dims, allocated - start)
+            matrix[start:start + count] = block[:count * dims].reshape(count, dims)
+        return ids, matrix
 
     def _block_keys(self, k: Keys, kind: str, allocated: int | None = None, per_block: int | None = None) -> list[str]:
         if allocated is None:
@@ -225,10 +243,10 @@ class RedisVectorStore:
     def sample_item(self, tenant: str, kind: str) -> tuple[str, list[float]] | None:
         """(id, vector) of one stored item of ``kind`` (the first by id), or None: which embedder made the
         tenant's vectors is told by embedding that item's text again (``shared.infra.store.embedder_record``)."""
-        _version, ids, matrix = self._load(tenant, kind)
-        if not ids:
+        _version, ids, matrix, free = self._load(tenant, kind)
+        if len(ids) == len(free):
             return None
-        first = min(range(len(ids)), key=ids.__getitem__)
+        first = min((i for i, name in enumerate(ids) if name is not None), key=ids.__getitem__)
         return ids[first], matrix[first].tolist()
 
     def warm_kind(self, tenant: str, kind: str) -> None:
