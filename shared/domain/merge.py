@@ -1,8 +1,9 @@
 """Merging entity and relation fragments, and map-reduce summarisation of descriptions (pure).
 
 Each chunk's view of an entity/relation is one fragment (one field of a Redis hash keyed by chunk
-id); the merged record is always recomputed from *all* fragments, so every function here is
-independent of fragment order (commutative) and of repeated fragments (idempotent).
+id); a merged record computed here from *all* fragments is independent of fragment order (commutative) and of
+repeated fragments (idempotent). A row whose fragments only gained new ones since is folded instead
+(``merge_fold``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def split_description(description: str) -> list[str]:
     return [part.strip() for part in description.split(GRAPH_FIELD_SEP) if part.strip()]
 
 
-def _unique_fragments(fragments: Iterable[F]) -> list[F]:
+def unique_fragments(fragments: Iterable[F]) -> list[F]:
     """Drop exact duplicates (a re-delivered fragment must not count twice)."""
     seen: dict[str, F] = {}
     for fragment in fragments:
@@ -45,7 +46,7 @@ def _unique_fragments(fragments: Iterable[F]) -> list[F]:
     return [seen[k] for k in sorted(seen)]
 
 
-def _merge_descriptions(fragments: Iterable[EntityFragment | RelationFragment]) -> str:
+def merge_descriptions(fragments: Iterable[EntityFragment | RelationFragment]) -> str:
     """Distinct description parts, ordered by (source chunk id, text), joined with ``<SEP>``."""
     parts = sorted({(f.source_id, part) for f in fragments for part in split_description(f.description)})
     ordered: list[str] = []
@@ -66,17 +67,17 @@ def majority_type(types: Iterable[str]) -> str:
 
 
 def merge_entity(name: str, fragments: list[EntityFragment]) -> Entity:
-    frags = _unique_fragments(fragments)
+    frags = unique_fragments(fragments)
     return Entity(
         name=name,
         type=majority_type(f.type for f in frags),
-        description=_merge_descriptions(frags),
+        description=merge_descriptions(frags),
         source_ids=sorted({f.source_id for f in frags}),
         doc_ids=sorted({f.doc_id for f in frags if f.doc_id}),
     )
 
 
-def _merge_keywords(values: Iterable[str]) -> str:
+def merge_keywords(values: Iterable[str]) -> str:
     words = {w.strip() for value in values for w in value.split(",") if w.strip()}
     return ", ".join(sorted(words))
 
@@ -84,12 +85,12 @@ def _merge_keywords(values: Iterable[str]) -> str:
 def merge_relation(src: str, tgt: str, fragments: list[RelationFragment]) -> Relation:
     """Undirected merge: endpoints are stored as ``relation_key(src, tgt)``; weights are summed."""
     a, b = relation_key(src, tgt)
-    frags = _unique_fragments(fragments)
+    frags = unique_fragments(fragments)
     return Relation(
         src=a,
         tgt=b,
-        description=_merge_descriptions(frags),
-        keywords=_merge_keywords(f.keywords for f in frags),
+        description=merge_descriptions(frags),
+        keywords=merge_keywords(f.keywords for f in frags),
         weight=math.fsum(f.weight for f in frags),  # fsum: exact, so independent of order
         source_ids=sorted({f.source_id for f in frags}),
         doc_ids=sorted({f.doc_id for f in frags if f.doc_id}),

@@ -83,6 +83,9 @@ class Entity(BaseModel):
     # digest of what the LLM summary in ``description`` was written from (``merge.summary_digest``; empty when the
     # description is not an LLM summary): a merge of the same fragments reuses it instead of asking again
     summary_of: str = ""
+    # digest of the fragments the row was merged from (``merge_fold.fragments_digest``): a later merge that finds
+    # them unchanged folds in only the new ones
+    merged_of: str = ""
 
 
 class Relation(BaseModel):
@@ -100,6 +103,7 @@ class Relation(BaseModel):
     row_tokens: dict[str, int] = Field(default_factory=dict)
     row_digest: int = 0
     summary_of: str = ""  # as for Entity
+    merged_of: str = ""  # as for Entity
 
 
 class Community(BaseModel):

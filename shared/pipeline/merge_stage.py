@@ -13,6 +13,7 @@ from shared.domain.merge import (
     summarize_description,
     summary_digest,
 )
+from shared.domain.merge_fold import fold_entity, fold_relation, fragments_digest, new_fragments
 from shared.domain.models import Entity, EntityFragment, Relation, RelationFragment
 from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP as DESC_SEP
 from shared.domain.query.context_local import entity_static, relation_static
@@ -61,37 +62,44 @@ def run_merge_batch(
     store: GraphStore, entities: list[str], relations: list[str], settings, summarize: SummarizeFn | None
 ) -> dict:
     def merge_e(name: str, frags: list[EntityFragment], previous: Entity | None = None) -> Entity | None:
-        entity = merge_entity(name, frags)
+        new = new_fragments(previous, frags)
+        if new == []:  # nothing new since the row was merged
+            return previous
+        entity = merge_entity(name, frags) if new is None else fold_entity(previous, new)
         entity.description, entity.summary_of = _finish_description(name, entity.description, settings, summarize,
                                                                      previous)
         entity.summarized = bool(entity.summary_of)
+        entity.merged_of = fragments_digest(frags)
         entity.text_tokens = text_tokens(entity.description, settings.llm_model)
         entity.row_tokens, entity.row_digest = stored_counts([entity_static(entity)], settings.llm_model)[0]
         return entity
 
     def merge_r(src: str, tgt: str, frags: list[RelationFragment],
                 previous: Relation | None = None) -> Relation | None:
-        relation = merge_relation(src, tgt, frags)
+        new = new_fragments(previous, frags)
+        if new == []:
+            return previous
+        relation = merge_relation(src, tgt, frags) if new is None else fold_relation(previous, new)
         relation.description, relation.summary_of = _finish_description(
             f"{src} -> {tgt}", relation.description, settings, summarize, previous)
+        relation.merged_of = fragments_digest(frags)
         relation.text_tokens = text_tokens(relation.description, settings.llm_model)
         relation.row_tokens, relation.row_digest = stored_counts([relation_static(relation)], settings.llm_model)[0]
         return relation
 
     summarize = _remembered(summarize) if summarize is not None else None
-    reuse = summarize is not None  # read the stored rows only where a summary could be reused
     written = deleted = 0
     # summaries are LLM calls: overlap them within the batch (merging itself is cheap and pure)
     pool = ThreadPoolExecutor(settings.merge.summary_concurrency) if summarize is not None else None
     map_fn = pool.map if pool is not None else map
     try:
         if entities:
-            w, d = store.merge_batch("entities", entities, merge_e, map_fn=map_fn, previous=reuse)
+            w, d = store.merge_batch("entities", entities, merge_e, map_fn=map_fn, previous=True)
             written, deleted = written + w, deleted + d
         if relations:
             w, d = store.merge_batch("relations", relations,
                                      lambda f, frags, previous=None: merge_r(*split_rel_field(f), frags, previous),
-                                     map_fn=map_fn, previous=reuse)
+                                     map_fn=map_fn, previous=True)
             written, deleted = written + w, deleted + d
     finally:
         if pool is not None:

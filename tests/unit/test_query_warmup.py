@@ -174,6 +174,20 @@ def test_a_job_that_names_itself_in_its_announcement_ends_after_the_warm_up_not_
     assert not thread.is_alive()
 
 
+def test_a_warm_up_acknowledges_its_job_once_the_call_it_booked_to_the_job_has_ended(redis_client, tenant):
+    """The embedder probe books its call to the job that asked for the warm-up and runs in a thread (the warmer
+    goes on): the job's end waits for it, so the job never ends with a call still to be booked to it."""
+    from shared.infra.store.warmup import await_warm_ups
+
+    cache, release = BM25Cache(redis_client), threading.Event()
+    probe = threading.Thread(target=release.wait, args=(30,), daemon=True)
+    warmer = CacheWarmer(redis_client, lambda: cache, on_warm=lambda _t, _s, job: probe.start() or probe)
+    warmer.on_message(f"{tenant} j-probe")  # returns while the probe's call is in flight
+    assert await_warm_ups(redis_client, tenant, "j-probe", 1, timeout_s=0.3) == 0
+    release.set()
+    assert await_warm_ups(redis_client, tenant, "j-probe", 1, timeout_s=10) == 1
+
+
 def test_a_warm_up_that_fails_or_has_no_room_still_acknowledges_and_a_silent_listener_only_costs_the_bound(
         redis_client, tenant):
     from shared.infra.store.warmup import await_warm_ups

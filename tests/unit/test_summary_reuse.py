@@ -1,6 +1,7 @@
 """A merged row keeps its LLM summary with the digest of what it was written from: merging the same fragments again
-(a key marked dirty with nothing new, a retried batch) asks the LLM nothing, new fragments ask again, and the
-summary calls of the ingest workers bypass the LLM answer cache (the row is where the summary is kept)."""
+(a key marked dirty with nothing new, a retried batch) asks the LLM nothing, new fragments are summarised with the
+summary they join, a removed one merges every fragment again, and the summary calls of the ingest workers bypass
+the LLM answer cache (the row is where the summary is kept)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ def test_merging_the_same_fragments_again_reuses_the_stored_summary(redis_client
     assert [name for name, _ in summarize.calls] == ["SCROOGE", "MARLEY -> SCROOGE"]
     entity = store.entities(["SCROOGE"])["SCROOGE"]
     assert entity.summarized and entity.summary_of and entity.description.startswith("summary of SCROOGE")
+    relation_description = next(iter(store.relations_of(["SCROOGE"], 10))).description
 
     store.redis.sadd(store.k.dirty("entities"), "SCROOGE")  # marked again, fragments unchanged
     store.redis.sadd(store.k.dirty("relations"), *store.redis.hkeys(store.k.relations()))
@@ -53,17 +55,26 @@ def test_merging_the_same_fragments_again_reuses_the_stored_summary(redis_client
     again = store.entities(["SCROOGE"])["SCROOGE"]
     assert (again.description, again.summary_of) == (entity.description, entity.summary_of)
 
-    _extract(store, "c3", "wakes on Christmas morning")  # a new fragment: a new summary
+    _extract(store, "c3", "wakes on Christmas morning")  # a new fragment: summarised with the summary it joins
     _merge(store, cfg, summarize)
-    assert len(summarize.calls) == 4
+    assert summarize.calls[2:] == [
+        ("SCROOGE", (entity.description, "Scrooge wakes on Christmas morning.")),
+        ("MARLEY -> SCROOGE", (relation_description, "Partners wakes on Christmas morning."))]
     assert "Christmas" in store.entities(["SCROOGE"])["SCROOGE"].description
     assert store.entities(["SCROOGE"])["SCROOGE"].summary_of != entity.summary_of
 
-    settings_changed = cfg.model_copy(deep=True)  # another summary budget: the stored summary is not reused
+    store.redis.sadd(store.k.dirty("entities"), "SCROOGE")  # marked again with nothing new: the row stands
+    settings_changed = cfg.model_copy(deep=True)
     settings_changed.merge.summary_max_tokens = cfg.merge.summary_max_tokens // 2
-    store.redis.sadd(store.k.dirty("entities"), "SCROOGE")
     _merge(store, settings_changed, summarize)
-    assert len(summarize.calls) == 5
+    assert len(summarize.calls) == 4
+
+    store.remove_chunk_fragments("c1")  # a fragment gone: every remaining one is merged (and summarised) again
+    _merge(store, settings_changed, summarize)
+    assert summarize.calls[4:] == [
+        ("SCROOGE", ("Scrooge keeps a counting-house.", "Scrooge wakes on Christmas morning.")),
+        ("MARLEY -> SCROOGE", ("Partners keeps a counting-house.", "Partners wakes on Christmas morning."))]
+    assert store.entities(["SCROOGE"])["SCROOGE"].source_ids == ["c2", "c3"]
 
 
 def test_a_row_that_was_not_summarized_is_summarized_once_it_needs_to(redis_client, tenant):
@@ -74,7 +85,7 @@ def test_a_row_that_was_not_summarized_is_summarized_once_it_needs_to(redis_clie
     _extract(store, "c2", "keeps a counting-house")
     _merge(store, cfg, summarize)
     assert [name for name, _ in summarize.calls] == ["SCROOGE", "MARLEY -> SCROOGE"]
-    _merge(store, cfg, None)  # without an LLM nothing is summarized and nothing is reused
+    store.redis.hdel(store.k.entities(), "SCROOGE")  # without an LLM (and no row to build on) nothing is summarised
     store.redis.sadd(store.k.dirty("entities"), "SCROOGE")
     _merge(store, cfg, None)
     entity = store.entities(["SCROOGE"])["SCROOGE"]

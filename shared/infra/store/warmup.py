@@ -31,71 +31,20 @@ from celery.signals import worker_init, worker_process_init, worker_ready, worke
 
 from shared.domain.storage import VECTOR_KINDS
 from shared.infra.redis.conn import to_str
-from shared.infra.redis.keys import Keys, index_updated_channel, index_updated_key
+from shared.infra.redis.keys import index_updated_channel
 from shared.infra.store.bm25_cache import BM25Cache
 from shared.infra.store.index_loads import load_side_by_side
 from shared.infra.store.lru import CACHED_TENANTS, LRU
 from shared.infra.store.redis_graph import GraphStore
+from shared.infra.store.warm_announce import (  # noqa: F401 - where callers import them from
+    acknowledge_warm_up,
+    announce_index_update,
+    await_warm_ups,
+    recent_announcements,
+)
 
 log = logging.getLogger(__name__)
-RECENT_KEPT = 1000  # tenants remembered in the recently-indexed set
 START_WARM_S = 5.0  # before consuming, recent tenants are warmed for at most this long (the rest: in the background)
-
-
-def announce_index_update(redis, tenant: str, job_id: str | None = None) -> int:
-    """Tell every query worker that ``tenant``'s index changed, and remember when (a worker that starts
-    warms the most recent ones); how many warmers heard it. With ``job_id``, each of them acknowledges on the
-    job's key once its warm-up is done (``await_warm_ups``). Best effort: a lost message only leaves the next
-    query cold, and a failed announcement counts no listener."""
-    try:
-        pipe = redis.pipeline(transaction=False)
-        pipe.zadd(index_updated_key(), {tenant: time.time()})
-        pipe.zremrangebyrank(index_updated_key(), 0, -RECENT_KEPT - 1)
-        pipe.execute()
-        # not in the pipeline: a cluster's node pipelines refuse it
-        return int(redis.publish(index_updated_channel(), f"{tenant} {job_id}" if job_id else tenant) or 0)
-    except Exception:  # noqa: BLE001 - an announcement must never fail the pipeline step that made it
-        log.warning("could not announce the index update of tenant %s", tenant, exc_info=True)
-        return 0
-
-
-ACK_TTL_S = 60  # an acknowledgement nobody waits for any more expires
-
-
-def acknowledge_warm_up(redis, tenant: str, job_id: str) -> None:
-    """A warmer's answer to an announcement that named a job: this process is done warming (or had no room)."""
-    key = Keys(tenant).job_warmed(job_id)
-    pipe = redis.pipeline(transaction=False)
-    pipe.rpush(key, "1")
-    pipe.expire(key, ACK_TTL_S)
-    pipe.execute()
-
-
-def await_warm_ups(redis, tenant: str, job_id: str, listeners: int, timeout_s: float) -> int:
-    """Wait until the ``listeners`` warmers that heard ``job_id``'s announcement acknowledged it, for at most
-    ``timeout_s``; how many did. A job that ends after this has an index its query workers serve warm (its
-    first query does not race the warm-up for the same process). In a Redis Cluster a publish counts the
-    listeners of one node only, so the wait covers those; the others warm as before. Never raises."""
-    key, acked = Keys(tenant).job_warmed(job_id), 0
-    deadline = time.monotonic() + timeout_s
-    try:
-        while acked < listeners:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            if redis.blpop([key], timeout=max(0.01, min(left, 1.0))) is not None:  # BLPOP 0 would block forever
-                acked += 1
-        redis.delete(key)
-    except Exception:  # noqa: BLE001 - the job ends anyway; its first query may only be colder
-        log.warning("waiting for the warm-ups of job %s failed", job_id, exc_info=True)
-    return acked
-
-
-def recent_announcements(redis, limit: int) -> dict[str, float]:
-    """The ``limit`` tenants whose index changed most recently, latest first, with when it last changed (the
-    announcement's time: a tenant warmed after reading it is current until it changes)."""
-    return {to_str(t): float(at) for t, at in
-            redis.zrevrange(index_updated_key(), 0, max(0, limit - 1), withscores=True)}
 
 
 def warm_tenant(redis, tenant: str, bm25: BM25Cache, vectors=None, model: str | None = None) -> float:
@@ -192,7 +141,7 @@ class CacheWarmer:
     """Listens for index updates and warms this process's caches; ``run`` blocks until ``stop`` is set
     (a daemon thread of each query worker process). Survives Redis restarts by resubscribing."""
 
-    def __init__(self, redis, bm25: Callable[[], BM25Cache], on_warm: Callable[[str, float, str], None] | None = None,
+    def __init__(self, redis, bm25: Callable[[], BM25Cache], on_warm: Callable[[str, float, str], object] | None = None,
                  poll_s: float = 0.5, retry_s: float = 1.0, vectors=None, model: str | None = None,
                  warm_recent: int = 0, warmed: dict[str, float] | None = None):
         self.redis, self.bm25, self.on_warm, self.vectors, self.model = redis, bm25, on_warm, vectors, model
@@ -200,6 +149,7 @@ class CacheWarmer:
         # tenant -> the announcement its caches were warmed after (``recent_announcements``), by this process
         # before it listened: the once-subscribed pass skips those not announced again since
         self.warmed = dict(warmed or {})
+        self._pending: object = None  # what ``on_warm`` returned for the announcement being handled
         self.poll_s, self.retry_s = poll_s, retry_s
         self.subscribed = threading.Event()  # set once listening (tests wait on it before publishing)
 
@@ -210,16 +160,22 @@ class CacheWarmer:
             return False
         seconds = warm_tenant(self.redis, tenant, cache, self.vectors, self.model)
         if self.on_warm:
-            self.on_warm(tenant, seconds, job_id)
+            self._pending = self.on_warm(tenant, seconds, job_id)
         return True
 
     def on_message(self, data: str) -> None:
-        """An announcement: ``tenant``, or ``tenant job_id`` when a job waits for the warm-up's acknowledgement."""
+        """An announcement: ``tenant``, or ``tenant job_id`` when a job waits for the warm-up's acknowledgement (sent
+        once a call the warm-up booked to the job, still in flight in a thread, has ended)."""
         tenant, _, job_id = data.partition(" ")
+        self._pending = None
         try:
             self.handle(tenant, job_id)
         finally:
-            if job_id:
+            pending, self._pending = self._pending, None
+            if job_id and isinstance(pending, threading.Thread):
+                threading.Thread(target=lambda: (pending.join(), acknowledge_warm_up(self.redis, tenant, job_id)),
+                                 name="graphfleet-warm-ack", daemon=True).start()
+            elif job_id:
                 acknowledge_warm_up(self.redis, tenant, job_id)
 
     def _warm_recent(self, stop: threading.Event) -> None:
@@ -304,15 +260,17 @@ def warm_child(app, runtime: Callable[[], object]) -> None:
     threading.Thread(target=build, name="warm-child", daemon=True).start()
 
 
-def _probe_embedder(runtime: Callable[[], object], tenant: str, job_id: str) -> None:
+def _probe_embedder(runtime: Callable[[], object], tenant: str, job_id: str) -> threading.Thread | None:
     """Whether the embedder only sees words (``Runtime.lexical_embedder``: a new deployment's first index makes one
     20-word embedding call, then every process knows), booked to ``job_id``, the ingestion whose end asked for this
-    warm-up (a tenant's ledger is the sum of its jobs'), in a thread: the warmer goes on to the next announcement."""
+    warm-up (a tenant's ledger is the sum of its jobs'), in a thread: the warmer goes on to the next announcement.
+    The thread, or None when another probe is in flight: the job's warm-up is acknowledged once it ends
+    (``CacheWarmer.on_message``), so the job never ends with a call still to be booked to it."""
     from shared.infra.messaging.queueing import QUERY, ROUTES
     from shared.infra.tenancy.usage import CallContext
 
     if not _probing.acquire(blocking=False):
-        return
+        return None
 
     def probe() -> None:
         try:
@@ -320,23 +278,26 @@ def _probe_embedder(runtime: Callable[[], object], tenant: str, job_id: str) -> 
         finally:
             _probing.release()
 
-    threading.Thread(target=probe, name="graphfleet-embedder-probe", daemon=True).start()
+    thread = threading.Thread(target=probe, name="graphfleet-embedder-probe", daemon=True)
+    thread.start()
+    return thread
 
 
-def _warmed(runtime: Callable[[], object], tenant: str, seconds: float, job_id: str = "") -> None:
+def _warmed(runtime: Callable[[], object], tenant: str, seconds: float, job_id: str = "") -> threading.Thread | None:
     """After a tenant's caches: the embedder probe when a job asked for the warm-up (else the first query probes, in
-    its job), and, with an LLM, the metric series its next answer writes, created at zero (``prime_query_series``)."""
+    its job), and, with an LLM, the metric series its next answer writes, created at zero (``prime_query_series``).
+    The probe's thread when one started."""
     from shared.infra.messaging.queueing import QUERY, ROUTES
     from shared.infra.observability.metrics import observe_cache_warmup, prime_query_series
     from shared.infra.tenancy.tiers import TIERS
 
     observe_cache_warmup(seconds)
     log.info("query caches of tenant %s warmed in %.3f s", tenant, seconds)
-    if job_id:
-        _probe_embedder(runtime, tenant, job_id)
+    probe = _probe_embedder(runtime, tenant, job_id) if job_id else None
     rt = runtime()
     if rt.llm is not None:
         prime_query_series(rt.settings.llm_model, ROUTES[QUERY], QUERY, {tenant: TIERS.tier(rt.redis, tenant)})
+    return probe
 
 
 def _warmer(runtime: Callable[[], object], warm_recent: int = 0, warmed: dict[str, float] | None = None):
