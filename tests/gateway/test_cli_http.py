@@ -44,6 +44,12 @@ def modes(live, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ingested(modes):
+    # a deployment's first index probes the embedder once, booked to that job (shared.infra.store.warmup): done
+    # here first, in a tenant of its own, so the two ingestions compared below make the same calls
+    tiny = modes["tmp"] / "tiny.txt"
+    tiny.write_text("Marley was dead, to begin with. Scrooge signed the register of his burial.\n", encoding="utf-8")
+    probe = _cli(modes["local"][0], "ingest", str(tiny), "--tenant", f"probe-{modes['api'].id}", "--wait", "--json")
+    assert probe.returncode == 0, probe.stderr
     out = {}
     for mode in ("http", "local"):
         env, tenant = modes[mode]
