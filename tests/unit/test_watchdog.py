@@ -140,6 +140,7 @@ def _running_job(redis, tenant: str) -> str:
     return "job-a"
 
 
+@pytest.mark.serial  # global sweep keys and lock: another stack's watchdog on the same Redis would sweep first
 def test_a_stalled_job_with_no_message_anywhere_is_resumed_once(redis_client, tenant, watchdog):
     dog, sent = watchdog
     job = _running_job(redis_client, tenant)
@@ -154,6 +155,7 @@ def test_a_stalled_job_with_no_message_anywhere_is_resumed_once(redis_client, te
     assert dog.sweep(now=1013) == [] and len(sent) == 1
 
 
+@pytest.mark.serial  # global sweep keys and lock: another stack's watchdog on the same Redis would sweep first
 def test_a_job_with_a_message_queued_or_in_flight_is_left_alone(redis_client, tenant, watchdog):
     dog, sent = watchdog
     job = _running_job(redis_client, tenant)
@@ -175,6 +177,7 @@ def _dog(redis_client, probe, sent: list) -> Watchdog:
     return Watchdog(redis_client, settings, lambda msg: sent.append((msg.TASK, msg.args())), probe=probe)
 
 
+@pytest.mark.serial  # global sweep keys and lock: another stack's watchdog on the same Redis would sweep first
 def test_on_a_redis_broker_a_job_that_lost_its_message_is_resumed_after_the_lost_timeout(redis_client, tenant,
                                                                                           watchdog):
     """A worker killed between kombu's BRPOP and its ``QoS.append`` leaves the message in neither its queue nor
@@ -197,6 +200,7 @@ def test_on_a_redis_broker_a_job_that_lost_its_message_is_resumed_after_the_lost
     assert len(sent) == 1
 
 
+@pytest.mark.serial  # global sweep keys and lock: another stack's watchdog on the same Redis would sweep first
 def test_a_probe_that_cannot_see_every_message_keeps_the_stall_timeout(redis_client, tenant, watchdog):
     class Coarse(RedisProbe):
         kind = "amqp"  # RabbitMQ's probe: a queue cannot be read without taking its messages
@@ -210,6 +214,7 @@ def test_a_probe_that_cannot_see_every_message_keeps_the_stall_timeout(redis_cli
     assert dog.sweep(now=1101) == [] and dog.sweep(now=1102) != []  # after the stall timeout
 
 
+@pytest.mark.serial  # global sweep keys and lock: another stack's watchdog on the same Redis would sweep first
 def test_progress_resets_the_stall_clock_and_finished_jobs_leave_the_index(redis_client, tenant, watchdog):
     dog, sent = watchdog
     job = _running_job(redis_client, tenant)
@@ -221,6 +226,7 @@ def test_progress_resets_the_stall_clock_and_finished_jobs_leave_the_index(redis
     assert dog.sweep(now=2000) == [] and sent == []
 
 
+@pytest.mark.serial  # global sweep keys and lock: another stack's watchdog on the same Redis would sweep first
 def test_only_one_sweep_runs_at_a_time(redis_client, tenant, watchdog):
     dog, _sent = watchdog
     lock = redis_client.lock("gf:watchdog:lock", timeout=30)
