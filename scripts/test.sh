@@ -22,6 +22,8 @@ bash scripts/ci_tools.sh || echo "note: could not install the tools in .ci/apt-p
 GRAPHFLEET_TEST_VENV_CACHE=$(mktemp -d)
 export GRAPHFLEET_TEST_VENV_CACHE
 trap 'rm -rf "$GRAPHFLEET_TEST_VENV_CACHE"' EXIT
+# RabbitMQ (both layouts have tests on a vhost of it) started, or repaired, before the machine is busy
+bash scripts/ci_services.sh || true
 for layout in ${GRAPHFLEET_TEST_LAYOUTS:-single cluster-rabbitmq}; do
   case "$layout" in
     single) state=single broker=redis ;;

@@ -11,10 +11,12 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -172,22 +174,30 @@ def _ctl(*args: str, timeout: float = 120.0) -> str:
     return done.stdout
 
 
-def ensure_rabbit(timeout: float = 120.0) -> None:
-    """RabbitMQ accepting connections on localhost:5672; started (as a service, else detached) when not."""
+_RABBIT_FAILED: list[str] = []  # why RabbitMQ could not be started, once per process (later tests fail at once)
+
+
+def ensure_rabbit(timeout: float = 300.0) -> None:
+    """RabbitMQ accepting connections on localhost:5672: when it is not, ``scripts/ci_services.sh`` installs,
+    starts or repairs it (a node whose application is stopped gets it started; a stuck node is restarted), one
+    test process at a time (a file lock: pytest-xdist's processes may all find the port closed at once)."""
     if rabbit_listening():
         return
-    if os.geteuid() != 0:
+    if _RABBIT_FAILED:
+        raise RuntimeError(_RABBIT_FAILED[0])
+    if os.geteuid() != 0 and subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode != 0:
         raise RuntimeError("RabbitMQ is not running on localhost:5672 and starting it needs root "
                            "(run scripts/ci_services.sh as root)")
-    try:
-        started = subprocess.run(["service", "rabbitmq-server", "start"], capture_output=True, timeout=timeout)
-        ok = started.returncode == 0
-    except (OSError, subprocess.TimeoutExpired):  # no service manager, or an init script that hangs
-        ok = False
-    if not ok and shutil.which("rabbitmq-server"):
-        subprocess.run(["rabbitmq-server", "-detached"], capture_output=True, timeout=timeout)
-    _ctl("await_startup", timeout=timeout)
-    _wait(rabbit_listening, "RabbitMQ to accept connections", timeout)
+    script = Path(__file__).resolve().parents[1] / "scripts" / "ci_services.sh"
+    with open(Path(tempfile.gettempdir()) / "graphfleet-rabbit-start.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if rabbit_listening():
+            return
+        done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=timeout)
+    if not rabbit_listening():
+        _RABBIT_FAILED.append(f"RabbitMQ did not start (scripts/ci_services.sh exit {done.returncode}): "
+                              f"{(done.stderr or done.stdout).strip()[-2000:]}")
+        raise RuntimeError(_RABBIT_FAILED[0])
 
 
 @dataclass
