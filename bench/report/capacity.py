@@ -111,6 +111,21 @@ def jobs_table(rows: list[dict]) -> list[str]:
                   "top commands µs/chunk", "broker msgs/chunk"], out) if out else ["(no batched run)"]
 
 
+def calls_tokens(u: dict) -> str:
+    return f"{u.get('calls', 0):,} / {u.get('prompt_tokens', 0) / 1e6:.1f} M"
+
+
+def job_stages_table(rows: list[dict]) -> list[str]:
+    """Batched runs: each job's stage seconds (``stage_seconds``) and the LLM calls the stages made."""
+    jobs = [(r, j) for r in rows if len(r.get("jobs") or []) >= 2 for j in r["jobs"] if "stage_seconds" in j]
+    stages = list(dict.fromkeys(s for _r, j in jobs for s in j["stage_seconds"]))
+    llm = list(dict.fromkeys(s for _r, j in jobs for s in j["llm_by_stage"]))
+    out = [[label(r), j["job"], *(j["stage_seconds"].get(s, "-") for s in stages),
+            *(calls_tokens(j["llm_by_stage"].get(s, {})) for s in llm)] for r, j in jobs]
+    return md_table(["run", "job", *(f"{s} s" for s in stages), *(f"{s} calls / prompt tokens" for s in llm)],
+                    out) if out else ["(no batched run with stage times)"]
+
+
 def capacity_section(before: list[dict], after: list[dict]) -> list[str]:
     """The section "Capacity" of docs/benchmarks.md: the runs before and after the ``MISSING`` script, per chunk."""
     before, after = ([r for r in rows if r.get("bench") == "capacity"] for rows in (before, after))
@@ -138,6 +153,8 @@ def render(rows: list[dict]) -> str:
         "\n## State Redis operations per ingested chunk, by stage\n", *ops_table(rows),
         "\n## Where the state Redis spends its time (INFO commandstats usec)\n", *time_table(rows),
         "\n## Batched ingestion: each job as the tenant grows\n", *jobs_table(rows),
+        "\n## Batched ingestion: each job's stages (seconds from a stage's first start to the next's) and LLM work\n",
+        *job_stages_table(rows),
     ]
     return "\n".join(parts) + "\n"
 

@@ -179,7 +179,18 @@ def job_record(i: int, before: int, after: int, seconds: float, view: dict, stat
             "state_usec_per_chunk": round(state["usec"] / n, 1),
             "state_redis_cpu_us_per_chunk": round(1e6 * state["redis_cpu_s"] / n, 1),
             "top_usec_per_chunk": {k: round(v / n, 1) for k, v in list(state["usec_by_command"].items())[:6]},
-            "broker_messages_per_chunk": round(broker["messages"] / n, 2)}
+            "broker_messages_per_chunk": round(broker["messages"] / n, 2),
+            "stage_seconds": stage_seconds(view, seconds),
+            "llm_by_stage": {stage: {k: v.get(k, 0) for k in ("calls", "prompt_tokens")}
+                             for stage, v in (view.get("usage") or {}).get("by_stage", {}).items()}}
+
+
+def stage_seconds(view: dict, seconds: float) -> dict[str, float]:
+    """Seconds from each stage's first start to the next stage's first start (the last one: to the job's end);
+    stages overlap in a pipeline, so a figure is the time while that stage was the newest one running."""
+    starts = sorted((t, s) for s, t in (view.get("stage_times") or {}).items())
+    ends = [t for t, _s in starts[1:]] + [max(seconds, starts[-1][0] if starts else 0.0)]
+    return {s: round(end - t, 1) for (t, s), end in zip(starts, ends, strict=True)}
 
 
 def by_stage(usage: list[dict], fields: tuple[str, ...]) -> dict[str, int]:
