@@ -111,18 +111,20 @@ def jobs_table(rows: list[dict]) -> list[str]:
                   "top commands µs/chunk", "broker msgs/chunk"], out) if out else ["(no batched run)"]
 
 
-def calls_tokens(u: dict) -> str:
-    return f"{u.get('calls', 0):,} / {u.get('prompt_tokens', 0) / 1e6:.1f} M"
-
-
 def job_stages_table(rows: list[dict]) -> list[str]:
-    """Batched runs: each job's stage seconds (``stage_seconds``) and the LLM calls the stages made."""
+    """Batched runs: each job's seconds by stage group (``stage_seconds``, summed per ``stage_group``) and the LLM
+    calls and prompt tokens its stages made."""
     jobs = [(r, j) for r in rows if len(r.get("jobs") or []) >= 2 for j in r["jobs"] if "stage_seconds" in j]
-    stages = list(dict.fromkeys(s for _r, j in jobs for s in j["stage_seconds"]))
     llm = list(dict.fromkeys(s for _r, j in jobs for s in j["llm_by_stage"]))
-    out = [[label(r), j["job"], *(j["stage_seconds"].get(s, "-") for s in stages),
-            *(calls_tokens(j["llm_by_stage"].get(s, {})) for s in llm)] for r, j in jobs]
-    return md_table(["run", "job", *(f"{s} s" for s in stages), *(f"{s} calls / prompt tokens" for s in llm)],
+    out = []
+    for r, j in jobs:
+        groups = dict.fromkeys(STAGE_GROUPS[1:], 0.0)
+        for stage, sec in j["stage_seconds"].items():
+            groups[stage_group(stage)] += sec
+        out.append([label(r), j["job"], *(f"{v:.0f}" for v in groups.values()),
+                    *(f"{j['llm_by_stage'].get(s, {}).get('calls', 0):,} / "
+                      f"{j['llm_by_stage'].get(s, {}).get('prompt_tokens', 0) / 1e6:.1f} M" for s in llm)])
+    return md_table(["run", "job", *(f"{g} s" for g in STAGE_GROUPS[1:]), *(f"{s} calls / prompt tokens" for s in llm)],
                     out) if out else ["(no batched run with stage times)"]
 
 
@@ -153,7 +155,7 @@ def render(rows: list[dict]) -> str:
         "\n## State Redis operations per ingested chunk, by stage\n", *ops_table(rows),
         "\n## Where the state Redis spends its time (INFO commandstats usec)\n", *time_table(rows),
         "\n## Batched ingestion: each job as the tenant grows\n", *jobs_table(rows),
-        "\n## Batched ingestion: each job's stages (seconds from a stage's first start to the next's) and LLM work\n",
+        "\n## Batched ingestion: each job's seconds by stage (a stage's first start to the next's), LLM work\n",
         *job_stages_table(rows),
     ]
     return "\n".join(parts) + "\n"
