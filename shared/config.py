@@ -39,10 +39,16 @@ class ExtractionSettings(BaseModel):
 
 
 class MergeSettings(BaseModel):
+    """A key's description is summarised by the LLM once it holds ``force_llm_summary_on_merge`` parts or more than
+    ``summary_trigger_tokens`` tokens; the summary is asked for in ``summary_length_recommended`` tokens (LightRAG's
+    600 of 1200), so a summarised row takes new parts until they add about as much again before it is summarised
+    anew, instead of once per batch that names it. ``summary_max_tokens`` caps a description kept without an LLM."""
+
     force_llm_summary_on_merge: int = 8
     summary_max_tokens: int = 1200
     summary_context_size: int = 12000
     summary_trigger_tokens: int = 1200
+    summary_length_recommended: int = Field(600, ge=16)
     # few, large batches: the batches holding LLM summaries run side by side, not queued behind each other
     entities_per_task: int = 1000
     summary_concurrency: int = 16  # summaries of one merge batch in flight at once

@@ -122,7 +122,7 @@ def summary_digest(name: str, fragments: list[str], settings: MergeSettings, mod
     """What an LLM summary of ``fragments`` is written from (the name, the fragments, the model, the budgets and the
     prompt), as 16 hex digits: stored with the summary, so merging the same fragments again reuses it."""
     material = json.dumps([name, fragments, model or "", settings.summary_max_tokens, settings.summary_context_size,
-                           SUMMARY_TEMPLATE], ensure_ascii=False)
+                           settings.summary_length_recommended, SUMMARY_TEMPLATE], ensure_ascii=False)
     return hashlib.blake2b(material.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 

@@ -129,6 +129,6 @@ def summarizer(chat: Callable[[list[dict], str], str] | None, settings) -> Summa
         return None
 
     def summarize(name: str, fragments: list[str]) -> str:
-        return chat(build_summary_messages(name, fragments, settings.merge.summary_max_tokens), "summarize")
+        return chat(build_summary_messages(name, fragments, settings.merge.summary_length_recommended), "summarize")
 
     return summarize

@@ -134,3 +134,29 @@ def test_uncached_calls_neither_read_nor_write_the_llm_cache(redis_client, tenan
         assert client.chat(msgs, ctx).cache_hit  # the default still caches
     finally:
         stop()
+
+
+def test_a_summary_is_asked_for_the_recommended_length_and_takes_new_parts_until_they_pass_the_trigger(
+        redis_client, tenant):
+    """The LLM is asked for ``summary_length_recommended`` tokens (half the trigger, as LightRAG does), so a summarised
+    row folds a later fragment in without a new summary until the new parts bring it past the trigger again."""
+    from shared.pipeline.merge_stage import summarizer
+
+    asked: list[str] = []
+    cfg = get_settings().model_copy(deep=True)
+    cfg.merge.force_llm_summary_on_merge, cfg.merge.summary_trigger_tokens = 3, 60
+    cfg.merge.summary_length_recommended = 30
+    summarize = summarizer(lambda messages, _stage: asked.append(messages[0]["content"]) or "Scrooge is a miser.", cfg)
+    store = GraphStore(redis_client, tenant)
+    for chunk, said in (("c1", "is a miser"), ("c2", "keeps a counting-house"), ("c3", "hates Christmas")):
+        _extract(store, chunk, said)
+    _merge(store, cfg, summarize)
+    assert len(asked) == 2 and all("under 30 tokens" in text for text in asked)
+    _extract(store, "c4", "sees a ghost")  # the summary plus one short part: under the trigger, no call
+    _merge(store, cfg, summarize)
+    assert len(asked) == 2
+    assert store.entities(["SCROOGE"])["SCROOGE"].description.endswith("Scrooge sees a ghost.")
+    _extract(store, "c5", "wakes on Christmas morning and buys the prize turkey for the Cratchit family at once")
+    _extract(store, "c6", "raises Bob Cratchit's salary and becomes a second father to Tiny Tim, who did not die")
+    _merge(store, cfg, summarize)  # the new parts bring it past the trigger: summarised again
+    assert len(asked) == 4
