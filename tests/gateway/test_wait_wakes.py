@@ -140,8 +140,12 @@ def test_the_end_message_of_another_tenants_job_does_not_end_the_wait(redis_serv
     async def wait() -> bool:
         client = aconnect(db_url(redis_server))
         try:
-            waiting = asyncio.create_task(AsyncJobStatus(client, "t-mine").wait_finished("q1", 0.5, recheck_s=3600))
+            # 3 s: time for the subscription on a busy machine (a wait that ended before it was seen subscribed left
+            # this loop spinning); the wait then ends at its deadline, not at the other tenant's message
+            waiting = asyncio.create_task(AsyncJobStatus(client, "t-mine").wait_finished("q1", 3.0, recheck_s=3600))
+            deadline = time.monotonic() + 20
             while subscribers(gw_redis, mine.k.job_done_channel("q1")) == 0:
+                assert not waiting.done() and time.monotonic() < deadline, "the wait never subscribed to its channel"
                 await asyncio.sleep(0.01)
             theirs.finish("q1", "succeeded")
             return await waiting
