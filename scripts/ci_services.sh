@@ -39,7 +39,6 @@ if ctl 30 ping; then
   ctl 120 start_app
   wait_listening 60 && up "application started"
   echo "ci_services: the running node did not start its application; restarting it" >&2
-  ctl 60 stop || true
 fi
 # no node (or a stuck one): stop what is left of it, then start it (bounded: the init script waits for a pid file
 # the node may never write, and can wait forever)

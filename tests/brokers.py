@@ -193,10 +193,13 @@ def ensure_rabbit(timeout: float = 300.0) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if rabbit_listening():
             return
-        done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=timeout)
+        try:
+            done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=timeout)
+            said = f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-2000:]}"
+        except subprocess.TimeoutExpired:
+            said = f"still running after {timeout:.0f} s"
     if not rabbit_listening():
-        _RABBIT_FAILED.append(f"RabbitMQ did not start (scripts/ci_services.sh exit {done.returncode}): "
-                              f"{(done.stderr or done.stdout).strip()[-2000:]}")
+        _RABBIT_FAILED.append(f"RabbitMQ did not start (scripts/ci_services.sh {said})")
         raise RuntimeError(_RABBIT_FAILED[0])
 
 

@@ -112,8 +112,7 @@ def jobs_table(rows: list[dict]) -> list[str]:
 
 
 def job_stages_table(rows: list[dict]) -> list[str]:
-    """Batched runs: each job's seconds by stage group (``stage_seconds``, summed per ``stage_group``) and the LLM
-    calls and prompt tokens its stages made."""
+    """Batched runs: each job's seconds per ``stage_group`` (``stage_seconds``) and its LLM calls by stage."""
     jobs = [(r, j) for r in rows if len(r.get("jobs") or []) >= 2 for j in r["jobs"] if "stage_seconds" in j]
     llm = list(dict.fromkeys(s for _r, j in jobs for s in j["llm_by_stage"]))
     out = []

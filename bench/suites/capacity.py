@@ -186,10 +186,11 @@ def job_record(i: int, before: int, after: int, seconds: float, view: dict, stat
 
 
 def stage_seconds(view: dict, seconds: float) -> dict[str, float]:
-    """Seconds from each stage's first start to the next stage's first start (the last one: to the job's end);
-    stages overlap in a pipeline, so a figure is the time while that stage was the newest one running."""
+    """Seconds from each stage's first start to the next's (the last: to the job's end), the newest stage running."""
     starts = sorted((t, s) for s, t in (view.get("stage_times") or {}).items())
-    ends = [t for t, _s in starts[1:]] + [max(seconds, starts[-1][0] if starts else 0.0)]
+    if not starts:
+        return {}
+    ends = [t for t, _s in starts[1:]] + [max(seconds, starts[-1][0])]
     return {s: round(end - t, 1) for (t, s), end in zip(starts, ends, strict=True)}
 
 
