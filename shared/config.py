@@ -80,6 +80,12 @@ class ReportSettings(BaseModel):
     extractive_per_task: int = 64  # communities reported without an LLM call, per task
     # communities smaller than this get an extractive report (no LLM call); 1 = LLM for every community
     min_llm_members: int = 3
+    # a report stands for its community while the community's members and links overlap those it was written from
+    # by at least 1 - reuse_max_drift (Jaccard) and their descriptions grew by at most reuse_max_text_growth; a
+    # clustering after a removal (a deleted document, a re-ingested one) reuses only identical inputs' reports.
+    # 0 drift: a report is written again whenever its input changed at all
+    reuse_max_drift: float = Field(0.1, ge=0.0, le=0.5)
+    reuse_max_text_growth: float = Field(0.25, ge=0.0)
 
 
 class EmbeddingSettings(BaseModel):

@@ -134,6 +134,10 @@ class CommunityReport(BaseModel):
     signature: str = ""
     generated_by: str = "llm"  # llm | extractive
     full_text: str = ""
+    # what the report was written from (``shared.domain.report_reuse``): a sketch of its community's members and
+    # links, and the characters of their descriptions
+    basis: str = ""
+    basis_chars: int = 0
 
 
 class UsageRecord(BaseModel):

@@ -15,6 +15,7 @@ from collections import Counter
 
 from shared.domain.clustering import attach_chunk_ids, community_signature, hierarchical_leiden
 from shared.domain.incremental_clustering import extend_clustering
+from shared.domain.report_reuse import closest_former, inherit_reports
 from shared.domain.reports import own_rows_fit, report_waves
 from shared.infra.store.redis_extractions import split_rel_field
 from shared.infra.store.redis_graph import GraphStore
@@ -42,7 +43,7 @@ def run_cluster(store: GraphStore, settings) -> dict[int, list[str]]:
     waves = _extend(store, settings, version, meta, taken) if _may_extend(meta, taken, settings) else None
     how = "extended"
     if waves is None:
-        waves, how = _recluster(store, settings, version, taken), "reclustered whole"
+        waves, how = _recluster(store, settings, version, taken, store.removals_pending(meta)), "reclustered whole"
     log.info("%s: %d entities and %d relations changed, %d communities to report, %.2f s", how, len(taken[0]),
              len(taken[1]), sum(map(len, waves.values())), time.perf_counter() - started)
     return waves
@@ -70,8 +71,9 @@ def _waves_meta(waves: list[list[str]]) -> str:
     return json.dumps([[w, ids] for w, ids in enumerate(waves)])
 
 
-def _recluster(store: GraphStore, settings, version: int, taken) -> dict[int, list[str]]:
-    """Leiden over the whole graph; only the degrees that changed are written."""
+def _recluster(store: GraphStore, settings, version: int, taken, removals: int) -> dict[int, list[str]]:
+    """Leiden over the whole graph; only the degrees that changed are written. With no removal pending, a new
+    community may keep the report of the former community it shares most members with (``_inherit``)."""
     deltas = store.degree_deltas()  # before the edges: the ones they count
     stored_degrees = store.all_degrees()
     entities = store.all_entities(stored_degrees)
@@ -97,14 +99,28 @@ def _recluster(store: GraphStore, settings, version: int, taken) -> dict[int, li
     attach_chunk_ids(communities, entities)
     for community in communities:
         community.signature = community_signature(community, entities, relations)
+    if not removals:  # the new communities are numbered afresh: each may take its closest former one's report
+        former, reports = store.community_rows()
+        closest = closest_former(communities, former.values())
+        _inherit(communities, {cid: reports.get(old) for cid, old in closest.items()}, entities, relations, settings)
     waves = report_waves(communities, _independent(settings, entities, relations))
     top: dict[int, int] = {}
     for c in communities:
         top[c.level] = max(top.get(c.level, 0), len(c.chunk_ids))
     meta = {"waves": _waves_meta(waves), "full_size": len(entities) + len(relations), "changed": 0,
             "occurrence_max": json.dumps({str(k): v for k, v in top.items()})}
-    store.replace_communities(communities, result.levels, version, meta=meta, taken=taken)
+    store.replace_communities(communities, result.levels, version, meta=meta, taken=taken, removals=removals)
     return dict(enumerate(waves))
+
+
+def _inherit(communities, candidates, entities, relations, settings) -> None:
+    """Let a report written from nearly the same members and links stand for a changed community
+    (``ReportSettings.reuse_max_drift``)."""
+    cfg = settings.report
+    taken = inherit_reports(communities, candidates, entities, relations, cfg.reuse_max_drift,
+                            cfg.reuse_max_text_growth)
+    if taken:
+        log.info("%d changed communities keep their reports (within the drift bounds)", taken)
 
 
 def _extend(store: GraphStore, settings, version: int, meta: dict[str, str], taken) -> dict[int, list[str]] | None:
@@ -146,10 +162,13 @@ def _extend(store: GraphStore, settings, version: int, meta: dict[str, str], tak
     for c in touched:
         c.occurrence = len(c.chunk_ids) / top[c.level] if top[c.level] else 0.0
         c.signature = community_signature(c, entities, relations)
+    removals = store.removals_pending(meta)
+    if not removals:
+        _inherit(touched, store.reports_by_ids(c.id for c in touched), entities, relations, settings)
     waves = report_waves(touched, _independent(settings, entities, relations))
     new_meta = {"waves": _waves_meta(waves), "full_size": meta["full_size"],
                 "changed": int(meta.get("changed", 0)) + len(names) + len(fields),
                 "occurrence_max": json.dumps({str(k): v for k, v in top.items()})}
     store.update_communities(touched, ext.chains, ext.levels, version, new_meta, taken, deltas,
-                             sorted({former[c.id] for c in touched if former.get(c.id)}))
+                             sorted({former[c.id] for c in touched if former.get(c.id)}), removals)
     return dict(enumerate(waves))

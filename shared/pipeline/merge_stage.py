@@ -61,7 +61,13 @@ def text_tokens(text: str, model: str | None) -> dict[str, int]:
 def run_merge_batch(
     store: GraphStore, entities: list[str], relations: list[str], settings, summarize: SummarizeFn | None
 ) -> dict:
+    def lost_content(previous: Entity | Relation | None, frags: list) -> None:
+        """Before a row that lost fragments is written: clusterings must see it before reusing reports."""
+        if previous is not None and not set(previous.source_ids) <= {f.source_id for f in frags}:
+            store.note_removal()
+
     def merge_e(name: str, frags: list[EntityFragment], previous: Entity | None = None) -> Entity | None:
+        lost_content(previous, frags)
         new = new_fragments(previous, frags)
         if new == []:  # nothing new since the row was merged
             return previous
@@ -76,6 +82,7 @@ def run_merge_batch(
 
     def merge_r(src: str, tgt: str, frags: list[RelationFragment],
                 previous: Relation | None = None) -> Relation | None:
+        lost_content(previous, frags)
         new = new_fragments(previous, frags)
         if new == []:
             return previous

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from shared.domain.models import CommunityReport
+from shared.domain.report_reuse import with_basis
 from shared.domain.reports import build_report_context, build_report_messages, extractive_report, parse_report
 from shared.infra.llm.client import CanceledError, LLMUnavailable
 from shared.infra.store.redis_graph import GraphStore
@@ -109,10 +110,10 @@ def _generate(community, entities, relations, sub_reports, communities, settings
     if not asks_llm(community, settings, chat is not None):
         report = extractive_report(community, entities, relations, sub_reports)
         report.signature = community.signature
-        return report
+        return with_basis(report, community, entities, relations)
     text, _info = build_report_context(
         community, entities, relations, sub_reports, settings.report.max_input_tokens, settings.llm_model,
         sub_communities=communities,
     )
     answer = chat(build_report_messages(text), "report")
-    return parse_report(answer, community, community.signature)
+    return with_basis(parse_report(answer, community, community.signature), community, entities, relations)

@@ -16,6 +16,10 @@ ROOT = "gf"
 SEP = "\x1f"  # separator inside hash fields (never appears in names after normalisation)
 
 
+# field of the community meta hash: chunks whose fragments were removed since the last clustering
+REMOVALS = "removals"
+
+
 class Keys:
     def __init__(self, tenant: str):
         self.tenant = validate_tenant(tenant)
@@ -62,7 +66,7 @@ class Keys:
     def staging(self, key: str) -> str:  # a key's replacement being written, renamed over it when complete
         return f"{key}:tmp"
 
-    def community_meta(self) -> str:  # hash: levels json, version
+    def community_meta(self) -> str:  # hash: levels json, version, the clustering's bookkeeping, REMOVALS
         return f"{self.p}communities:meta"
 
     def reports(self) -> str:  # hash community_id -> CommunityReport json

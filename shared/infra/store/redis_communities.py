@@ -9,7 +9,7 @@ from typing import Any
 
 from shared.domain.models import Community, CommunityReport
 from shared.infra.redis.conn import to_str
-from shared.infra.redis.keys import Keys
+from shared.infra.redis.keys import REMOVALS, Keys
 from shared.infra.store.community_codec import pack_community, pack_report, unpack_community, unpack_report
 from shared.infra.store.graph_edges import take_deltas
 from shared.infra.store.lru import CACHED_TENANTS, LRU
@@ -79,11 +79,24 @@ class CommunityStore:
         out."""
         return {to_str(k): to_str(v) for k, v in self.redis.hgetall(self.k.community_meta()).items()}
 
-    def _clustered(self, pipe, version: int, levels: dict[int, int], meta: dict | None, taken) -> None:
+    def note_removal(self) -> None:
+        """Count a merged row that lost content (a removed chunk's fragments): until a clustering takes it in, no
+        report may stand for a community it did not see (``ReportSettings.reuse_max_drift``)."""
+        self.redis.hincrby(self.k.community_meta(), REMOVALS, 1)
+
+    def removals_pending(self, meta: dict[str, str]) -> int:
+        """Rows that lost content since the last clustering (``note_removal``), from ``cluster_meta()``'s fields."""
+        return int(meta.get(REMOVALS) or 0)
+
+    def _clustered(self, pipe, version: int, levels: dict[int, int], meta: dict | None, taken,
+                   removals: int = 0) -> None:
         """In a write's transaction: the clustering's version, levels and bookkeeping (fields not in ``meta``
-        dropped: a clustering written without them is taken as not to be extended), and the dirty marks it took in
-        (``taken``: entity names, relation fields) removed."""
+        dropped: a clustering written without them is taken as not to be extended), the dirty marks it took in
+        (``taken``: entity names, relation fields) removed, and the removals it took in (``removals``) counted
+        off (those made meanwhile stay for the next clustering)."""
         meta = meta or {}
+        if removals:
+            pipe.hincrby(self.k.community_meta(), REMOVALS, -removals)
         if dropped := [f for f in CLUSTER_META if f not in meta]:
             pipe.hdel(self.k.community_meta(), *dropped)
         pipe.hset(self.k.community_meta(), mapping={
@@ -94,7 +107,8 @@ class CommunityStore:
                 pipe.srem(self.k.dirty(kind), *members[i : i + 5000])
 
     def update_communities(self, touched: list[Community], chains: dict[str, list[str]], levels: dict[int, int],
-                           version: int, meta: dict, taken, deltas: dict[str, int], replaced: list[str]) -> None:
+                           version: int, meta: dict, taken, deltas: dict[str, int], replaced: list[str],
+                           removals: int = 0) -> None:
         """Write the communities an incremental clustering changed or made, the node index rows of the entities
         it placed, its bookkeeping and the pending degree counts it read (``deltas``, added to the degrees), in one
         transaction; the current signatures lose the touched communities' former ones (``replaced``) and gain
@@ -109,12 +123,12 @@ class CommunityStore:
         signatures = sorted({c.signature for c in touched if c.signature})
         pipe.execute_command("EVAL", _SWAP_SIGNATURES, 1, self.k.community_signatures(), len(replaced), *replaced,
                              *signatures)
-        self._clustered(pipe, version, levels, meta, taken)
+        self._clustered(pipe, version, levels, meta, taken, removals)
         self._touch(pipe)
         pipe.execute()
 
     def replace_communities(self, communities: list[Community], levels: dict[int, int], version: int,
-                            meta: dict | None = None, taken=None) -> None:
+                            meta: dict | None = None, taken=None, removals: int = 0) -> None:
         node_comm: dict[str, list[str]] = {}
         for c in communities:
             for n in c.nodes:
@@ -137,7 +151,7 @@ class CommunityStore:
             pipe.execute_command("RENAME", tmp_n, self.k.node_communities())
         else:
             pipe.delete(self.k.node_communities())
-        self._clustered(pipe, version, levels, meta, taken)
+        self._clustered(pipe, version, levels, meta, taken, removals)
         pipe.set(self.k.community_signatures(), " ".join(sorted({c.signature for c in communities if c.signature})))
         self._touch(pipe)
         pipe.execute()
