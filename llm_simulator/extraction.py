@@ -64,7 +64,9 @@ def parse_prompt(prompt: str) -> tuple[str, tuple[str, ...]]:
 
 
 def _split_run(words: list[str], initial: bool) -> list[tuple[list[str], bool]]:
-    """One capitalised run cut into names at stopwords, repeated words and possessives."""
+    """One capitalised run cut into names at stopwords, possessives and a word the name already holds (a title line
+    runs into its text's first sentence: "Paul Bettany" then "Paul Bettany (born ..." is two mentions, as an LLM
+    reads it, not a name "Paul Bettany Paul")."""
     out: list[tuple[list[str], bool]] = []
     current: list[str] = []
     for word in words:
@@ -76,7 +78,7 @@ def _split_run(words: list[str], initial: bool) -> list[tuple[list[str], bool]]:
                 out.append((current, initial))
             current, initial = [], False
             continue
-        if current and current[-1] == word:
+        if word in current:
             out.append((current, initial))
             current, initial = [], False
         current.append(word)

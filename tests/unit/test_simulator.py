@@ -95,6 +95,15 @@ def test_extraction_never_leaks_delimiters(start):
     assert answer.count(COMPLETE) == 1
 
 
+def test_a_title_line_and_the_sentence_that_repeats_it_are_two_mentions_not_one_name(start):
+    _, client = start()
+    text = "Paul Bettany\nPaul Bettany (born 27 May 1971) is an English actor. He met Jennifer Connelly in London."
+    records = parse_records(chat(client, extract_prompt(text)).choices[0].message.content)
+    names = {f[1] for f in records if f[0] == '"entity"'}
+    assert {"Paul Bettany", "Jennifer Connelly"} <= names
+    assert not any("Bettany Paul" in n for n in names)
+
+
 def test_gleaning_conversation(start):
     url, client = start()
     prompt = extract_prompt()
