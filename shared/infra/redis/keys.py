@@ -16,7 +16,7 @@ ROOT = "gf"
 SEP = "\x1f"  # separator inside hash fields (never appears in names after normalisation)
 
 
-# field of the community meta hash: chunks whose fragments were removed since the last clustering
+# field of the community meta hash: merged rows that lost fragments since the last clustering (a removal)
 REMOVALS = "removals"
 
 
