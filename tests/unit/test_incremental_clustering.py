@@ -8,10 +8,11 @@ from __future__ import annotations
 from shared.config import get_settings
 from shared.domain.incremental_clustering import extend_clustering
 from shared.domain.merge import merge_entity, merge_relation
-from shared.domain.models import Community, EntityFragment, ExtractionResult, RelationFragment
+from shared.domain.models import Community
 from shared.infra.redis.conn import to_str
 from shared.infra.store.redis_graph import GraphStore, split_rel_field
 from shared.pipeline.cluster_stage import degrees_of, run_cluster
+from tests.unit.graph_support import save_mentions
 
 
 def _c(cid: str, nodes: list[str], edges=(), parent=None, children=()) -> Community:
@@ -46,13 +47,7 @@ def test_a_new_entity_takes_every_level_of_its_neighbours_chain():
 def _ingest(store: GraphStore, chunk: str, nodes: list[str], edges: list[tuple[str, str]], times: int = 2) -> None:
     """The entities and relations mentioned in ``times`` chunks (fast extraction's pruning keeps an entity
     mentioned twice), then merged."""
-    for i in range(times):
-        cid = f"{chunk}/{i}"
-        store.save_extraction(ExtractionResult(
-            chunk_id=cid,
-            entities=[EntityFragment(name=n, description=f"about {n}", source_id=cid) for n in nodes],
-            relations=[RelationFragment(src=a, tgt=b, description=f"{a} knows {b}", source_id=cid)
-                       for a, b in edges]))
+    save_mentions(store, chunk, nodes, edges, times)
     store.merge_batch("entities", store.dirty_members("entities"), merge_entity)
     store.merge_batch("relations", store.dirty_members("relations"),
                       lambda f, frags: merge_relation(*split_rel_field(f), frags))

@@ -9,12 +9,13 @@ import json
 import re
 
 from shared.config import get_settings
-from shared.domain.models import Community, CommunityReport, Entity, EntityFragment, ExtractionResult, RelationFragment
+from shared.domain.models import Community, CommunityReport, Entity
 from shared.domain.report_reuse import closest_former, input_chars, may_stand_for, overlap, sketch, with_basis
 from shared.infra.store.redis_graph import GraphStore
 from shared.pipeline.cluster_stage import run_cluster
 from shared.pipeline.merge_stage import run_merge_batch
 from shared.pipeline.report_stage import run_report_batch
+from tests.unit.graph_support import save_mentions
 
 
 def _c(cid: str, nodes: list[str], edges=()) -> Community:
@@ -64,13 +65,7 @@ def test_a_new_community_is_matched_to_the_former_one_of_its_level_it_shares_mos
 def _ingest(store: GraphStore, chunk: str, nodes: list[str], edges, settings, times: int = 2) -> None:
     """``nodes`` and ``edges`` mentioned in ``times`` chunks (the LLM-free pruning keeps what is named twice),
     merged by the merge stage."""
-    for i in range(times):
-        cid = f"{chunk}/{i}"
-        store.save_extraction(ExtractionResult(
-            chunk_id=cid,
-            entities=[EntityFragment(name=n, description=f"about {n}", source_id=cid) for n in nodes],
-            relations=[RelationFragment(src=a, tgt=b, description=f"{a} knows {b}", source_id=cid)
-                       for a, b in edges]))
+    save_mentions(store, chunk, nodes, edges, times)
     _merge(store, settings)
 
 
