@@ -60,6 +60,26 @@ def test_truncated_output_keeps_complete_records_and_warns():
     assert names(r) == {"A"}
 
 
+def test_a_parenthesis_left_open_in_a_description_loses_only_that_parenthesis():
+    # a description cut inside a parenthetical, or quoting text that opens one, used to swallow every record
+    # after it (the chunk then had no entity at all)
+    text = (
+        '("entity"<|>Beautiful Mind<|>work<|>A film starring Jennifer Connelly (who won the...)##\n'
+        '("entity"<|>Paul Bettany<|>person<|>An actor.)##\n'
+        '("relationship"<|>Paul Bettany<|>Beautiful Mind<|>Starred in it (c. 2001<|>film<|>3)##\n'
+        '("entity"<|>Hashim<|>person<|>Shaybah ibn Hashim( c.)\n'
+        "<|COMPLETE|>"
+    )
+    r = parse_records(text, "c")
+    assert names(r) == {"BEAUTIFUL MIND", "PAUL BETTANY", "HASHIM"}
+    assert [(x.src, x.tgt) for x in r.relations] == [("PAUL BETTANY", "BEAUTIFUL MIND")]
+    assert r.warnings == []
+    # a record left open that holds a second record opening still never ends early: nothing is split out of it
+    smuggled = ('("entity"<|>PARIS<|>geo<|>Memo (see ##("entity"<|>EVIL<|>person<|>x)##\n'
+                '("entity"<|>BOB<|>person<|>Bob.)<|COMPLETE|>')
+    assert "EVIL" not in names(parse_records(smuggled, "c"))
+
+
 def test_wrong_field_counts_empty_long_and_self_relations_are_skipped():
     text = (
         '("entity"<|>A<|>person)##("entity"<|>B<|>person<|>d<|>extra)##'
@@ -102,6 +122,10 @@ def test_duplicates_within_chunk_are_merged():
 def test_name_and_type_normalisation():
     assert normalise_name(' "Ali\u200bce\x1f  Smith\u0007" ') == "ALICE SMITH"
     assert normalise_name("**(Bob)**") == "BOB"
+    # a trailing qualifier keeps both brackets (it lost the closing one); a stray bracket still goes
+    assert normalise_name("Ed Wood (film)") == normalise_name('"Ed Wood (film)"') == "ED WOOD (FILM)"
+    assert normalise_name("(a) and (b)") == "(A) AND (B)"
+    assert normalise_name("Bob)") == normalise_name("[(Bob") == "BOB"
     assert "\x1f" not in normalise_name("A\x1fB")
     assert normalise_name("a<SEP>b") == "A B"
     assert normalise_type(" Organization ") == "organization"

@@ -8,9 +8,11 @@ only when they are well formed *and* stand on their own:
 * nothing after the first ``<|COMPLETE|>`` is read, and echoed input (between ``<<<TEXT`` and
   ``TEXT>>>``) is dropped;
 * a record starts at a boundary (output start, ``##`` or a line start) with ``(`` + kind + ``<|>``
-  and extends over following pieces until it ends with ``)`` and its parentheses balance; a record
-  that contains a second record opening is rejected whole, so a record smuggled inside a
-  description is never split out of it;
+  and extends over following pieces until it ends with ``)`` and its parentheses balance, or until it
+  ends with ``)`` right before the next record's opening while it holds no other opening (a
+  description that leaves a parenthesis open, "(who won the...", "Hashim( c.", ends there instead of
+  swallowing every record after it); a record that contains a second record opening is rejected
+  whole, so a record smuggled inside a description is never split out of it;
 * a line that mixes records with other text is contaminated: none of its records is kept;
 * field counts are exact (entity 4, relationship 6) and names are cleaned and bounded.
 """
@@ -37,6 +39,8 @@ _TYPE = re.compile(r"^[a-z][a-z0-9_\-]{0,39}$")
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 _SPACES = re.compile(r"\s+")
 _NAME_STRIP = " \"'`“”‘’«»()[]{}<>*_"
+_QUOTES_STRIP = " \"'`“”‘’«»*_"
+_BRACKETS = {"(": ")", "[": "]", "{": "}", "<": ">"}
 _DESC_STRIP = " \"'`“”‘’"
 _FIELDS = {"entity": 4, "relationship": 6}
 
@@ -60,9 +64,35 @@ def clean_text(value: str) -> str:
     return _SPACES.sub(" ", value).strip()
 
 
+def _unwrapped(name: str) -> str:
+    """``name`` without the quotes, emphasis and brackets around it: a bracket goes when it wraps the whole
+    name ("(Bob)") or has no partner in it ("Bob)"); a qualifier's pair stays ("Ed Wood (film)")."""
+    while True:
+        out = name.strip(_QUOTES_STRIP)
+        if out and out[0] in _BRACKETS and (_wraps(out) or out.count(out[0]) > out.count(_BRACKETS[out[0]])):
+            out = out[1:-1] if _wraps(out) else out[1:]
+        for opening, closing in _BRACKETS.items():
+            if out.endswith(closing) and out.count(closing) > out.count(opening):
+                out = out[:-1]
+        if out == name:
+            return out
+        name = out
+
+
+def _wraps(name: str) -> bool:
+    """Whether the bracket that opens ``name`` is closed by its last character (and not before)."""
+    opening, closing, depth = name[0], _BRACKETS[name[0]], 0
+    for i, ch in enumerate(name):
+        depth += (ch == opening) - (ch == closing)
+        if depth == 0:
+            return i == len(name) - 1
+    return False
+
+
 def normalise_name(raw: str) -> str:
-    """Canonical entity name: NFKC, cleaned, unquoted/unbracketed, single-spaced, UPPER-case."""
-    name = clean_text(unicodedata.normalize("NFKC", raw)).strip(_NAME_STRIP)
+    """Canonical entity name: NFKC, cleaned, unquoted/unbracketed (a trailing qualifier keeps its brackets),
+    single-spaced, UPPER-case."""
+    name = _unwrapped(clean_text(unicodedata.normalize("NFKC", raw)))
     name = neutralise(name.replace("\x1f", "").replace(GRAPH_FIELD_SEP, " "))
     return _SPACES.sub(" ", name).strip().upper()
 
@@ -94,13 +124,28 @@ def _body(text: str, warnings: list[str]) -> str:
     return text
 
 
-def _closes(record: str) -> bool:
+def _closes(record: str, next_opens: bool) -> bool:
+    """Whether ``record`` is whole: it ends with ``)`` and its parentheses balance, or ``next_opens`` (the next
+    piece opens a record, or the answer ends complete) and it holds no opening but its own (only a stray
+    ``(`` in a field left it open)."""
     stripped = record.rstrip()
-    return stripped.endswith(")") and stripped.count(")") >= stripped.count("(")
+    if not stripped.endswith(")"):
+        return False
+    return stripped.count(")") >= stripped.count("(") or (next_opens and not _NESTED_OPEN.search(stripped, 1))
+
+
+def _opens_next(parts: list[str], i: int, complete: bool) -> bool:
+    """Whether the first non-blank piece after piece ``i`` opens a record, or nothing follows in an answer
+    that reached its completion marker (its last record is not cut short)."""
+    for j in range(i + 2, len(parts), 2):
+        if part := parts[j].strip():
+            return bool(_RECORD_OPEN.match(part))
+    return complete
 
 
 def split_records(text: str, warnings: list[str]) -> list[str]:
     """The well-formed, uncontaminated record strings of an LLM answer (see module docstring)."""
+    complete = COMPLETE in text
     parts = _BOUNDARY.split(_body(text, warnings))
     records: list[_Record] = []
     contaminated: set[int] = set()
@@ -119,7 +164,7 @@ def split_records(text: str, warnings: list[str]) -> list[str]:
             current = _Record(part.strip(), line, line)
         elif part.strip() and not _FENCE.match(part.strip()):
             contaminated.add(line)
-        if current is not None and _closes(current.text):
+        if current is not None and _closes(current.text, _opens_next(parts, i, complete)):
             records.append(current)
             current = None
     if current is not None:
