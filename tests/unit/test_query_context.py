@@ -39,6 +39,26 @@ def test_local_context_has_the_seed_sections_with_id_columns_and_sources():
     assert rep.section("entities").summary().startswith("4 entities found, 4 kept")
 
 
+def test_local_reports_are_read_by_the_entities_communities_not_every_community():
+    """A cold worker's first local query used to parse every community and report of the tenant to rank the few
+    its entities belong to; the reports come by id now, with the same choice (levels up to the query's)."""
+    from shared.domain.query.context_local import related_reports
+
+    class ByIdOnly(InMemoryGraphReader):
+        def community_rows(self):
+            raise AssertionError("a local query read every community")
+
+        def communities(self):
+            raise AssertionError("a local query read every community")
+
+    reader, _ = make_graph()
+    by_id = ByIdOnly(**{f: getattr(reader, f) for f in reader.__dataclass_fields__})
+    names = ["BOB CRATCHIT", "TINY TIM", "SCROOGE"]
+    levels = {r.community_id: r.level for r in related_reports(by_id, names, 1)}
+    assert levels and max(levels.values()) == 1 and "L1-1" in levels
+    assert all(level == 0 for level in (r.level for r in related_reports(by_id, names, 0)))
+
+
 def test_relations_ordered_by_weight_then_rank():
     reader, _ = make_graph()
     _, _, src = build_local_context(reader, ALL_ENT, resolve(QueryParam(query="x")))

@@ -137,12 +137,14 @@ def report_section(reports: Sequence[CommunityReport], cap: int | None, model: s
 def related_reports(reader, names: Sequence[str], level: int) -> list[CommunityReport]:
     """Communities of the entities at level <= ``level``, by occurrence count then rating."""
     by_name = reader.entities_communities(names)
-    communities, reports = reader.community_rows()  # parsed once per revision per process (a top community is large)
+    # only these entities' reports (a report knows its level): a cold worker's first query must not parse
+    # every community and report of the tenant to rank a few of them
+    reports = reader.reports_by_ids([cid for name in names for cid in by_name.get(name, ())])
     counts: Counter[str] = Counter()
     for name in names:
         for cid in by_name.get(name, ()):
-            c = communities.get(cid)
-            if c is not None and c.level <= level:
+            r = reports.get(cid)
+            if r is not None and r.level <= level:
                 counts[cid] += 1
     wanted = {c for c, _n in counts.most_common(MAX_RELATED_REPORTS)}
     found = [reports[c] for c in counts if c in wanted and c in reports]
