@@ -13,33 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from bench.harness.results import emit, machine, median, parser, timed
+from bench.harness.synthetic_graph import synthetic
 from shared.domain.retrieval.graph_walk import WalkIndex
 from shared.infra.store.index_codec import walk_from_bytes, walk_to_bytes
-
-MENTIONS_PER_PASSAGE = 8
-RELATIONS_PER_ENTITY = 3
-
-
-def synthetic(passages: int, seed: int = 7) -> tuple[list[str], dict[str, list[str]], list[tuple[str, str, float]]]:
-    rng = np.random.default_rng(seed)
-    n_entities = passages * 6  # the dev sets: 7.8k entities for 1k passages, 27k for 4.5k
-    pids = [f"p{i}" for i in range(passages)]
-    mentions = passages * MENTIONS_PER_PASSAGE
-    common = rng.zipf(1.6, size=mentions) % n_entities  # names that recur (places, countries, years)
-    rare = rng.integers(0, n_entities, size=mentions)  # names of one or two passages
-    ranks = np.where(rng.random(mentions) < 0.3, common, rare)
-    sources: dict[str, list[str]] = {}
-    for i, e in enumerate(ranks):
-        sources.setdefault(f"e{e}", []).append(pids[i // MENTIONS_PER_PASSAGE])
-    names = list(sources)
-    by_passage: dict[str, list[str]] = {}
-    for name, ps in sources.items():
-        for p in ps[:50]:
-            by_passage.setdefault(p, []).append(name)
-    edges = [(a, b, float(rng.integers(1, 5))) for ents in by_passage.values()
-             for a, b in zip(ents, ents[1:], strict=False)]
-    extra = rng.integers(0, len(names), size=(len(names) * RELATIONS_PER_ENTITY // 4, 2))
-    return pids, sources, edges + [(names[a], names[b], 1.0) for a, b in extra]
 
 
 def main() -> None:
