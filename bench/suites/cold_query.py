@@ -21,10 +21,10 @@ gateway warms its own), then ``--queries`` more on the same worker (warm):
 * ``rows``: the snapshots deleted first: the first query builds every index from the tenant's rows (and, as in
   production, writes the snapshots again before its indexes are used);
 * ``announced``: the tenant announced first, as an ingestion's end does (``announce_index_update``): the worker
-  warms it before it consumes, for at most ``START_WARM_S`` (a longer warm-up goes on in the background and the
-  first query waits for the loads it needs), so ``stack_start_s`` grows and the first query is warm or warming.
-  This is what production does for a tenant indexed recently; the two phases
-  before are a worker that evicted the tenant, or started after too many others were announced.
+  warms it before it consumes (``START_WARM_S`` is checked between tenants: a single tenant is warmed whole), so
+  ``stack_start_s`` grows and the first query is warm. This is what production does for a tenant indexed
+  recently; the two phases before are a worker that evicted the tenant, or started after too many others were
+  announced.
 
 Reported per phase: the tenant (passages, entities, relations, communities, build seconds per step, the warm-up's
 seconds, the snapshots' bytes, Redis memory), the stack's start seconds, the first query's seconds, its

@@ -40,26 +40,3 @@ def test_a_prefork_child_builds_its_own_runtime_before_its_first_task(redis_serv
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "0", out.stderr
-
-
-def test_a_tenant_that_warms_longer_than_the_start_allowance_goes_on_in_the_background():
-    """A worker warms the recently indexed tenants before it consumes, for at most ``START_WARM_S``: one large
-    tenant used to hold it back for its whole warm-up. Past the allowance the warm-up goes on in a thread (not
-    marked done, so the background warmer finishes the tenant); a quick one is done before consuming."""
-    import threading
-
-    from shared.infra.store.warmup import _warm_within
-
-    release, finished = threading.Event(), threading.Event()
-
-    class Warmer:
-        def handle(self, tenant: str) -> bool:
-            if tenant == "large":
-                release.wait(30)
-                finished.set()
-            return True
-
-    assert _warm_within(Warmer(), "small", 5.0) is True
-    assert _warm_within(Warmer(), "large", 0.05) is False and not finished.is_set()
-    release.set()
-    assert finished.wait(10)  # the warm-up went on after the worker moved on

@@ -306,25 +306,6 @@ def _warmer(runtime: Callable[[], object], warm_recent: int = 0, warmed: dict[st
                        vectors=rt.vectors, model=rt.settings.llm_model, warm_recent=warm_recent, warmed=warmed)
 
 
-def _warm_within(warmer, tenant: str, seconds: float) -> bool:
-    """``warmer.handle(tenant)`` for at most ``seconds``: whether it finished warm. A longer warm-up (a large tenant
-    building its indexes) goes on in the background, so one tenant cannot hold a starting worker back for long;
-    a query that needs an index still loading waits for that load (each cache serialises the loads of one key), and
-    the background warmer finishes the tenant (it is not marked prepared)."""
-    done: list[bool] = []
-
-    def warm() -> None:
-        try:
-            done.append(warmer.handle(tenant))
-        except Exception:  # noqa: BLE001 - best effort, as before consuming: the first query builds what it needs
-            log.warning("warming tenant %s before consuming failed", tenant, exc_info=True)
-
-    thread = threading.Thread(target=warm, name="graphfleet-start-warm", daemon=True)
-    thread.start()
-    thread.join(seconds)
-    return bool(done and done[0])
-
-
 def prepare_query_worker(runtime: Callable[[], object]) -> None:
     """Before a query worker consumes (``worker_init``): the BM25 library, the LLM connection and the most recent
     tenants, so that a worker reported ready answers its first query warm. Best effort: a failure leaves it cold."""
@@ -338,10 +319,9 @@ def prepare_query_worker(runtime: Callable[[], object]) -> None:
             rt.llm.preconnect()
         warmer = _warmer(runtime)
         for tenant, announced in recent_announcements(rt.redis, CACHED_TENANTS).items():
-            left = START_WARM_S - (time.monotonic() - started)
-            if left <= 0:
+            if time.monotonic() - started > START_WARM_S:
                 break
-            if _warm_within(warmer, tenant, left):
+            if warmer.handle(tenant):
                 _prepared[tenant] = announced
         if _probing.acquire(timeout=START_WARM_S):  # a probe started above ends before the worker consumes
             _probing.release()
