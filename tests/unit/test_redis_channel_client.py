@@ -21,8 +21,8 @@ def installed():
         patching.restore(kombu_redis.Channel, "conn_or_acquire")
 
 
-def test_a_channel_sends_through_one_client_until_its_pool_changes(redis_server, installed):
-    with Connection(redis_server.url) as conn:
+def test_a_channel_sends_through_one_client_until_its_pool_changes(broker_redis, installed):
+    with Connection(broker_redis.url) as conn:
         channel = conn.default_channel
         with channel.conn_or_acquire() as first, channel.conn_or_acquire() as second:
             assert first is second and first.connection_pool is channel.pool
@@ -34,9 +34,9 @@ def test_a_channel_sends_through_one_client_until_its_pool_changes(redis_server,
             assert rebuilt is not first and rebuilt.connection_pool is channel.pool
 
 
-def test_messages_acked_from_many_threads_all_reach_redis(redis_server, installed):
+def test_messages_acked_from_many_threads_all_reach_redis(broker_redis, installed):
     """As on a Celery ``threads`` pool: the consumer receives, each task's thread acks through the shared client."""
-    with Connection(redis_server.url) as conn, conn.SimpleQueue("kc-threads") as queue:
+    with Connection(broker_redis.url) as conn, conn.SimpleQueue("kc-threads") as queue:
         for i in range(400):
             queue.put({"i": i})
         received = [queue.get(timeout=10) for _ in range(400)]
