@@ -23,6 +23,7 @@ import html
 import math
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from shared.domain.merge import UNKNOWN_TYPE, relation_key
@@ -69,8 +70,11 @@ def _unwrapped(name: str) -> str:
     name ("(Bob)") or has no partner in it ("Bob)"); a qualifier's pair stays ("Ed Wood (film)")."""
     while True:
         out = name.strip(_QUOTES_STRIP)
-        if out and out[0] in _BRACKETS and (_wraps(out) or out.count(out[0]) > out.count(_BRACKETS[out[0]])):
-            out = out[1:-1] if _wraps(out) else out[1:]
+        if out and out[0] in _BRACKETS:
+            if _wraps(out):
+                out = out[1:-1]
+            elif out.count(out[0]) > out.count(_BRACKETS[out[0]]):
+                out = out[1:]
         for opening, closing in _BRACKETS.items():
             if out.endswith(closing) and out.count(closing) > out.count(opening):
                 out = out[:-1]
@@ -124,14 +128,16 @@ def _body(text: str, warnings: list[str]) -> str:
     return text
 
 
-def _closes(record: str, next_opens: bool) -> bool:
-    """Whether ``record`` is whole: it ends with ``)`` and its parentheses balance, or ``next_opens`` (the next
+def _closes(record: str, next_opens: Callable[[], bool]) -> bool:
+    """Whether ``record`` is whole: it ends with ``)`` and its parentheses balance, or ``next_opens()`` (the next
     piece opens a record, or the answer ends complete) and it holds no opening but its own (only a stray
-    ``(`` in a field left it open)."""
+    ``(`` in a field left it open). ``next_opens`` is asked only then: most records balance."""
     stripped = record.rstrip()
     if not stripped.endswith(")"):
         return False
-    return stripped.count(")") >= stripped.count("(") or (next_opens and not _NESTED_OPEN.search(stripped, 1))
+    if stripped.count(")") >= stripped.count("("):
+        return True
+    return not _NESTED_OPEN.search(stripped, 1) and next_opens()
 
 
 def _opens_next(parts: list[str], i: int, complete: bool) -> bool:
@@ -164,7 +170,7 @@ def split_records(text: str, warnings: list[str]) -> list[str]:
             current = _Record(part.strip(), line, line)
         elif part.strip() and not _FENCE.match(part.strip()):
             contaminated.add(line)
-        if current is not None and _closes(current.text, _opens_next(parts, i, complete)):
+        if current is not None and _closes(current.text, lambda i=i: _opens_next(parts, i, complete)):
             records.append(current)
             current = None
     if current is not None:
