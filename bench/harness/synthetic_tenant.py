@@ -53,12 +53,12 @@ from shared.infra.redis.conn import connect
 from shared.infra.redis.keys import Keys
 from shared.infra.store.bm25_cache import WALK
 from shared.infra.store.redis_graph import EDGES, GraphStore
-from shared.infra.store.redis_vectors import RedisVectorStore
+from shared.infra.store.redis_vectors import RedisVectorStore, rowids_kind
 from shared.infra.tenancy.usage import CallContext
 
 TEXT_BYTES = 1000  # a passage's text is cut after the sentence that reaches this length
 WRITE_BATCH = 500  # passages written per batch (chunks per ``put_chunks``)
-SNAPSHOT_KINDS = (WALK, EDGES, *VECTOR_KINDS)  # the query indexes a cold worker loads from ``idxsnap`` keys
+SNAPSHOT_KINDS = (WALK, EDGES, *VECTOR_KINDS, *map(rowids_kind, VECTOR_KINDS))  # what a cold worker loads (``idxsnap``)
 FanOut = Callable[[Callable, list[tuple]], list]  # fan_out(fn, jobs): [fn(*job) for job in jobs], maybe in processes
 TYPES = ("person", "organization", "geo", "event", "concept")
 _SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "be", "da", "fe", "go", "hu", "ji", "ke", "la",

@@ -81,14 +81,14 @@ def test_a_new_version_ignores_the_old_snapshot_and_replaces_it(redis_client, te
         redis_client.incr(Keys(tenant).vector_version(kind))
     cold = BM25Cache(redis_client)
     assert cold(tenant, "chunks").query("turkey", 3)[0][0] == "c9"
-    assert "TURKEY" in cold.walk(tenant).entity_index and cold(tenant, "entities").query("bird", 1)[0][0] == "TURKEY"
+    assert "TURKEY" in cold.walk(tenant).entities and cold(tenant, "entities").query("bird", 1)[0][0] == "TURKEY"
     assert (cold.walk_builds, cold.builds, cold.snapshot_loads) == (1, 2, 0)
     for kind in KINDS:  # one snapshot per tenant and kind: the new one replaced the old
         assert redis_client.hget(Keys(tenant).index_snapshot(kind), "tag") != old_tags[kind]
     assert not list(redis_client.scan_iter(match=f"{Keys(tenant).p}idxsnap:*:tmp*"))  # no staging key left
     later = BM25Cache(redis_client)
     later.warm(tenant)
-    assert later.snapshot_loads == 3 and later.walk(tenant).entity_index.keys() == cold.walk(tenant).entity_index.keys()
+    assert later.snapshot_loads == 3 and list(later.walk(tenant).entities) == list(cold.walk(tenant).entities)
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "garbage", "parts"])

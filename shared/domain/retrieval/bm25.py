@@ -1,16 +1,19 @@
 """A small BM25 index over (id, text) pairs, backed by bm25s.
 
 Tokenization is deliberately simple and deterministic: lowercase, word split (CJK characters are
-single tokens), English stopwords removed.
+single tokens), English stopwords removed. The ids and the vocabulary are kept as ``StringTable``s (a buffer, not
+a Python string each) and a question's words are looked up there, then scored by bm25s from their token ids: an
+index loaded from its snapshot has no dict of its vocabulary to rebuild.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterable
 
 import numpy as np
+
+from shared.domain.retrieval.strings import StringTable
 
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being
@@ -25,13 +28,6 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 _TOKEN_RE = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
 _EMPTY = "\x00"  # placeholder token for documents with no indexable words
 
-
-DICT_ENTRY_BYTES = 100  # a dict or set entry with its int value, beyond the key string (CPython, 64-bit)
-
-
-def strings_nbytes(items: Iterable[str]) -> int:
-    """The memory of some strings with the list slot that holds each."""
-    return sum(sys.getsizeof(s) + 8 for s in items)
 
 
 def tokenize(text: str) -> list[str]:
@@ -49,14 +45,17 @@ class BM25Index:
     def __init__(self, ids: list[str], texts: list[str], k1: float = 1.5, b: float = 0.75):
         if len(ids) != len(texts):
             raise ValueError("ids and texts differ in length")
-        self.ids = list(ids)
+        self.ids = StringTable.of(ids)
+        self.vocab = StringTable.of([])  # the indexed words, by token id
         self._retriever = None
-        if self.ids:
+        if len(self.ids):
             import bm25s  # lazy: keeps import of this module cheap
 
             corpus = [tokenize(t) or [_EMPTY] for t in texts]
             self._retriever = bm25s.BM25(k1=k1, b=b)
             self._retriever.index(corpus, show_progress=False)
+            self.vocab = vocab_table(self._retriever.vocab_dict)
+            self._retriever.vocab_dict = {}  # words are found in ``vocab``; bm25s scores token ids
 
     @classmethod
     def build(cls, pairs: Iterable[tuple[str, str]], **kw) -> BM25Index:
@@ -68,19 +67,21 @@ class BM25Index:
 
     @property
     def nbytes(self) -> int:
-        """About what the index holds in memory: its score arrays, vocabulary and ids (what a byte-bounded
-        cache counts)."""
-        if self._retriever is None:
-            return strings_nbytes(self.ids)
-        arrays = sum(a.nbytes for a in self._retriever.scores.values() if isinstance(a, np.ndarray))
-        vocab = strings_nbytes(self._retriever.vocab_dict) + DICT_ENTRY_BYTES * len(self._retriever.vocab_dict)
-        return arrays + vocab + strings_nbytes(self.ids)
+        """What the index holds in memory: its score arrays, vocabulary and ids (what a byte-bounded cache
+        counts)."""
+        arrays = 0 if self._retriever is None else sum(
+            a.nbytes for a in self._retriever.scores.values() if isinstance(a, np.ndarray))
+        return arrays + self.vocab.nbytes + self.ids.nbytes
 
     def scores(self, query: str) -> np.ndarray:
-        terms = tokenize(query)
-        if not self.ids or not terms:
+        """Each document's BM25 score for ``query`` (a word not in the index adds nothing)."""
+        if not len(self.ids):
+            return np.zeros(0, dtype=np.float32)
+        scored = len(self._retriever.scores["indptr"]) - 1  # bm25s's vocabulary may hold "" beyond its scores
+        token_ids = [t for t in map(self.vocab.find, tokenize(query)) if 0 <= t < scored]
+        if not token_ids:
             return np.zeros(len(self.ids), dtype=np.float32)
-        return np.asarray(self._retriever.get_scores(terms), dtype=np.float32)
+        return np.asarray(self._retriever.get_scores(token_ids), dtype=np.float32)
 
     def query(self, text: str, top_k: int = 10) -> list[tuple[str, float]]:
         """Best ``top_k`` ids with a positive score, highest first (ties keep corpus order)."""
@@ -88,6 +89,14 @@ class BM25Index:
             return []
         s = self.scores(text)
         return [(self.ids[i], float(s[i])) for i in top_positive(s, top_k).tolist()]
+
+
+def vocab_table(vocab: dict[str, int]) -> StringTable:
+    """bm25s's vocabulary (word -> token id, the ids 0..n-1) as a table of the words by token id."""
+    words = [""] * len(vocab)
+    for word, token in vocab.items():
+        words[token] = word
+    return StringTable.of(words)
 
 
 def top_positive(scores: np.ndarray, k: int) -> np.ndarray:

@@ -14,15 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.domain.retrieval.bm25 import DICT_ENTRY_BYTES, strings_nbytes
+from shared.domain.retrieval.strings import StringTable
 
 Ranked = list[tuple[float, tuple[str, str]]]  # (-weight, sorted pair), heaviest first
 
 
 @dataclass
 class EdgeIndex:
-    names: list[str]  # every entity with a relation, sorted
-    index: dict[str, int]  # name -> its number
+    names: StringTable  # every entity with a relation, sorted (an entity's number is its place here)
     indptr: np.ndarray  # the neighbours of entity i are neighbours[indptr[i]:indptr[i + 1]]
     neighbours: np.ndarray  # per entity heaviest first, ties in name order
     weights: np.ndarray  # the relation's weight, beside each neighbour
@@ -47,7 +46,7 @@ class EdgeIndex:
         indptr = np.zeros(len(names) + 1, dtype=np.int64)
         np.cumsum(np.bincount(src, minlength=len(names)), out=indptr[1:])
         small = np.int32 if len(names) < 2**31 else np.int64
-        return cls(names, index, indptr, dst[order].astype(small), ww[order])
+        return cls(StringTable.of(names), indptr, dst[order].astype(small), ww[order])
 
     def __len__(self) -> int:
         return len(self.names)
@@ -55,20 +54,20 @@ class EdgeIndex:
     @property
     def nbytes(self) -> int:
         arrays = self.indptr.nbytes + self.neighbours.nbytes + self.weights.nbytes
-        return arrays + strings_nbytes(self.names) + DICT_ENTRY_BYTES * len(self.index)
+        return arrays + self.names.nbytes
 
     def neighbours_of(self, name: str) -> list[str]:
         """``name``'s neighbours, heaviest relation first (none for an unknown name)."""
-        i = self.index.get(name)
-        if i is None:
+        i = self.names.find(name)
+        if i < 0:
             return []
         return [self.names[j] for j in self.neighbours[self.indptr[i]:self.indptr[i + 1]].tolist()]
 
     def ranked(self, name: str) -> Ranked:
         """``name``'s relations as (-weight, sorted pair), heaviest first, ties by pair: the order in which
         ``heapq.merge`` picks the heaviest relations of several entities."""
-        i = self.index.get(name)
-        if i is None:
+        i = self.names.find(name)
+        if i < 0:
             return []
         lo, hi = self.indptr[i], self.indptr[i + 1]
         out = []

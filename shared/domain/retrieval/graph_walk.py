@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from shared.domain.extraction.records import normalise_name
-from shared.domain.retrieval.bm25 import DICT_ENTRY_BYTES, strings_nbytes, tokenize
+from shared.domain.retrieval.bm25 import tokenize
+from shared.domain.retrieval.strings import StringTable
 
 DAMPING = 0.5  # probability of following an edge rather than restarting (HippoRAG 2 uses 0.5)
 PASSAGE_SEED_SHARE = 0.5  # share of the restart mass on directly retrieved passages (rest: entities)
@@ -54,10 +55,8 @@ class WalkIndex:
     indices: np.ndarray  # the arc's far end
     prob: np.ndarray  # transition probability of the arc (its weight / the strength of its source)
     degree: np.ndarray  # weighted degree per node (the sum of its edges' weights; 1 for a node with no edge)
-    passages: list[str]  # node i < len(passages) is passage i
-    entities: list[str]  # node len(passages) + j is entity j
-    passage_index: dict[str, int]
-    entity_index: dict[str, int]
+    passages: StringTable  # node i < len(passages) is passage i
+    entities: StringTable  # node len(passages) + j is entity j (sorted)
     entity_passages: np.ndarray  # passages per entity (specificity = 1 / this)
     names: NameIndex | None = None  # the entities' name words (``named_entities``)
 
@@ -99,8 +98,7 @@ class WalkIndex:
         np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
         degree = np.where(strength > 0, strength, 1.0)
         index = cls(indptr, dst.astype(np.int32 if n < 2**31 else np.int64), ww / strength[src], degree,
-                    passages, entities, p_index, {e: i - len(passages) for e, i in e_index.items()},
-                    np.maximum(counts, 1.0))
+                    StringTable.of(passages), StringTable.of(entities), np.maximum(counts, 1.0))
         index.names = NameIndex.build(entities)
         return index
 
@@ -109,12 +107,11 @@ class WalkIndex:
 
     @property
     def nbytes(self) -> int:
-        """About what the index holds in memory: its arrays, node names, their lookups and the name tokens
-        (what a byte-bounded cache counts)."""
+        """What the index holds in memory: its arrays, node names and the name words (what a byte-bounded
+        cache counts)."""
         arrays = sum(a.nbytes for a in (self.indptr, self.indices, self.prob, self.degree, self.entity_passages))
-        names = strings_nbytes(self.passages) + strings_nbytes(self.entities)
-        lookups = DICT_ENTRY_BYTES * (len(self.passage_index) + len(self.entity_index))
-        return arrays + names + lookups + (self.names.nbytes if self.names is not None else 0)
+        names = self.passages.nbytes + self.entities.nbytes
+        return arrays + names + (self.names.nbytes if self.names is not None else 0)
 
     @property
     def node_count(self) -> int:
@@ -179,9 +176,9 @@ class WalkIndex:
         (``_spread``), not by its score, each side is scaled to its share, and entity seeds are weighted by
         specificity. The best ``top_k`` passages and entities."""
         n_p = len(self.passages)
-        ent = _spread([(self.entity_index[e], s) for e, s in entity_seeds if e in self.entity_index])
+        ent = _spread(_known(self.entities, entity_seeds))
         ent = {n_p + j: w / self.entity_passages[j] for j, w in ent.items()}
-        pas = _spread([(self.passage_index[p], s) for p, s in passage_seeds if p in self.passage_index])
+        pas = _spread(_known(self.passages, passage_seeds))
         e_mass, p_mass = sum(ent.values()), sum(pas.values())
         if e_mass <= 0 and p_mass <= 0:
             return WalkResult([], [], 0, 0)
@@ -204,11 +201,11 @@ class WalkIndex:
 @dataclass
 class NameIndex:
     """The words of the entities' names as arrays (what a snapshot stores, so a cold worker loads it without
-    re-reading every name): ``vocab`` word -> word number; the entities whose name has that word
+    re-reading every name): ``vocab`` the words, by word number; the entities whose name has that word
     (``postings[post_ptr[w]:post_ptr[w + 1]]``, ascending); each entity's name words (``words[word_ptr[j]:
     word_ptr[j + 1]]``). Names of no word or of more than ``MAX_NAME_TOKENS`` words are left out (empty)."""
 
-    vocab: dict[str, int]
+    vocab: StringTable  # word number -> word
     post_ptr: np.ndarray
     postings: np.ndarray
     word_ptr: np.ndarray
@@ -232,19 +229,20 @@ class NameIndex:
         order = np.lexsort((owner, words))  # by word, then entity
         post_ptr = np.zeros(len(vocab) + 1, dtype=offset)
         np.cumsum(np.bincount(words, minlength=len(vocab)), out=post_ptr[1:])
-        return cls(vocab, post_ptr, owner[order], word_ptr, words)
+        return cls(StringTable.of(list(vocab)), post_ptr, owner[order], word_ptr, words)
 
     @property
     def nbytes(self) -> int:
         arrays = sum(a.nbytes for a in (self.post_ptr, self.postings, self.word_ptr, self.words))
-        return arrays + strings_nbytes(self.vocab) + DICT_ENTRY_BYTES * len(self.vocab)
+        return arrays + self.vocab.nbytes
 
     def match(self, query: str, entity_count: int) -> list[tuple[int, float]]:
         """Entities whose every name word is in ``query`` (or is the join of two adjacent words of it), as
         (entity number, the IDF sum of its name words), best first."""
         words = _WORD.findall(query.lower())
-        q = {self.vocab[t] for t in tokenize(query) if t in self.vocab}
-        q |= {self.vocab[a + b] for a, b in zip(words, words[1:], strict=False) if a + b in self.vocab}
+        found = (self.vocab.find(t) for t in [*tokenize(query), *(a + b for a, b in zip(words, words[1:],
+                                                                                       strict=False))])
+        q = {w for w in found if w >= 0}
         ptr = self.post_ptr
         scores: dict[int, float] = {}
         for w in q:
@@ -320,6 +318,12 @@ _FILE_NAME = re.compile(r"(?<=\w)\.(txt|md|markdown|pdf|html?|docx?|rst|csv|json
 def _edge_weight(w: float) -> float:
     """Relation weights are summed over mentions: damp them so one chatty pair does not trap the walk."""
     return 1.0 + math.log1p(max(0.0, float(w)))
+
+
+def _known(nodes: StringTable, seeds: Sequence[tuple[str, float]]) -> list[tuple[int, float]]:
+    """The seeds that name a node, as (node number within ``nodes``, score), in their order."""
+    found = ((nodes.find(name), score) for name, score in seeds)
+    return [(at, score) for at, score in found if at >= 0]
 
 
 def _spread(seeds: Sequence[tuple[int, float]]) -> dict[int, float]:

@@ -17,4 +17,5 @@ def make_vector_store(settings, redis):
         return WeaviateVectorStore.from_settings(settings, redis=redis)
     from shared.infra.store.redis_vectors import RedisVectorStore
 
-    return RedisVectorStore(redis)
+    # the row-id snapshots share the query indexes' size limit (0: none stored or read)
+    return RedisVectorStore(redis, snapshot_bytes=settings.query.index_snapshot_mb * 2**20)

@@ -1,61 +1,41 @@
 """Query indexes as bytes and back, without pickle (the bytes live in a shared Redis): a walk graph
 (``WalkIndex``), the neighbour lists (``EdgeIndex``) and a BM25 index (``BM25Index``).
 
-The container is numpy's ``.npz`` (``np.savez``, read with ``allow_pickle=False``): named arrays of numbers only.
-A list of strings is two arrays, its UTF-8 bytes joined and the end offset of each string, so any string (a name
-with a newline, a comma) round-trips. A BM25 index is written by bm25s's own ``save`` (score arrays as ``.npy``,
-vocabulary and parameters as JSON, into a temporary directory whose files become the container's byte arrays) and
-read back by its ``load``. Any malformed input raises ``ValueError``: the caller then builds the index afresh.
+The container is named arrays of numbers only (``array_pack``), read back as views of the snapshot's bytes. A
+list of strings (a ``StringTable``) is three arrays: its UTF-8 bytes joined, the end offset of each string and
+the order that sorts them, so any string (a name with a newline, a comma) round-trips and loading one decodes
+nothing. A BM25 index is its bm25s score arrays (``scores``: the CSC matrix of each word's per-document
+scores), its parameters as JSON and its ids and vocabulary as tables; it is read back into a ``bm25s.BM25`` made
+with those parameters, as bm25s's own ``load`` does from files (it reads only files, and a snapshot is bytes in
+memory). Any malformed input raises ``ValueError``: the caller then builds the index afresh.
 """
 
 from __future__ import annotations
 
-import io
-import tempfile
-import zipfile
-from pathlib import Path
+import json
 
 import numpy as np
 
 from shared.domain.retrieval.bm25 import BM25Index
 from shared.domain.retrieval.edge_index import EdgeIndex
 from shared.domain.retrieval.graph_walk import NameIndex, WalkIndex
+from shared.domain.retrieval.strings import StringTable
+from shared.infra.store.array_pack import pack, unpack
 
-_FORMAT = 2  # bumped when the layout below changes: older snapshots then read as unusable
+_FORMAT = 3  # bumped when the layout below changes: older snapshots then read as unusable
 _WALK_ARRAYS = ("indptr", "indices", "prob", "degree", "entity_passages")
 _NAME_ARRAYS = ("post_ptr", "postings", "word_ptr", "words")  # the entities' name words (``NameIndex``)
-_FILE = "f:"  # prefix of a bm25s file's entry in the container
+_BM25_SCORES = ("data", "indices", "indptr")  # bm25s's ``scores`` arrays (with ``num_docs``)
+_BM25_PARAMS = ("k1", "b", "delta", "method", "idf_method", "dtype", "int_dtype", "backend")
+def table_arrays(name: str, table: StringTable) -> dict[str, np.ndarray]:
+    """The arrays of a table, named ``name``, ``name_ends`` and ``name_order``."""
+    blob, ends, order = table.arrays()
+    return {name: blob, f"{name}_ends": ends, f"{name}_order": order}
 
 
-def pack(arrays: dict[str, np.ndarray]) -> bytes:
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    return buf.getvalue()
-
-
-def unpack(data: bytes) -> dict[str, np.ndarray]:
-    if not data.startswith(b"PK"):  # an .npz is a zip archive; ``np.load`` would read other formats too
-        raise ValueError("not an index snapshot")
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            return {name: npz[name] for name in npz.files}
-    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"not an index snapshot: {exc}") from exc
-
-
-def strings_arrays(items: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(UTF-8 bytes of the strings joined, end offset of each)."""
-    encoded = [s.encode("utf-8", "surrogatepass") for s in items]
-    ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
-    return np.frombuffer(b"".join(encoded), dtype=np.uint8), ends
-
-
-def strings_from(blob: np.ndarray, ends: np.ndarray) -> list[str]:
-    text = blob.tobytes()
-    if ends.size and (int(ends[-1]) != len(text) or bool(np.any(np.diff(ends) < 0))):
-        raise ValueError("string offsets do not match their bytes")
-    starts = [0, *ends[:-1].tolist()] if ends.size else []
-    return [text[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts, ends.tolist(), strict=True)]
+def table_from(arrays: dict[str, np.ndarray], name: str) -> StringTable:
+    """The table ``table_arrays`` stored as ``name``; ``KeyError`` when missing, ``ValueError`` when damaged."""
+    return StringTable.from_arrays(arrays[name], arrays[f"{name}_ends"], arrays[f"{name}_order"])
 
 
 def _header(kind: str) -> np.ndarray:
@@ -69,24 +49,19 @@ def _check(arrays: dict[str, np.ndarray], kind: str) -> None:
 
 # ------------------------------------------------------------------ walk graph
 def walk_to_bytes(index: WalkIndex) -> bytes:
-    passages, passage_ends = strings_arrays(index.passages)
-    entities, entity_ends = strings_arrays(index.entities)
     names = index.names or NameIndex.build(index.entities)
-    vocab, vocab_ends = strings_arrays(list(names.vocab))  # in word-number order (a dict keeps insertion order)
     return pack({"format": _header("walk"), **{name: getattr(index, name) for name in _WALK_ARRAYS},
-                 "passages": passages, "passage_ends": passage_ends, "entities": entities, "entity_ends": entity_ends,
+                 **table_arrays("passages", index.passages), **table_arrays("entities", index.entities),
                  **{"name_" + name: getattr(names, name) for name in _NAME_ARRAYS},
-                 "vocab": vocab, "vocab_ends": vocab_ends})
+                 **table_arrays("vocab", names.vocab)})
 
 
 def walk_from_bytes(data: bytes) -> WalkIndex:
     a = unpack(data)
     _check(a, "walk")
     try:
-        passages = strings_from(a["passages"], a["passage_ends"])
-        entities = strings_from(a["entities"], a["entity_ends"])
-        vocab = strings_from(a["vocab"], a["vocab_ends"])
-        names = NameIndex({w: i for i, w in enumerate(vocab)}, *(a["name_" + name] for name in _NAME_ARRAYS))
+        passages, entities = table_from(a, "passages"), table_from(a, "entities")
+        names = NameIndex(table_from(a, "vocab"), *(a["name_" + name] for name in _NAME_ARRAYS))
         nodes = len(passages) + len(entities)
         words = len(names.vocab)
         if (not _csr_fits(a["indptr"], a["indices"], nodes, nodes) or a["degree"].shape != (nodes,)
@@ -96,9 +71,7 @@ def walk_from_bytes(data: bytes) -> WalkIndex:
             raise ValueError("walk snapshot arrays do not fit together")
     except KeyError as exc:
         raise ValueError(f"walk snapshot lacks {exc}") from exc
-    return WalkIndex(*(a[name] for name in _WALK_ARRAYS[:4]), passages, entities,
-                     {p: i for i, p in enumerate(passages)}, {e: j for j, e in enumerate(entities)},
-                     a["entity_passages"], names)
+    return WalkIndex(*(a[name] for name in _WALK_ARRAYS[:4]), passages, entities, a["entity_passages"], names)
 
 
 def _csr_fits(ptr: np.ndarray, idx: np.ndarray, rows: int, columns: int) -> bool:
@@ -110,8 +83,7 @@ def _csr_fits(ptr: np.ndarray, idx: np.ndarray, rows: int, columns: int) -> bool
 
 # ------------------------------------------------------------------ neighbour lists
 def edges_to_bytes(index: EdgeIndex) -> bytes:
-    names, ends = strings_arrays(index.names)
-    return pack({"format": _header("edges"), "names": names, "name_ends": ends, "indptr": index.indptr,
+    return pack({"format": _header("edges"), **table_arrays("names", index.names), "indptr": index.indptr,
                  "neighbours": index.neighbours, "weights": index.weights})
 
 
@@ -119,24 +91,25 @@ def edges_from_bytes(data: bytes) -> EdgeIndex:
     a = unpack(data)
     _check(a, "edges")
     try:
-        names = strings_from(a["names"], a["name_ends"])
+        names = table_from(a, "names")
         indptr, neighbours, weights = a["indptr"], a["neighbours"], a["weights"]
     except KeyError as exc:
         raise ValueError(f"edges snapshot lacks {exc}") from exc
     if neighbours.shape != weights.shape or not _csr_fits(indptr, neighbours, len(names), len(names)):
         raise ValueError("edges snapshot arrays do not fit together")
-    return EdgeIndex(names, {n: i for i, n in enumerate(names)}, indptr, neighbours, weights)
+    return EdgeIndex(names, indptr, neighbours, weights)
 
 
 # ------------------------------------------------------------------ BM25
 def bm25_to_bytes(index: BM25Index) -> bytes:
-    ids, ends = strings_arrays(index.ids)
-    arrays = {"format": _header("bm25"), "ids": ids, "id_ends": ends}
-    if index._retriever is not None:
-        with tempfile.TemporaryDirectory(prefix="gf-bm25-") as tmp:
-            index._retriever.save(tmp, show_progress=False)
-            for path in sorted(Path(tmp).iterdir()):
-                arrays[_FILE + path.name] = np.frombuffer(path.read_bytes(), dtype=np.uint8)
+    arrays = {"format": _header("bm25"), **table_arrays("ids", index.ids), **table_arrays("vocab", index.vocab)}
+    retriever = index._retriever
+    if retriever is not None:
+        if retriever.nonoccurrence_array is not None:
+            raise ValueError(f"bm25 method {retriever.method} is not snapshotted")  # BM25L / BM25+: never ours
+        params = {name: getattr(retriever, name) for name in _BM25_PARAMS}
+        arrays["params"] = np.frombuffer(json.dumps(params).encode(), dtype=np.uint8)
+        arrays.update({"score_" + name: retriever.scores[name] for name in _BM25_SCORES})
     return pack(arrays)
 
 
@@ -144,25 +117,26 @@ def bm25_from_bytes(data: bytes) -> BM25Index:
     a = unpack(data)
     _check(a, "bm25")
     try:
-        ids = strings_from(a["ids"], a["id_ends"])
+        ids, vocab = table_from(a, "ids"), table_from(a, "vocab")
     except KeyError as exc:
         raise ValueError(f"bm25 snapshot lacks {exc}") from exc
     index = BM25Index([], [])
-    index.ids = ids
-    files = {name[len(_FILE):]: arr for name, arr in a.items() if name.startswith(_FILE)}
-    if ids:
+    index.ids, index.vocab = ids, vocab
+    if len(ids):
         import bm25s  # lazy, as bm25.py imports it
 
-        with tempfile.TemporaryDirectory(prefix="gf-bm25-") as tmp:
-            for name, arr in files.items():
-                if Path(name).name != name:
-                    raise ValueError(f"bm25 snapshot file name {name!r}")
-                (Path(tmp) / name).write_bytes(arr.tobytes())
-            try:
-                retriever = bm25s.BM25.load(tmp, mmap=False, allow_pickle=False, show_progress=False)
-            except (OSError, KeyError, TypeError, AttributeError) as exc:
-                raise ValueError(f"bm25 snapshot unreadable: {exc}") from exc
-        if int(retriever.scores.get("num_docs", -1)) != len(ids):
-            raise ValueError("bm25 snapshot documents do not match its ids")
+        try:
+            params = json.loads(a["params"].tobytes())
+            retriever = bm25s.BM25(**{name: params[name] for name in _BM25_PARAMS})
+            scores = {name: a["score_" + name] for name in _BM25_SCORES}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"bm25 snapshot unreadable: {exc}") from exc
+        # what bm25s's ``load`` sets beside the parameters, the vocabulary left out: words are found in ``vocab``
+        retriever.scores = {**scores, "num_docs": len(ids)}
+        retriever.vocab_dict, retriever.unique_token_ids_set, retriever.nonoccurrence_array = {}, set(), None
+        indptr, indices = scores["indptr"], scores["indices"]
+        if (len(indptr) - 1 > len(vocab) or scores["data"].shape != indices.shape  # bm25s may add "" after the words
+                or not _csr_fits(indptr, indices, len(indptr) - 1, len(ids))):
+            raise ValueError("bm25 snapshot scores do not fit its ids and vocabulary")
         index._retriever = retriever
     return index

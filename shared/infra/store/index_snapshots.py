@@ -2,13 +2,14 @@
 rebuilding it from the tenant's rows.
 
 One hash per tenant and kind (``Keys.index_snapshot``: "walk" the walk graph, "edges" the neighbour lists,
-"chunks" and "entities" the BM25 indexes; the vector matrices are not snapshotted, see ``redis_vectors``), under the
-tenant's hash tag, so deleting a tenant's keys deletes its snapshots. Fields: ``tag`` (the versions the index was
-built for), ``size`` and ``crc`` (CRC-32) of the whole snapshot, ``parts`` and the parts ``0``, ``1``, ... (each at
-most ``PART_BYTES``, read one per reply: no single Redis value or reply grows with the tenant). A new snapshot is
-written to a staging key of its own, which expires if its writer dies, then renamed over the old one: a reader sees
-the old snapshot or the new one, never a mix, and one snapshot per tenant and kind is kept. A snapshot whose tag is
-not the caller's, or that is missing, truncated or altered, is never used: the index is built as before.
+"chunks" and "entities" the BM25 indexes, "rowids-<kind>" a vector collection's row ids; the vectors themselves
+are not snapshotted, see ``redis_vectors``), under the tenant's hash tag, so deleting a tenant's keys deletes its
+snapshots. Fields: ``tag`` (the versions the index was built for), ``size`` and ``crc`` (CRC-32) of the whole
+snapshot, ``parts`` and the parts ``0``, ``1``, ... (each at most ``PART_BYTES``, read one per reply: no single
+Redis value or reply grows with the tenant). A new snapshot is written to a staging key of its own, which expires if
+its writer dies, then renamed over the old one: a reader sees the old snapshot or the new one, never a mix, and one
+snapshot per tenant and kind is kept. A snapshot whose tag is not the caller's, or that is missing, truncated or
+altered, is never used: the index is built as before.
 """
 
 from __future__ import annotations

@@ -4,10 +4,17 @@ A tenant's collection of a kind is stored as fixed-size rows: each vector, norma
 of float32; a cosine moves by less than 1e-3, far below what separates two passages), at its row of a block (a
 Redis string of at most ``BLOCK_BYTES``, so no value nears Redis's 512 MB limit), an id -> row hash, the rows
 deleted vectors left (reused first) and the payloads as JSON by id. A process reads a collection with one ``GET``
-per block and one ``HGETALL`` of the row numbers: a cold query worker reads hundreds of thousands of vectors in
-bulk instead of one hash field each, and no second copy of them is kept for it. Writes are one script each
-(atomic, and every key shares the tenant's hash tag, so a Redis Cluster runs them too). A collection stored in the
-earlier layout (one hash field of float32 bytes per id) is moved to the blocks when first read.
+per block: a cold query worker reads hundreds of thousands of vectors in bulk instead of one hash field each, and
+no second copy of them is kept for it. Writes are one script each (atomic, and every key shares the tenant's hash
+tag, so a Redis Cluster runs them too). A collection stored in the earlier layout (one hash field of float32 bytes
+per id) is moved to the blocks when first read.
+
+The row ids (which id each row holds) come from a snapshot of them per collection version (``index_snapshots``,
+kind ``rowids-<kind>``, tagged with the version counter and the graph's epoch read before the rows): one blob of
+the ids as a ``StringTable`` and the free rows' numbers, copied as arrays, where the id -> row hash would be
+hundreds of thousands of fields to parse and decode. A process that finds no snapshot for the current version (or
+a damaged one) reads the hash with ``HGETALL`` and, when no write raced that read, stores the snapshot for the
+next cold process.
 
 Each process caches a tenant/kind matrix and reloads it only when the collection's version counter changes, so
 repeated searches cost one GET plus a matrix-vector product and one HMGET of the hits' payloads.
@@ -16,20 +23,27 @@ repeated searches cost one GET plus a matrix-vector product and one HMGET of the
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from shared.domain.retrieval.strings import StringTable
 from shared.domain.storage import NAME_VECTORS, VectorHit, VectorItem
 from shared.domain.storage import VECTOR_KINDS as KINDS
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
+from shared.infra.store.array_pack import pack, unpack
+from shared.infra.store.index_snapshots import DEFAULT_SNAPSHOT_BYTES, IndexSnapshots, version_tag
 from shared.infra.store.lru import CACHED_TENANTS, LRU
+
+log = logging.getLogger(__name__)
 
 DTYPE = np.float16  # as stored; searched as float32
 BLOCK_BYTES = 32 * 2**20  # one block (a Redis string) at most
 WRITE_BATCH = 1000  # vectors per script call
 READS_BEFORE_UNCACHED = 3  # reads retried while writes change the collection; then used once, not cached
+_ROWIDS_FORMAT = b"rowids/2"  # the row-id snapshot's layout: bumped when it changes (older ones then go unused)
 
 # KEYS: rows, layout, free list, meta, version, the block key prefix (a key of the same slot, never written
 # itself), the earlier layout's hash. ARGV[1] row bytes, ARGV[2] rows per block (used when the collection is new),
@@ -79,12 +93,15 @@ class VectorDimensionError(ValueError):
 
 
 class RedisVectorStore:
-    def __init__(self, redis):
+    def __init__(self, redis, snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES):
+        """``snapshot_bytes``: the largest row-id snapshot stored (0: none stored or read)."""
         self.redis = redis
-        # (version, id per stored row or None for a free one, the rows as float32, the free rows' numbers)
-        self._cache: LRU[tuple[str, str], tuple[int, list[str | None], np.ndarray, np.ndarray]] = LRU(
+        self.snapshots = IndexSnapshots(redis, snapshot_bytes) if snapshot_bytes > 0 else None
+        # (version, id per stored row ("" for a free one), the rows as float32, the free rows' numbers)
+        self._cache: LRU[tuple[str, str], tuple[int, StringTable, np.ndarray, np.ndarray]] = LRU(
             CACHED_TENANTS * len(KINDS))
         self.loads = 0  # matrices read from Redis by this process (a cold search or a warm-up)
+        self.rowid_snapshot_loads = 0  # of those, the ones whose row ids came from their snapshot
 
     def upsert(self, tenant: str, kind: str, items: Sequence[VectorItem]) -> None:
         if items:
@@ -128,7 +145,8 @@ class RedisVectorStore:
         k = Keys(tenant)
         for kind in (*KINDS, NAME_VECTORS):
             self.redis.delete(*self._block_keys(k, kind), k.vector_rows(kind), k.vector_layout(kind),
-                              k.vector_free(kind), k.vectors(kind), k.vector_meta(kind))
+                              k.vector_free(kind), k.vectors(kind), k.vector_meta(kind),
+                              k.index_snapshot(rowids_kind(kind)))
             self.redis.incr(k.vector_version(kind))
 
     def payloads(self, tenant: str, kind: str) -> dict[str, dict]:
@@ -137,8 +155,8 @@ class RedisVectorStore:
 
     def vectors(self, tenant: str, kind: str) -> dict[str, np.ndarray]:
         """Every stored item's vector (normalised, float32) by id, as searches see them."""
-        _version, ids, matrix, _free = self._load(tenant, kind)
-        return {i: row for i, row in zip(ids, matrix, strict=True) if i is not None}
+        _version, ids, matrix, free = self._load(tenant, kind)
+        return {ids[i]: matrix[i] for i in np.flatnonzero(_live(len(ids), free)).tolist()}
 
     def search(
         self, tenant: str, kind: str, vector: Sequence[float], top_k: int, min_score: float = -1.0
@@ -163,52 +181,86 @@ class RedisVectorStore:
     def _load(self, tenant: str, kind: str):
         version = int(self.redis.get(Keys(tenant).vector_version(kind)) or 0)
         return self._cache.get_or_build((tenant, kind), lambda entry: entry[0] == version,
-                                        lambda: self._read(tenant, kind, version))
+                                        lambda: self._read(tenant, kind))
 
-    def _read(self, tenant: str, kind: str, version: int):
-        """(version, ids, matrix) read in bulk. Read again while a write changes the collection meanwhile; after
-        ``READS_BEFORE_UNCACHED`` tries the last read is used with version -1, so the next search reads again."""
+    def _version(self, k: Keys, kind: str) -> tuple[int, str]:
+        """(the collection's version counter, the row-id snapshot tag: that counter and the graph's epoch, so a
+        tenant deleted and rebuilt, whose counter starts again, never meets an earlier snapshot)."""
+        version, epoch = self.redis.mget([k.vector_version(kind), k.graph_epoch()])
+        return int(version or 0), version_tag(version, epoch)
+
+    def _read(self, tenant: str, kind: str):
+        """(version, ids, matrix, free rows) read in bulk. Read again while a write changes the collection
+        meanwhile; after ``READS_BEFORE_UNCACHED`` tries the last read is used with version -1, so the next search
+        reads again. Only a read no write raced stores its row ids' snapshot."""
         k = Keys(tenant)
         if self.redis.exists(k.vectors(kind)):
             self._move_earlier_layout(tenant, kind)
-            version = int(self.redis.get(k.vector_version(kind)) or 0)
+        version, tag = self._version(k, kind)  # before the rows: a snapshot is never tagged newer than its ids
         for _attempt in range(READS_BEFORE_UNCACHED):
             self.loads += 1
-            ids, matrix = self._read_rows(k, kind)
-            now = int(self.redis.get(k.vector_version(kind)) or 0)
-            if now == version:
+            ids, free, matrix, store = self._read_rows(k, kind, tag)
+            now, now_tag = self._version(k, kind)
+            if now_tag == tag:
                 break
-            version = now
+            version, tag = now, now_tag
         else:
-            version = -1
-        free = np.fromiter((i for i, name in enumerate(ids) if name is None), dtype=np.int64)
+            return -1, ids, matrix, free
+        if store:
+            self._store_rowids(k, kind, tag, ids, free, store == "damaged")
         return version, ids, matrix, free
 
-    def _read_rows(self, k: Keys, kind: str) -> tuple[list[str | None], np.ndarray]:
-        """(the id of each stored row, None for a free one; the rows as float32), in the blocks' own order: each
-        block is cast into its slice of the matrix as it arrives, with no gather and no joined copy of the blocks."""
-        rows = self.redis.hgetall(k.vector_rows(kind))  # first: every row it names is in the blocks read after
+    def _read_rows(self, k: Keys, kind: str, tag: str) -> tuple[StringTable, np.ndarray, np.ndarray, str]:
+        """(the id of each stored row, "" for a free one; the free rows' numbers; the rows as float32; "" when
+        the ids came from their snapshot (or there are none), else why it is to be stored: "missing" or
+        "damaged"). The rows are in the blocks' own order: each block is cast into its slice of the matrix as
+        it arrives, with no gather and no joined copy of the blocks."""
+        # first: every row the ids name is in the blocks read after
+        snapshot, why = self._load_rowids(k, kind, tag)
+        rows = None if snapshot else self.redis.hgetall(k.vector_rows(kind))
         rowbytes, per_block, allocated = (int(v or 0) for v in self.redis.hmget(
             k.vector_layout(kind), ["rowbytes", "per_block", "rows"]))
-        if not rows or not rowbytes:
-            return [], np.zeros((0, 0), dtype=np.float32)
+        if not (snapshot or rows) or not rowbytes:
+            return StringTable.of([]), np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32), ""
+        if snapshot:
+            ids, free = snapshot
+            allocated = len(ids)  # the rows of the snapshot's version (a later write changes the version too)
+        else:
+            ids, free = _rowids_of(rows, allocated, k, kind)
         dims = rowbytes // np.dtype(DTYPE).itemsize
-        ids: list[str | None] = [None] * allocated
-        try:
-            for name, row in rows.items():
-                number = int(row)
-                if number < 0:
-                    raise IndexError(number)
-                ids[number] = name.decode()
-        except IndexError:
-            raise ValueError(f"vectors of tenant {k.tenant} ({kind}) name rows beyond their blocks") from None
-        matrix = np.zeros((allocated, dims), dtype=np.float32)  # a block's unwritten tail reads as 0
+        # ``empty``, not ``zeros``: each row is written once below (a calloc'd matrix's pages cost about as much
+        # again as the cast when first written); a block's unwritten tail is zeroed explicitly
+        matrix = np.empty((allocated, dims), dtype=np.float32)
         for number, key in enumerate(self._block_keys(k, kind, allocated, per_block)):
             block = np.frombuffer(self.redis.get(key) or b"", dtype=DTYPE)
             start = number * per_block
             count = min(len(block) // dims, allocated - start)
             matrix[start:start + count] = block[:count * dims].reshape(count, dims)
-        return ids, matrix
+            matrix[start + count:min(start + per_block, allocated)] = 0.0
+        return ids, free, matrix, why
+
+    def _load_rowids(self, k: Keys, kind: str, tag: str) -> tuple[tuple[StringTable, np.ndarray] | None, str]:
+        """((ids, free rows) from the snapshot stored for ``tag``, or None; "missing" or "damaged" when None)."""
+        if self.snapshots is None:
+            return None, ""
+        try:
+            data = self.snapshots.load(k.tenant, rowids_kind(kind), tag)
+            if data is None:
+                return None, "missing"
+            got = _rowids_from_bytes(data)
+        except Exception:  # noqa: BLE001 - a damaged snapshot is read past (the hash has the ids), never an error
+            log.warning("row-id snapshot %s of tenant %s unreadable: reading the rows", kind, k.tenant, exc_info=True)
+            return None, "damaged"
+        self.rowid_snapshot_loads += 1
+        return got, ""
+
+    def _store_rowids(self, k: Keys, kind: str, tag: str, ids: StringTable, free: np.ndarray, damaged: bool) -> None:
+        """Store the ids read for ``tag`` as its snapshot, unless another process stored it meanwhile."""
+        try:
+            if damaged or self.snapshots.stored_tag(k.tenant, rowids_kind(kind)) != tag:
+                self.snapshots.save(k.tenant, rowids_kind(kind), tag, _rowids_to_bytes(ids, free))
+        except Exception:  # noqa: BLE001 - the ids are read; only the next cold process reads the hash again
+            log.warning("could not store the row-id snapshot %s of tenant %s", kind, k.tenant, exc_info=True)
 
     def _block_keys(self, k: Keys, kind: str, allocated: int | None = None, per_block: int | None = None) -> list[str]:
         if allocated is None:
@@ -246,13 +298,65 @@ class RedisVectorStore:
         _version, ids, matrix, free = self._load(tenant, kind)
         if len(ids) == len(free):
             return None
-        first = min((i for i, name in enumerate(ids) if name is not None), key=ids.__getitem__)
+        order = ids.arrays()[2]  # the rows by id (empty: in row order already)
+        order = order if order.size else np.arange(len(ids))
+        first = int(order[_live(len(ids), free)[order]][0])
         return ids[first], matrix[first].tolist()
 
     def warm_kind(self, tenant: str, kind: str) -> None:
         """Load the tenant's matrix of ``kind`` now when stale, so the next search finds it ready
         (``index_loads``)."""
         self._load(tenant, kind)
+
+
+def rowids_kind(kind: str) -> str:
+    return f"rowids-{kind}"  # the snapshot's kind (``Keys.index_snapshot``)
+
+
+def _live(n: int, free: np.ndarray) -> np.ndarray:
+    """Mask of the rows that hold a vector."""
+    mask = np.ones(n, dtype=bool)
+    mask[free] = False
+    return mask
+
+
+def _rowids_of(rows: dict[bytes, bytes], allocated: int, k: Keys, kind: str) -> tuple[StringTable, np.ndarray]:
+    """(the id of each row, "" for a free one; the free rows) from the id -> row hash. The ids stay the UTF-8
+    bytes Redis sent: the table decodes one when it is read."""
+    numbers = np.fromiter(map(int, rows.values()), dtype=np.int64, count=len(rows))
+    if numbers.size and (int(numbers.min()) < 0 or int(numbers.max()) >= allocated):
+        raise ValueError(f"vectors of tenant {k.tenant} ({kind}) name rows beyond their blocks")
+    names = [b""] * allocated
+    for number, name in zip(numbers.tolist(), rows, strict=True):
+        names[number] = name
+    named = np.zeros(allocated, dtype=bool)
+    named[numbers] = True
+    free = np.flatnonzero(~named)  # listed, not inferred from "": an id may itself be ""
+    ends = np.cumsum(np.fromiter(map(len, names), dtype=np.int64, count=allocated))
+    order = np.asarray(sorted(range(allocated), key=names.__getitem__), dtype=np.int64)  # UTF-8 byte order
+    return StringTable(b"".join(names), ends, order), free
+
+
+def _rowids_to_bytes(ids: StringTable, free: np.ndarray) -> bytes:
+    """The row ids' snapshot: the table's arrays and the free rows (``array_pack``: numbers only)."""
+    blob, ends, order = ids.arrays()
+    return pack({"format": np.frombuffer(_ROWIDS_FORMAT, dtype=np.uint8), "blob": blob, "ends": ends,
+                 "order": order, "free": free})
+
+
+def _rowids_from_bytes(data: bytes) -> tuple[StringTable, np.ndarray]:
+    """``ValueError`` when ``data`` is no row-id snapshot of this format."""
+    a = unpack(data)
+    try:
+        if a["format"].tobytes() != _ROWIDS_FORMAT:
+            raise ValueError("not a row-id snapshot of this format")
+        ids = StringTable.from_arrays(a["blob"], a["ends"], a["order"])
+        free = np.asarray(a["free"], dtype=np.int64)
+    except KeyError as exc:
+        raise ValueError(f"row-id snapshot lacks {exc}") from exc
+    if free.ndim != 1 or (free.size and (int(free.min()) < 0 or int(free.max()) >= len(ids))):
+        raise ValueError("free rows beyond the row ids")
+    return ids, free
 
 
 def _normalise(vector: Sequence[float]) -> np.ndarray:
