@@ -30,7 +30,8 @@ Reported per phase: the tenant (passages, entities, relations, communities, buil
 seconds, the snapshots' bytes, Redis memory), the stack's start seconds, the first query's seconds, its
 ``context_ms`` (the worker's context build, index loads included) and its context (kept / candidate rows per
 section: with the default 30,000-token budget passages fill it first, ``--chunk-top-k`` leaves room for graph
-rows), the warm p50 / p95 and the query worker's RSS (started, after the first query, after the warm ones).
+rows), the warm p50 / p95 and each warm query's seconds, and the query worker's RSS (started, after the first
+query, after the warm ones).
 """
 
 from __future__ import annotations
@@ -145,6 +146,7 @@ def run_phase(url: str, phase: str, questions, args) -> dict:
             "first_s": round(first_s, 3), "first_context_ms": first["details"].get("context_ms"),
             "first_context_rows": context_rows(first), "warm_runs": len(warm), "warm_p50_s": median(warm, 3),
             "warm_p95_s": round(percentile(warm, 0.95), 3) if warm else None,
+            "warm_query_s": [round(w, 3) for w in warm],
             "worker_rss_mib": dict(zip(("started", "after_first", "after_warm"), map(mib, rss), strict=True)),
             "snapshot_bytes_after": sum(snapshot_sizes(redis, TENANT).values())}
 
