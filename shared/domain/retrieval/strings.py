@@ -1,11 +1,12 @@
 """A read-only list of strings kept as one UTF-8 buffer and the end offset of each string.
 
 A query index names hundreds of thousands of passages, entities and words. As Python objects (a ``str`` each and
-a dict to find one) they cost a cold worker seconds of decoding per index and ~100 bytes each; as a buffer, an
-offsets array and the permutation that sorts them, loading an index snapshot is a copy of three arrays, a string
-is decoded when a query reads it, and one is found by binary search over the sorted permutation (UTF-8 byte
-order is code point order, so the buffer is compared as bytes, nothing decoded). Queries read a few dozen names
-each, so lookups by search are cheap where a dict would be built for every load.
+a dict to find one) a cold worker decodes and files every one of them when it loads the index, and each costs an
+object header and a dict entry; as a buffer, an offsets array and the permutation that sorts them, loading an
+index snapshot is a copy of three arrays, a string is decoded when a query reads it, and one is found by binary
+search over the sorted permutation (UTF-8 byte order is code point order, so the buffer is compared as bytes,
+nothing decoded). Queries read a few dozen names each, so a search per name costs less than a dict built for
+every load.
 """
 
 from __future__ import annotations
@@ -85,12 +86,6 @@ class StringTable(Sequence[str]):
     def __contains__(self, s: object) -> bool:
         return isinstance(s, str) and self.find(s) >= 0
 
-    def index(self, s: str, *_args) -> int:
-        at = self.find(s)
-        if at < 0:
-            raise ValueError(f"{s!r} is not in the table")
-        return at
-
     def __eq__(self, other: object) -> bool:
         if isinstance(other, StringTable):
             return self._blob == other._blob and np.array_equal(self._ends, other._ends)
@@ -116,7 +111,3 @@ class StringTable(Sequence[str]):
         """``ValueError`` when they do not fit together (a damaged snapshot)."""
         return cls(blob.tobytes(), ends, None if order.size == 0 else order)
 
-
-def as_table(items: Sequence[str]) -> StringTable:
-    """``items`` as a table (a table is kept as it is)."""
-    return items if isinstance(items, StringTable) else StringTable.of(items)

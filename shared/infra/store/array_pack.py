@@ -2,8 +2,8 @@
 
 Layout: a magic line, the header's length, a JSON header (each array's name, dtype, shape and offset) and the
 arrays' bytes, each at an offset aligned to 64 bytes. Reading is ``np.frombuffer`` over the buffer: no copy and no
-checksum per array (``IndexSnapshots`` checks the whole snapshot's CRC). numpy's ``.npz``, used before, is a zip
-archive whose members are each copied out and checked: at 100,000 passages that was a large part of a cold load.
+checksum per array (``IndexSnapshots`` checks the whole snapshot's CRC), where numpy's ``.npz`` is a zip archive
+whose members are each copied out and checked again on every cold load.
 Arrays read back are read-only views of the buffer. Numbers only: no object arrays, so no pickle.
 """
 

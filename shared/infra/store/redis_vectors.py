@@ -228,8 +228,7 @@ class RedisVectorStore:
         else:
             ids, free = _rowids_of(rows, allocated, k, kind)
         dims = rowbytes // np.dtype(DTYPE).itemsize
-        # ``empty``, not ``zeros``: each row is written once below (a calloc'd matrix's pages cost about as much
-        # again as the cast when first written); a block's unwritten tail is zeroed explicitly
+        # every row is written below: a block's rows cast into place, its unwritten tail zeroed
         matrix = np.empty((allocated, dims), dtype=np.float32)
         for number, key in enumerate(self._block_keys(k, kind, allocated, per_block)):
             block = np.frombuffer(self.redis.get(key) or b"", dtype=DTYPE)
