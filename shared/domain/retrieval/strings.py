@@ -36,11 +36,14 @@ class StringTable(Sequence[str]):
 
     @classmethod
     def of(cls, items: Iterable[str]) -> StringTable:
-        items = items if isinstance(items, list) else list(items)
-        encoded = [s.encode("utf-8", _ERRORS) for s in items]
+        return cls.of_utf8([s.encode("utf-8", _ERRORS) for s in items])
+
+    @classmethod
+    def of_utf8(cls, encoded: list[bytes]) -> StringTable:
+        """The table of strings given as their UTF-8 bytes (as Redis sends them: nothing decoded)."""
         ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
-        ordered = all(a <= b for a, b in zip(items, items[1:], strict=False))
-        order = None if ordered else np.asarray(sorted(range(len(items)), key=items.__getitem__), dtype=np.int64)
+        ordered = all(a <= b for a, b in zip(encoded, encoded[1:], strict=False))
+        order = None if ordered else np.asarray(sorted(range(len(encoded)), key=encoded.__getitem__), dtype=np.int64)
         return cls(b"".join(encoded), ends, order)
 
     def __len__(self) -> int:

@@ -331,9 +331,7 @@ def _rowids_of(rows: dict[bytes, bytes], allocated: int, k: Keys, kind: str) -> 
     named = np.zeros(allocated, dtype=bool)
     named[numbers] = True
     free = np.flatnonzero(~named)  # listed, not inferred from "": an id may itself be ""
-    ends = np.cumsum(np.fromiter(map(len, names), dtype=np.int64, count=allocated))
-    order = np.asarray(sorted(range(allocated), key=names.__getitem__), dtype=np.int64)  # UTF-8 byte order
-    return StringTable(b"".join(names), ends, order), free
+    return StringTable.of_utf8(names), free
 
 
 def _rowids_to_bytes(ids: StringTable, free: np.ndarray) -> bytes:
