@@ -173,10 +173,19 @@ class CacheWarmer:
         finally:
             pending, self._pending = self._pending, None
             if job_id and isinstance(pending, threading.Thread):
-                threading.Thread(target=lambda: (pending.join(), acknowledge_warm_up(self.redis, tenant, job_id)),
+                threading.Thread(target=self._acknowledge_after, args=(pending, tenant, job_id),
                                  name="graphfleet-warm-ack", daemon=True).start()
             elif job_id:
                 acknowledge_warm_up(self.redis, tenant, job_id)
+
+    def _acknowledge_after(self, call: threading.Thread, tenant: str, job_id: str) -> None:
+        """Acknowledge once the warm-up's booked call has ended. A Redis that went away meanwhile costs the job
+        its wait for this answer (``await_warm_ups`` times out), not this thread an unhandled error."""
+        call.join()
+        try:
+            acknowledge_warm_up(self.redis, tenant, job_id)
+        except Exception:  # noqa: BLE001 - logged; the waiting job times out and goes on
+            log.warning("could not acknowledge the warm-up of %s for job %s", tenant, job_id, exc_info=True)
 
     def _warm_recent(self, stop: threading.Event) -> None:
         """Once per process, after subscribing (no update meanwhile is missed): the recent tenants, but those warmed
