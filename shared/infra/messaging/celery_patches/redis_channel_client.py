@@ -28,7 +28,7 @@ from shared.infra.messaging.celery_patches.patching import replace
 
 APPLIES_TO = {"kombu": ">=5.7,<5.8"}
 PATCHES = ("kombu.transport.redis:Channel.conn_or_acquire",)
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: the SIGTERM handler runs acks on the thread it interrupted, maybe in here
 _ATTR = "_graphfleet_shared_client"
 
 

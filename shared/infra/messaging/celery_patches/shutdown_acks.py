@@ -13,12 +13,15 @@ run, and :func:`flush_acks` runs every listed settle whose message is still unse
 in the loop's taken batch, or interrupted inside its own call. A settle runs once: one that comes second finds it
 claimed (or its message settled) and does nothing.
 
-py-amqp writes every frame of a connection under one lock (``method_framing.frame_writer``). A signal that comes while
-the loop writes a frame (an ack, a heartbeat) runs the handler with that lock held, and every ack the handler's thread
-sends after it would wait for it for ever. A worker that exits after the wait (its interrupted code never goes on)
-releases that lock for its acks, and does not send again an ack whose frame the interrupted code had handed to the
-socket. A prefork worker goes back to Celery, and its loop goes on: there the acks are left to the loop while it holds
-the lock (:func:`interrupted_write`).
+A worker that exits after the wait (its interrupted code never goes on) runs the acks on the handler's own thread,
+which owns whatever the interrupted code held: redis-py's connection pool lock is re-entrant, and a signal in a pool
+call (the loop's own ack, a ``BRPOP``) came with it held. py-amqp writes every frame of a connection under one plain
+lock (``method_framing.frame_writer``). A signal that comes while the loop writes a frame (an ack, a heartbeat) runs
+the handler with that lock held, and every ack sent after it would wait for it for ever. An exiting worker then
+releases that lock for its acks (sent on a thread of their own, joined for at most ``ACK_JOIN_S``), and does not send
+again an ack whose frame the interrupted code had handed to the socket. A prefork worker goes back to Celery, and its
+loop goes on: there the acks run on a thread of their own, and are left to the loop while it holds the frame lock
+(:func:`interrupted_write`).
 
 Applies to: celery 5.7, kombu 5.7, amqp 5.4 (``APPLIES_TO``). Delete with :mod:`.soft_shutdown`, when Celery's soft
 shutdown runs the acks of the tasks that finish during its wait.
@@ -118,8 +121,8 @@ def _listing_settles(original):
 
 def flush_acks(exiting: bool = True) -> int:
     """Run the settles scheduled and not run whose message is unsettled; returns how many. ``exiting``: the interrupted
-    main thread never goes on (else it does, and what it holds or runs is left to it). On a thread of their own, joined
-    for at most ``ACK_JOIN_S``."""
+    main thread never goes on (else it does, and what it holds or runs is left to it). Exiting, on this thread unless
+    the interrupted code held py-amqp's frame lock; else on a thread of their own, joined for at most ``ACK_JOIN_S``."""
     main = interrupted_write()
     if main.write_lock is not None and not exiting:
         return 0  # the loop holds the frame lock: it sends them once the handler returns
@@ -128,6 +131,12 @@ def flush_acks(exiting: bool = True) -> int:
         due.append(main.settle.run)  # claimed by the interrupted thread, which never goes on: its frame is not out
     if not due:
         return 0
+    if exiting and main.write_lock is None:
+        # on this thread: it owns what the interrupted code held, which never goes on. A Redis ack takes redis-py's
+        # connection pool lock (re-entrant), held by the main thread when the signal came in a pool call: a thread
+        # of its own waited for it until ACK_JOIN_S, and the exit then requeued the finished task's message
+        _run_all(due)
+        return len(due)
     if main.write_lock is not None and not any(lock is main.write_lock for lock in _released):
         _released.append(main.write_lock)
         main.write_lock.release()  # held by the interrupted thread, which never goes on
