@@ -78,7 +78,7 @@ def add_parsers(sub) -> None:
         dest="action", required=True, metavar="{list,show,cancel}")
     jl = _verb(jobs, "list", cmd_jobs_list, "a tenant's jobs, newest first", tenant=True)
     _page_flags(jl, JOB_STATUSES)
-    jl.add_argument("--kind", choices=["ingest", "delete", "query"])
+    jl.add_argument("--kind", choices=["ingest", "delete", "recluster", "query"])
     _verb(jobs, "show", cmd_jobs_show, "one job: status, progress, failures, usage", tenant=True).add_argument("job_id")
     _verb(jobs, "cancel", cmd_jobs_cancel, "cancel a job (finished work is kept)", tenant=True).add_argument("job_id")
 

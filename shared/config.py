@@ -63,12 +63,22 @@ class ClusterSettings(BaseModel):
     reported); past it, or when the job removed an entity or a relation, the whole graph is clustered again.
     So every community structure in use comes from a whole-graph Leiden of at least ``1 / (1 + growth)`` of the
     graph, and a tenant's full re-clusterings come at geometrically spaced sizes. 0 always clusters the whole
-    graph."""
+    graph.
+
+    A job that takes the graph past that bound does not wait for the whole-graph Leiden and the reports it moves:
+    with ``recluster_quiet_s`` > 0 it is clustered incrementally like the others and the tenant is marked due; a
+    ``recluster`` job (``shared.pipeline.recluster``) clusters the whole graph once the tenant has had no ingestion
+    running for ``recluster_quiet_s``, or ``recluster_max_delay_s`` after it was marked, whichever comes first. So
+    the communities may be staler than the bound for at most ``recluster_max_delay_s`` (and the recluster job's
+    run). A removal still clusters the whole graph in its own job. ``recluster_quiet_s`` 0: the job that crosses
+    the bound clusters the whole graph itself."""
 
     max_cluster_size: int = Field(10, ge=2)
     seed: int = 0xDEADBEEF
     max_levels: int = 6
     incremental_max_growth: float = Field(0.5, ge=0.0)
+    recluster_quiet_s: float = Field(30.0, ge=0.0)
+    recluster_max_delay_s: float = Field(900.0, ge=0.0)
 
 
 class ReportSettings(BaseModel):

@@ -87,25 +87,25 @@ def extract_chunk(job: Job, msg: m.ExtractChunk) -> None:
     job.send(*job.flow.extraction_progressed(complete))
 
 
-@job_task(m.PlanMerge, mark="merge")
+@job_task(m.PlanMerge, mark="merge", read=("kind",))
 def plan_merge(job: Job, msg: m.PlanMerge) -> None:
     batches = plan_batches(job.store, job.settings.merge.entities_per_task)
-    job.send(*job.flow.merge_planned(batches, job.store.clustered_current))
+    job.send(*job.flow.merge_planned(batches, job.clustered_current))
 
 
-@job_task(m.MergeBatch, read=READ)
+@job_task(m.MergeBatch, read=(*READ, "kind"))
 @waits_for_llm
 def merge_batch(job: Job, msg: m.MergeBatch) -> None:
     batch, cfg = job.jobs.batch(msg.job_id, MERGE, msg.batch, default={}), job.settings
     summarize = summarizer(job.chat("summarize", model=cfg.effective_summary_model, cached=False), cfg)  # row keeps it
     run_merge_batch(job.store, batch.get("entities", []), batch.get("relations", []), cfg, summarize)
-    job.send(*job.flow.merge_batch_done(msg.batch, job.store.clustered_current))
+    job.send(*job.flow.merge_batch_done(msg.batch, job.clustered_current))
 
 
-@job_task(m.Cluster, mark="cluster")
+@job_task(m.Cluster, mark="cluster", read=("kind",))
 def cluster(job: Job, msg: m.Cluster) -> None:
     with job.store.exclusive("cluster", timeout_s=job.settings.workers.task_time_limit_s):
-        waves = run_cluster(job.store, job.settings)
+        waves = run_cluster(job.store, job.settings, whole_due=job.reclusters)
     job.send(*job.flow.clustered(waves))
 
 

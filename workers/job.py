@@ -16,6 +16,8 @@ from shared.infra.store.redis_graph import GraphStore
 from shared.infra.tenancy.usage import CallContext
 from shared.pipeline.finalize_stage import fail_documents
 from shared.pipeline.flow import Flow, QueryFlow
+from shared.pipeline.recluster import KIND as RECLUSTER
+from shared.pipeline.recluster import clustered_current
 from workers.celery_app import app
 from workers.runtime import Runtime
 
@@ -68,6 +70,15 @@ class Job:
         cancel_check = (lambda: self.jobs.canceled_recently(self.msg.job_id)) if cancellable else None
         return self.rt.chat_fn(self.context(stage), model=model, cancel_check=cancel_check,
                                max_tokens=self.settings.answer_cap(stage), cached=cached)
+
+    @property
+    def reclusters(self) -> bool:
+        """A ``recluster`` job (``shared.pipeline.recluster``; the kind read at admission: ``job_task(read=)``)."""
+        return self.fields.get("kind") == RECLUSTER
+
+    def clustered_current(self) -> bool:
+        """Whether the job may skip its cluster stage (``shared.pipeline.recluster.clustered_current``)."""
+        return clustered_current(self.store, self.fields.get("kind"), self.settings)
 
     def embed(self, ctx: CallContext):
         """A query's ``embed(texts)`` with the runtime's embedder, refused (:class:`EmbedderMismatch`) when the

@@ -19,7 +19,7 @@ from shared.public_json import cancel_json, job_json
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 SCAN_JOBS = 1000  # a kind filter looks at this many of the most recent jobs
-JobKind = Literal["ingest", "delete", "query"]
+JobKind = Literal["ingest", "delete", "recluster", "query"]
 JobStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
 JobId = Annotated[str, Path(min_length=1, max_length=200, examples=["job-5d0c6f0e9d8a4f7c9a8b7c6d5e4f3a2b"])]
 
@@ -37,7 +37,7 @@ def set_retry_after(response: Response, view: dict) -> None:
 def list_jobs(gw: GatewayDep, who: TenantDep, offset: Annotated[int, Query(ge=0, le=SCAN_JOBS)] = 0,
               limit: Annotated[int, Query(ge=1, le=100)] = 50,
               status: Annotated[JobStatus | None, Query()] = None,
-              kind: Annotated[list[JobKind] | None, Query(max_length=3)] = None) -> JobListOut:
+              kind: Annotated[list[JobKind] | None, Query(max_length=4)] = None) -> JobListOut:
     """The tenant's jobs, newest first. ``kind`` (repeatable) and ``status`` filter them (among the 1000 most
     recent jobs); ``total`` counts the jobs that match."""
     k = Keys(who.tenant)

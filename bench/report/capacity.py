@@ -101,9 +101,15 @@ def time_table(rows: list[dict], top: int = 6) -> list[str]:
                   "MULTI/EXEC and scripts, µs/chunk (their commands are also counted left)"], out)
 
 
+def job_label(j: dict) -> str:
+    """A job's number; a ``recluster`` job (the whole-graph clustering the jobs before it left for later, figures per
+    chunk held) says so."""
+    return f"{j['job']} (recluster)" if j.get("kind") == "recluster" else str(j["job"])
+
+
 def jobs_table(rows: list[dict]) -> list[str]:
     """Batched runs: what each job cost while the tenant grew (bench reads included, ~12 commands a read)."""
-    out = [[label(r), j["job"], f"{j['chunks_before']:,}", f"{j['chunks_added']:,}", j["seconds"],
+    out = [[label(r), job_label(j), f"{j['chunks_before']:,}", f"{j['chunks_added']:,}", j["seconds"],
             j["state_ops_per_chunk"], f"{j['state_redis_cpu_us_per_chunk']:,.0f}",
             ", ".join(f"{k} {v:,.0f}" for k, v in j["top_usec_per_chunk"].items() if k not in WRAPPERS),
             j["broker_messages_per_chunk"]] for r in rows if len(r.get("jobs") or []) >= 2 for j in r["jobs"]]
@@ -120,7 +126,7 @@ def job_stages_table(rows: list[dict]) -> list[str]:
         groups = dict.fromkeys(STAGE_GROUPS[1:], 0.0)
         for stage, sec in j["stage_seconds"].items():
             groups[stage_group(stage)] += sec
-        out.append([label(r), j["job"], *(f"{v:.0f}" for v in groups.values()),
+        out.append([label(r), job_label(j), *(f"{v:.0f}" for v in groups.values()),
                     *(f"{j['llm_by_stage'].get(s, {}).get('calls', 0):,} / "
                       f"{j['llm_by_stage'].get(s, {}).get('prompt_tokens', 0) / 1e6:.1f} M" for s in llm)])
     return md_table(["run", "job", *(f"{g} s" for g in STAGE_GROUPS[1:]), *(f"{s} calls / prompt tokens" for s in llm)],

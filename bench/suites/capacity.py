@@ -22,7 +22,10 @@ from graphfleet_cli.local_client import LocalClient
 from shared.config import reset_settings_cache
 from shared.domain.query.params import QueryParam
 from shared.infra.jobs.ingest_submit import DocumentInput, submit_ingestion
-from shared.infra.redis.conn import connect
+from shared.infra.jobs.store import JobStore
+from shared.infra.redis.conn import connect, to_str
+from shared.infra.redis.keys import recluster_due_key
+from shared.pipeline.recluster import KIND as RECLUSTER
 
 QUERIES = {
     "local": "What did Microsoft say about the growth of Azure and the commercial cloud?",
@@ -66,8 +69,32 @@ def ingest(client, rec: StageRecorder, docs: list[tuple[str, str]], timeout: flo
     started = time.perf_counter()
     job = submit_ingestion(client.redis, client.celery, "cap", [DocumentInput(text=t, title=title)
                                                                  for title, t in docs], client.settings)
+    return follow(client, rec, job["job_id"], started, timeout)
+
+
+def recluster(client, rec: StageRecorder, timeout: float) -> tuple[dict, float] | None:
+    """The ``recluster`` job the watchdog submits once the tenant is quiet, when a job left the whole-graph
+    clustering to it (``shared.pipeline.recluster``); None when none is due. Its seconds count from its submission."""
+    if client.redis.zscore(recluster_due_key(), "cap") is None:
+        return None
+    jobs = JobStore(client.redis, "cap")
+    deadline = time.monotonic() + client.settings.cluster.recluster_quiet_s + 120
     while True:
-        view = client.job("cap", job["job_id"])
+        newest = to_str(client.redis.zrevrange(jobs.k.jobs(), 0, 0)[0])
+        if jobs.get_field(newest, "kind") == RECLUSTER:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError("the recluster job due was not submitted")
+        time.sleep(POLL_S)
+    rec.seen.clear()
+    rec.mark("submit")
+    started = time.perf_counter() - (time.time() - float(jobs.get_field(newest, "created_at")))
+    return follow(client, rec, newest, started, timeout)
+
+
+def follow(client, rec: StageRecorder, job_id: str, started: float, timeout: float) -> tuple[dict, float]:
+    while True:
+        view = client.job("cap", job_id)
         rec.poll(view)
         if view and view["status"] in ("succeeded", "failed", "cancelled"):
             break
@@ -138,6 +165,13 @@ def run_size(target: int, fast: bool, args) -> dict:
                 jobs.append(job_record(i, chunks_before, stored(client), seconds, view,
                                        probe.delta(before, probe.snapshot(state)),
                                        probe.broker_messages(probe.delta(b_before, probe.snapshot(broker)))))
+            before, b_before, held = probe.snapshot(state), probe.snapshot(broker), stored(client)
+            if (deferred := recluster(client, rec, args.timeout)) is not None:  # per chunk: of the chunks held
+                views.append(deferred[0])
+                jobs.append({**job_record(len(jobs), 0, held, deferred[1], deferred[0],
+                                          probe.delta(before, probe.snapshot(state)),
+                                          probe.broker_messages(probe.delta(b_before, probe.snapshot(broker)))),
+                             "kind": RECLUSTER, "chunks_before": held, "chunks_added": 0})
             sim1 = sim_stats(llm)
             mem1, families = probe.memory(state), probe.memory_by_family(state, "cap")
             stats = client.stats("cap")

@@ -1,6 +1,8 @@
 """Cluster the tenant's graph into hierarchical Leiden communities: the whole graph, or, when the job changed
 little of it since the last whole-graph Leiden (``ClusterSettings.incremental_max_growth``), only what the job
 added (``shared.domain.incremental_clustering``), reading and writing the communities it touches and no more.
+Past that bound the job is still clustered incrementally when the whole-graph clustering is left to a
+``recluster`` job (``shared.pipeline.recluster``), which this stage then runs with ``whole_due``.
 
 Retry-safe: the communities, the node index, the bookkeeping and the removal of the dirty marks they took in are
 written in one transaction, with the report waves; a clustering task run again on the graph it already clustered
@@ -19,6 +21,7 @@ from shared.domain.report_reuse import closest_former, inherit_reports
 from shared.domain.reports import own_rows_fit, report_waves
 from shared.infra.store.redis_extractions import split_rel_field
 from shared.infra.store.redis_graph import GraphStore
+from shared.pipeline.recluster import clear_due, deferring, mark_due, past_bound
 
 log = logging.getLogger(__name__)
 
@@ -30,31 +33,37 @@ def degrees_of(edges: list[tuple[str, str, float]]) -> dict[str, int]:
     return dict(deg)
 
 
-def run_cluster(store: GraphStore, settings) -> dict[int, list[str]]:
+def run_cluster(store: GraphStore, settings, whole_due: bool = False) -> dict[int, list[str]]:
     """Recluster and save; return the report waves: wave -> community ids (``shared.domain.reports.report_waves``,
     wave 0 first: communities without children; a community's wave follows all its children's). An incremental
-    clustering's waves hold only the communities it touched."""
+    clustering's waves hold only the communities it touched. ``whole_due`` (a ``recluster`` job): the whole graph
+    when it is still past the bound, else as any job."""
     version = store.graph_version()
     meta = store.cluster_meta()
-    if meta.get("graph_version") == str(version) and "waves" in meta:  # run again after its save
+    whole = whole_due and past_bound(meta, settings)
+    if meta.get("graph_version") == str(version) and "waves" in meta and not whole:  # run again after its save
         return {int(w): ids for w, ids in json.loads(meta["waves"])}
     taken = store.cluster_dirty()
     started = time.perf_counter()
-    waves = _extend(store, settings, version, meta, taken) if _may_extend(meta, taken, settings) else None
+    extend = not whole and _may_extend(meta, taken, settings)
+    waves = _extend(store, settings, version, meta, taken) if extend else None
     how = "extended"
     if waves is None:
         waves, how = _recluster(store, settings, version, taken, store.removals_pending(meta)), "reclustered whole"
+        clear_due(store.redis, store.tenant)
+    elif past_bound(store.cluster_meta(), settings):
+        mark_due(store.redis, store.tenant)  # deferring: a recluster job follows (shared.pipeline.recluster)
+        how = "extended past the bound (whole-graph clustering due)"
     log.info("%s: %d entities and %d relations changed, %d communities to report, %.2f s", how, len(taken[0]),
              len(taken[1]), sum(map(len, waves.values())), time.perf_counter() - started)
     return waves
 
 
 def _may_extend(meta: dict[str, str], taken: tuple[list[str], list[str]], settings) -> bool:
-    growth = settings.cluster.incremental_max_growth
-    if growth <= 0 or "full_size" not in meta or not (taken[0] or taken[1]):
+    """Within the bound; past it too when a ``recluster`` job clusters the whole graph later (``deferring``)."""
+    if settings.cluster.incremental_max_growth <= 0 or "full_size" not in meta or not (taken[0] or taken[1]):
         return False
-    changed = int(meta.get("changed", 0)) + len(taken[0]) + len(taken[1])
-    return changed <= growth * int(meta["full_size"])
+    return deferring(settings) or not past_bound(meta, settings, len(taken[0]) + len(taken[1]))
 
 
 def _independent(settings, entities, relations):

@@ -41,6 +41,7 @@ from shared.infra.messaging.broker_probe import (
 from shared.infra.messaging.messages import Message
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import active_jobs_key, broker_queue_keys, watchdog_key, watchdog_lock_key
+from shared.pipeline.recluster import deferring, submit_due
 from shared.pipeline.resume import Step, plan_resume
 
 log = logging.getLogger(__name__)
@@ -65,20 +66,30 @@ class Watchdog:
         self.probe = probe if probe is not None else default_probe(settings, redis)
 
     def sweep(self, now: float | None = None) -> list[tuple[str, str, list[Step]]]:
-        """Resume the stalled jobs; returns ``(tenant, job_id, steps sent)`` per resumed job. Returns []
-        without sweeping when another worker holds the sweep lock."""
+        """Resume the stalled jobs, then submit the ``recluster`` jobs due; returns ``(tenant, job_id, steps
+        sent)`` per resumed job. Returns [] without sweeping when another worker holds the sweep lock."""
         w = self.settings.workers
         lock = self.redis.lock(watchdog_lock_key(), timeout=max(10.0, 4 * w.watchdog_interval_s),
                                blocking_timeout=0)
         if not lock.acquire(blocking=False):
             return []
+        now = time.time() if now is None else now
         try:
-            return self._sweep(time.time() if now is None else now)
+            resumed = self._sweep(now)
+            self._submit_reclusters(now)
+            return resumed
         finally:
             try:
                 lock.release()
             except Exception:  # noqa: BLE001 - the lock expired during a long sweep: harmless
                 pass
+
+    def _submit_reclusters(self, now: float) -> None:
+        """The whole-graph clusterings left for later (``shared.pipeline.recluster``), for the tenants now due; a
+        tenant with a job listed in ``gf:active_jobs`` is not quiet, whatever that job's state."""
+        if deferring(self.settings):
+            busy = {parse_active_member(m)[0] for m, _t in self.redis.zscan_iter(active_jobs_key(), count=1000)}
+            submit_due(self.redis, self.settings, self.send, busy, now)
 
     def _live(self, member: str, listed_at: float, now: float) -> tuple[str, str, str] | None:
         """(tenant, job id, progress fingerprint) of a listed job still running, else None."""

@@ -12,6 +12,7 @@ from shared.domain.ids import new_job_id
 from shared.infra.jobs.ingest_submit import DocumentInput, submit_ingestion
 from shared.infra.jobs.store import JobStore
 from shared.infra.messaging.queueing import DELETE_DOCUMENT
+from shared.infra.redis.keys import recluster_due_key
 from shared.infra.store.redis_graph import GraphStore
 from tests.conftest import SAMPLE
 from tests.integration.helpers import graph_snapshot, start_stack
@@ -21,7 +22,10 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def stack(redis_server, simulator, tmp_path_factory):
-    s = start_stack(redis_server.url, tmp_path_factory.mktemp("life"), simulator, concurrency=8)
+    # a job past the clustering bound leaves the whole graph to a recluster job, submitted 2 s after the tenant's
+    # last job ended (the watchdog sweeps every second)
+    s = start_stack(redis_server.url, tmp_path_factory.mktemp("life"), simulator, concurrency=8,
+                    GRAPHFLEET_CLUSTER__RECLUSTER_QUIET_S=2, GRAPHFLEET_WORKERS__WATCHDOG_INTERVAL_S=1)
     yield s
     s.stop()
 
@@ -104,3 +108,36 @@ def test_adding_a_document_regenerates_only_changed_reports(stack):
         time.sleep(0.05)
     client.redis.delete(*bookkeeping)
     assert jobs.view(second["id"]) == view
+
+
+def _jobs_of_kind(client: LocalClient, tenant: str, kind: str) -> list[str]:
+    jobs = JobStore(client.redis, tenant)
+    return [j.decode() for j in client.redis.zrange(jobs.k.jobs(), 0, -1) if jobs.get_field(j.decode(), "kind") == kind]
+
+
+def test_a_job_past_the_clustering_bound_leaves_the_whole_graph_to_a_recluster_job(stack):
+    """The second job adds more than half the graph: it is clustered incrementally and ends; once the tenant is
+    quiet, the watchdog submits a ``recluster`` job, which clusters the whole graph (the communities a tenant that
+    ingested both at once has) and reports what moved."""
+    client = LocalClient(stack.redis_url)
+    a, b = _texts()
+    _ingest(client, "life-defer", [a[:12000]])
+    store = GraphStore(client.redis, "life-defer")
+    _ingest(client, "life-defer", [a[12000:], b])
+    meta = store.cluster_meta()
+    assert int(meta["changed"]) > 0.5 * int(meta["full_size"]), meta  # extended past the bound
+    assert client.redis.zscore(recluster_due_key(), "life-defer") is not None
+    deadline = time.monotonic() + 120
+    while not (ids := _jobs_of_kind(client, "life-defer", "recluster")):
+        assert time.monotonic() < deadline, "no recluster job was submitted"
+        time.sleep(0.2)
+    view = client.wait("life-defer", ids[0], timeout=600)
+    assert view["status"] == "succeeded" and view["kind"] == "recluster", view
+    assert store.cluster_meta()["changed"] == "0"
+    assert client.redis.zscore(recluster_due_key(), "life-defer") is None
+    assert set(store.reports()) == set(store.communities())
+    _assert_report_cache_in_use(client.redis, store)
+    _ingest(client, "life-once", [a[:12000], a[12000:], b])
+    assert graph_snapshot(store)["communities"] == graph_snapshot(GraphStore(client.redis, "life-once"))["communities"]
+    time.sleep(4)  # quiet again, and nothing is due: no second recluster job
+    assert len(_jobs_of_kind(client, "life-defer", "recluster")) == 1

@@ -145,7 +145,9 @@ def work(job: MemoryJob, sc: Scenario, msg: Message, token: str) -> list[Message
     return WORKERS[type(msg)](job, sc, Flow(job, msg.tenant, msg.job_id, token), msg)
 
 
-def first_messages(sc: Scenario) -> list[Message]:
+def first_messages(sc: Scenario, job: MemoryJob) -> list[Message]:
+    if sc.kind == "recluster":  # as shared.pipeline.recluster.submit_due starts it: no document, the merge planner
+        return Flow(job, "acme", "job-1", "recluster").extraction_progressed(complete=True)
     if sc.kind == "delete":
         return [DeleteDocument("acme", "job-1", d) for d in sc.docs]
     return [(ParseDocument if d in sc.files else ChunkDocument)("acme", "job-1", d) for d in sc.docs]
@@ -156,7 +158,7 @@ def run(sc: Scenario, lose: int | None = None) -> tuple[MemoryJob, list[Message]
     job ended, resume as the watchdog does (claims first, then send). Returns the job, the deliveries,
     the lost message and the first resume's messages."""
     job = MemoryJob(sc.kind, sc.docs, files=sc.files)
-    queue: deque[Message] = deque(first_messages(sc))
+    queue: deque[Message] = deque(first_messages(sc, job))
     delivered: list[Message] = []
     lost, resumed, sweeps = None, [], 0
     while job.fields["status"] == "running":
@@ -187,6 +189,7 @@ SCENARIOS = {
     "no-merge-batches": Scenario(merge_batches=0),
     "empty-wave": Scenario(waves=((1,), (0,), (2, 1))),
     "delete": Scenario(kind="delete", docs=1),
+    "recluster": Scenario(kind="recluster", docs=0),
     "one-of-each": Scenario(docs=1, chunks_per_doc=1, merge_batches=1, waves=((1,),)),
     "files-and-texts": Scenario(docs=3, files=2),
     "a-bad-file-among-good-ones": Scenario(docs=3, files=2, bad_files=1),
@@ -205,6 +208,8 @@ def test_a_job_runs_every_declared_stage_once_and_ends_once(name):
         expected -= {ParseDocument}
     if sc.kind == "delete":
         expected = (expected - {ChunkDocument, ExtractChunk}) | {DeleteDocument}
+    if sc.kind == "recluster":
+        expected -= {ChunkDocument, ExtractChunk}
     if sc.files and sc.bad_files == set(sc.docs):
         expected -= {ChunkDocument, ExtractChunk}
     if sc.clustered_current:

@@ -10,8 +10,11 @@ from shared.domain.incremental_clustering import extend_clustering
 from shared.domain.merge import merge_entity, merge_relation
 from shared.domain.models import Community
 from shared.infra.redis.conn import to_str
+from shared.infra.redis.keys import recluster_due_key
 from shared.infra.store.redis_graph import GraphStore, split_rel_field
 from shared.pipeline.cluster_stage import degrees_of, run_cluster
+from shared.pipeline.recluster import KIND as RECLUSTER
+from shared.pipeline.recluster import clustered_current, past_bound
 from tests.unit.graph_support import save_mentions
 
 
@@ -60,9 +63,10 @@ def _base(store: GraphStore, groups: int = 6, size: int = 8) -> None:
                                         if (i + j) % 3 == 0 or j == i + 1])
 
 
-def _settings(growth: float = 0.5):
+def _settings(growth: float = 0.5, quiet_s: float = 30.0):
     s = get_settings()
-    return s.model_copy(update={"cluster": s.cluster.model_copy(update={"incremental_max_growth": growth})})
+    cluster = s.cluster.model_copy(update={"incremental_max_growth": growth, "recluster_quiet_s": quiet_s})
+    return s.model_copy(update={"cluster": cluster})
 
 
 def _rows(store: GraphStore) -> dict[str, bytes]:
@@ -114,12 +118,13 @@ def test_a_batch_with_no_clustered_neighbour_gets_communities_after_the_stored_i
 
 
 def test_growth_past_the_bound_or_a_removal_clusters_the_whole_graph_again(redis_client, tenant):
+    """Past the bound with nothing deferred (``recluster_quiet_s`` 0), the job clusters the whole graph itself."""
     store = GraphStore(redis_client, tenant)
     _base(store)
     run_cluster(store, _settings())
     everything = sorted(_rows(store))
     _ingest(store, "c-new", ["NEW"], [("NEW", "G0-1")])
-    waves = run_cluster(store, _settings(growth=0.001))  # 2 changes, more than 0.1% of the graph
+    waves = run_cluster(store, _settings(growth=0.001, quiet_s=0))  # 2 changes, more than 0.1% of the graph
     assert len([c for wave in waves.values() for c in wave]) >= len(everything)
     assert store.cluster_meta()["changed"] == "0"
     _ingest(store, "c-more", ["MORE"], [("MORE", "G1-1")])
@@ -135,3 +140,29 @@ def test_growth_past_the_bound_or_a_removal_clusters_the_whole_graph_again(redis
     assert store.cluster_meta()["changed"] == "0"  # the removal took the whole-graph path
     assert not store.entity_communities("MORE")
     assert _degrees(store) == degrees_of(store.edge_list())
+
+
+def test_past_the_bound_the_job_extends_and_a_recluster_job_clusters_the_whole_graph(redis_client, tenant):
+    """Deferred (the default): the job past the bound is clustered incrementally and marks the tenant due; the
+    ``recluster`` job's cluster stage clusters the whole graph and takes the mark away; run again, it returns the
+    same waves; once within the bound, a recluster job has nothing to do."""
+    store, settings = GraphStore(redis_client, tenant), _settings(growth=0.001)
+    _base(store)
+    everything = sorted(c for wave in run_cluster(store, settings).values() for c in wave)
+    chain = store.entity_communities("G0-1")
+    _ingest(store, "c-new", ["NEW"], [("NEW", "G0-1")])
+    assert not clustered_current(store, RECLUSTER, settings)  # the graph changed
+    waves = run_cluster(store, settings)
+    assert sorted(c for wave in waves.values() for c in wave) == sorted(chain)  # extended: only NEW's chain
+    assert store.entity_communities("NEW") == chain
+    assert store.cluster_meta()["changed"] == "2" and past_bound(store.cluster_meta(), settings)
+    assert redis_client.zscore(recluster_due_key(), tenant) is not None
+    assert clustered_current(store, "ingest", settings)  # an ingestion with nothing new skips its cluster stage
+    assert not clustered_current(store, RECLUSTER, settings)  # the recluster job does not
+    whole = run_cluster(store, settings, whole_due=True)
+    assert len([c for wave in whole.values() for c in wave]) >= len(everything)
+    assert store.cluster_meta()["changed"] == "0"
+    assert redis_client.zscore(recluster_due_key(), tenant) is None
+    assert _degrees(store) == degrees_of(store.edge_list())
+    assert run_cluster(store, settings, whole_due=True) == whole  # retried after its save
+    assert clustered_current(store, RECLUSTER, settings)  # within the bound: nothing left for a recluster job

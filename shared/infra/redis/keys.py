@@ -328,6 +328,10 @@ def api_keys_key() -> str:  # hash api-key digest -> tenant
     return f"{ROOT}:apikeys"
 
 
+def recluster_due_key() -> str:  # zset tenant -> when a job took its graph past the clustering bound (ids only)
+    return f"{ROOT}:recluster_due"
+
+
 def watchdog_lock_key() -> str:
     return f"{ROOT}:watchdog:lock"
 
