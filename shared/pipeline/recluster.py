@@ -20,7 +20,8 @@ import time
 from collections.abc import Callable, Iterable
 
 from shared.domain.ids import new_job_id
-from shared.infra.jobs.store import JobStore
+from shared.infra.jobs.query_submit import is_query_id
+from shared.infra.jobs.store import JobStore, parse_active_member
 from shared.infra.messaging.messages import Message
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys, recluster_due_key
@@ -28,6 +29,7 @@ from shared.pipeline.flow import Flow
 
 log = logging.getLogger(__name__)
 KIND = "recluster"
+RECENT_JOBS = 100  # how far back among a tenant's jobs its last ingestion is looked for
 
 
 def deferring(settings) -> bool:
@@ -65,20 +67,28 @@ def clear_due(redis, tenant: str) -> None:
 def due(marked_at: float, busy: bool, last_activity: float | None, now: float, quiet_s: float,
         max_delay_s: float) -> bool:
     """Whether a tenant marked at ``marked_at`` gets its ``recluster`` job now: quiet (no ingestion running, the last
-    one ended ``quiet_s`` ago) or marked ``max_delay_s`` ago."""
+    one ended ``quiet_s`` ago; queries do not count) or marked ``max_delay_s`` ago."""
     if now - marked_at >= max_delay_s:
         return True
     return not busy and (last_activity is None or now - last_activity >= quiet_s)
 
 
 def last_activity(redis, tenant: str) -> float | None:
-    """When the tenant's newest job ended (or, still running, was last updated); None when it has none."""
-    newest = redis.zrevrange(Keys(tenant).jobs(), 0, 0)
-    if not newest:
+    """When the tenant's newest ingestion or deletion (among its 100 newest jobs: queries do not count) ended, or,
+    still running, was last updated; None when there is none."""
+    newest = next((j for j in map(to_str, redis.zrevrange(Keys(tenant).jobs(), 0, RECENT_JOBS - 1))
+                   if not is_query_id(j)), None)
+    if newest is None:
         return None
-    finished, updated = redis.hmget(Keys(tenant).job(to_str(newest[0])), ["finished_at", "updated_at"])
+    finished, updated = redis.hmget(Keys(tenant).job(newest), ["finished_at", "updated_at"])
     value = finished if finished is not None else updated
     return float(to_str(value)) if value is not None else None
+
+
+def ingesting(active_members: Iterable[str]) -> set[str]:
+    """The tenants with an ingestion or deletion listed in ``gf:active_jobs`` (a query keeps no tenant busy: its
+    workers are not the ones a recluster job uses)."""
+    return {tenant for tenant, job_id in map(parse_active_member, active_members) if not is_query_id(job_id)}
 
 
 def submit_due(redis, settings, send: Callable[[Message], None], busy_tenants: Iterable[str],

@@ -41,7 +41,7 @@ from shared.infra.messaging.broker_probe import (
 from shared.infra.messaging.messages import Message
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import active_jobs_key, broker_queue_keys, watchdog_key, watchdog_lock_key
-from shared.pipeline.recluster import deferring, submit_due
+from shared.pipeline.recluster import deferring, ingesting, submit_due
 from shared.pipeline.resume import Step, plan_resume
 
 log = logging.getLogger(__name__)
@@ -86,9 +86,9 @@ class Watchdog:
 
     def _submit_reclusters(self, now: float) -> None:
         """The whole-graph clusterings left for later (``shared.pipeline.recluster``), for the tenants now due; a
-        tenant with a job listed in ``gf:active_jobs`` is not quiet, whatever that job's state."""
+        tenant with an ingestion listed in ``gf:active_jobs`` is not quiet, whatever that job's state."""
         if deferring(self.settings):
-            busy = {parse_active_member(m)[0] for m, _t in self.redis.zscan_iter(active_jobs_key(), count=1000)}
+            busy = ingesting(to_str(m) for m, _t in self.redis.zscan_iter(active_jobs_key(), count=1000))
             submit_due(self.redis, self.settings, self.send, busy, now)
 
     def _live(self, member: str, listed_at: float, now: float) -> tuple[str, str, str] | None:

@@ -5,12 +5,12 @@ On a real Redis; the broker is a list of the messages sent."""
 from __future__ import annotations
 
 from shared.config import get_settings
-from shared.infra.jobs.store import JobStore
+from shared.infra.jobs.store import JobStore, active_member
 from shared.infra.messaging.messages import PlanMerge
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import recluster_due_key
 from shared.pipeline.flow import CLAIM_MERGE
-from shared.pipeline.recluster import KIND, due, mark_due, submit_due
+from shared.pipeline.recluster import KIND, due, ingesting, mark_due, submit_due
 
 
 def _settings(quiet_s: float = 30.0, max_delay_s: float = 900.0):
@@ -37,6 +37,7 @@ def test_the_sweep_submits_one_recluster_job_per_due_tenant_and_takes_the_mark(r
     redis_client.hset(jobs[quiet].k.job("job-1"), "finished_at", now - 45)  # ended 45 s ago
     jobs[fresh].finish("job-1", "succeeded")  # ended just now (``now`` is a minute ahead: 60 s ago)
     redis_client.hset(jobs[fresh].k.job("job-1"), "finished_at", now - 5)
+    jobs[quiet].create("qry-1", "query")  # a query since, still running: the tenant is quiet all the same
     for t in (quiet, busy, fresh):
         mark_due(redis_client, t, now - 50)
     mark_due(redis_client, quiet, now)  # a second mark keeps the first one's time
@@ -55,3 +56,9 @@ def test_the_sweep_submits_one_recluster_job_per_due_tenant_and_takes_the_mark(r
     later = submit_due(redis_client, _settings(max_delay_s=60), sent.append, busy_tenants={busy}, now=now + 10)
     assert sorted(t for t, _job in later) == sorted([busy, fresh])  # marked 60 s ago: due whatever runs
     assert not {to_str(m) for m in redis_client.zrange(recluster_due_key(), 0, -1)} & {quiet, busy, fresh}
+
+
+def test_only_an_ingestion_keeps_a_tenant_busy():
+    members = [active_member("a", "job-1"), active_member("b", "qry-1"), active_member("c", "qry-2"),
+               active_member("c", "job-2")]
+    assert ingesting(members) == {"a", "c"}

@@ -11,10 +11,18 @@ from shared.infra.store.redis_graph import GraphStore
 NO_DOCUMENTS = "no documents ingested for this tenant: ingest some first (POST /v1/documents, graphfleet ingest)"
 
 
+QUERY_ID_PREFIX = "qry-"
+
+
 def new_query_id() -> str:
     import uuid
 
-    return "qry-" + uuid.uuid4().hex
+    return QUERY_ID_PREFIX + uuid.uuid4().hex
+
+
+def is_query_id(job_id: str) -> bool:
+    """A query's id, told from an ingestion's (``job-``) without reading its record."""
+    return job_id.startswith(QUERY_ID_PREFIX)
 
 
 def has_documents(redis, tenant: str) -> bool:
