@@ -171,7 +171,10 @@ def settings_env(monkeypatch, redis_server, simulator, tmp_path):
 
 
 def worker_env(simulator_url: str | None, **extra) -> dict:
-    env = {"GRAPHFLEET_LLM_API_KEY": "sk-test"}
+    # no recluster jobs in the background (``shared.pipeline.recluster``) unless a test asks for them
+    # (test_document_lifecycle): they call the LLM outside the jobs a test waits for, and a tenant one module's
+    # stack marked due on the shared Redis would get its job from the next module's stack
+    env = {"GRAPHFLEET_LLM_API_KEY": "sk-test", "GRAPHFLEET_CLUSTER__RECLUSTER_QUIET_S": "0"}
     if simulator_url:
         env["GRAPHFLEET_LLM_BASE_URL"] = simulator_url
     else:
