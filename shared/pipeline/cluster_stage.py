@@ -51,7 +51,7 @@ def run_cluster(store: GraphStore, settings, whole_due: bool = False) -> dict[in
     if waves is None:
         waves, how = _recluster(store, settings, version, taken, store.removals_pending(meta)), "reclustered whole"
         clear_due(store.redis, store.tenant)
-    elif past_bound(store.cluster_meta(), settings):
+    elif past_bound(meta, settings, len(taken[0]) + len(taken[1])):  # the changed count _extend just saved
         mark_due(store.redis, store.tenant)  # deferring: a recluster job follows (shared.pipeline.recluster)
         how = "extended past the bound (whole-graph clustering due)"
     log.info("%s: %d entities and %d relations changed, %d communities to report, %.2f s", how, len(taken[0]),
