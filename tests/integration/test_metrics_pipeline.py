@@ -101,8 +101,10 @@ def assert_tokens_equal_simulator(got: dict, sim: dict) -> dict[str, float]:
     for model, (tin, tout) in by_model.items():
         pin, pout = price_for(model)
         assert cost[model] == pytest.approx((tin * pin + tout * pout) / 1e6, rel=1e-9), model
+    embedding_requests = [(lab, v) for lab, v in got["graphfleet_llm_requests_total"] if lab.get("kind") == "embedding"]
     assert total(got, "graphfleet_llm_requests_total", kind="embedding") - total(
-        got, "graphfleet_llm_errors_total", stage="embed") == sim["embeddings"]["calls"]
+        got, "graphfleet_llm_errors_total", stage="embed") == sim["embeddings"]["calls"], (
+        f"embedding requests by label: {embedding_requests}; simulator: {sim['embeddings']}")
     return {"chat_input": chat_in, "embed_input": embed_in, "output": out, "cost": sum(cost.values())}
 
 
