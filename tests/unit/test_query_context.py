@@ -213,3 +213,37 @@ def test_causal_evidence_split_gives_text_units_the_network_cap_first():
     assert rep.total_allowed <= 8000
     assert {s.name: s.tokens_allowed for s in rep.sections}["sources"] >= 3200
     assert src.chunks and "-----TextUnits-----" in ctx and any("evidence split" in n for n in rep.notes)
+
+
+def test_a_hub_entity_cites_its_first_chunks_and_documents_not_all_of_them():
+    from shared.domain.query.context_local import CITED_PER_ROW
+
+    reader, _ = make_graph()
+    hub = reader.entity_map["SCROOGE"]
+    many = 50_000  # a hub named in most of a large tenant's passages
+    reader.entity_map["SCROOGE"] = hub.model_copy(update={
+        "source_ids": [f"c{i:05d}" for i in range(many)], "doc_ids": [f"d{i:05d}" for i in range(many)]})
+    p = resolve(QueryParam(query="Who is Scrooge's clerk?"))
+    _ctx, _rep, src = build_local_context(reader, ALL_ENT, p, [("chunk-3", 1.0)])
+    ev = next(e for e in src.evidence if e.key == "SCROOGE")
+    assert ev.chunk_ids == [f"c{i:05d}" for i in range(CITED_PER_ROW)]
+    assert ev.doc_ids == [f"d{i:05d}" for i in range(CITED_PER_ROW)]
+    assert len(src.documents) < 2 * CITED_PER_ROW and "doc-a" in src.documents
+    assert len(reader.entity_map["SCROOGE"].doc_ids) == many  # the row keeps them all
+
+
+def test_sources_list_each_key_and_document_once_in_first_seen_order():
+    from shared.domain.query.context_common import Evidence, Sources
+
+    src = Sources()
+    src.add(Evidence(kind="entity", cite="E1", key="A", text="", doc_ids=["d2", "d1", "", "d2"]))
+    src.add(Evidence(kind="entity", cite="E2", key="A", text="", doc_ids=["d1", "d3"]))
+    src.documents.append("d9")  # changed from outside: still read right
+    src.add(Evidence(kind="chunk", cite="S1", key="c1", text="", doc_ids=["d9", "d4"]))
+    assert src.entities == ["A"] and src.chunks == ["c1"]
+    assert src.documents == ["d2", "d1", "d3", "d9", "d4"]
+    assert len(src.evidence) == 3
+    big = Sources()
+    big.add(Evidence(kind="entity", cite="E1", key="H", text="", doc_ids=[f"d{i}" for i in range(200_000)]))
+    big.add(Evidence(kind="entity", cite="E2", key="I", text="", doc_ids=[f"d{i}" for i in range(100_000, 300_000)]))
+    assert len(big.documents) == 300_000

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from shared.domain.models import Chunk, Entity, Relation
 from shared.domain.packing import csv_row
@@ -64,17 +64,32 @@ class Sources(BaseModel):
     # an extractive answer (no LLM): each quoted sentence with the pages of its own span, in answer order
     sentences: list[SentenceCitation] = Field(default_factory=list)
 
+    # list name -> (its length when last seen here, its items as a set): a hub entity's evidence names tens of
+    # thousands of documents, and testing each against the list made adding them quadratic (22 s for 67,485)
+    _seen: dict[str, tuple[int, set[str]]] = PrivateAttr(default_factory=dict)
+
     def add(self, ev: Evidence) -> None:
         self.evidence.append(ev)
-        target = {"entity": self.entities, "relation": self.relations, "report": self.reports,
-                  "chunk": self.chunks}.get(ev.kind)
-        if target is not None and ev.key not in target:
-            target.append(ev.key)
+        target = {"entity": "entities", "relation": "relations", "report": "reports", "chunk": "chunks"}.get(ev.kind)
+        if target is not None:
+            self._append_new(target, [ev.key])
         if ev.kind == "chunk" and ev.pages:
             self.pages[ev.key] = list(ev.pages)
-        for d in ev.doc_ids:
-            if d and d not in self.documents:
-                self.documents.append(d)
+        self._append_new("documents", [d for d in ev.doc_ids if d])
+
+    def _append_new(self, name: str, items: list[str]) -> None:
+        """Append to list ``name`` each of ``items`` it does not hold yet, in order."""
+        if not items:
+            return
+        target: list[str] = getattr(self, name)
+        length, seen = self._seen.get(name, (-1, set()))
+        if length != len(target):  # new, or changed by someone else: read it again
+            seen = set(target)
+        for item in items:
+            if item not in seen:
+                seen.add(item)
+                target.append(item)
+        self._seen[name] = (len(target), seen)
 
     def citations(self) -> dict[str, str]:
         return {e.cite: e.key for e in self.evidence}

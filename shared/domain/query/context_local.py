@@ -86,14 +86,25 @@ def relation_static(r: Relation) -> str:
     return static_line(relation_cells("", r), RELATION_NUMERIC)
 
 
+CITED_PER_ROW = 20  # the chunks and the documents an entity's or a relation's evidence cites, at most
+
+
+def cited(ids: Sequence[str]) -> list[str]:
+    """The first ``CITED_PER_ROW`` of a graph row's chunk or document ids, as its evidence cites them. A hub entity
+    is extracted from tens of thousands of chunks: citing them all put every one of its documents in a query's
+    sources and made the query read all those chunks and documents (2 s at 67,485, after 20 s in the sources'
+    bookkeeping). The row keeps them all (the entity view lists them)."""
+    return list(ids[:CITED_PER_ROW])
+
+
 def entity_section(entities: Sequence[Entity], cap: int | None, scores: dict[str, float] | None = None,
                    model: str | None = None) -> tuple[Section, Sequence[Evidence]]:
     """Rows, evidence and token estimates made as the allocator reads them (``lazy``)."""
     scores = scores or {}
     cells = lazy_map(entities, lambda i, e: entity_cells(f"E{i + 1}", e))
     ev = lazy_map(entities, lambda i, e: Evidence(
-        kind="entity", cite=f"E{i + 1}", key=e.name, text=f"{e.name}: {e.description}", doc_ids=list(e.doc_ids),
-        chunk_ids=list(e.source_ids), score=scores.get(e.name, 0.0)))
+        kind="entity", cite=f"E{i + 1}", key=e.name, text=f"{e.name}: {e.description}", doc_ids=cited(e.doc_ids),
+        chunk_ids=cited(e.source_ids), score=scores.get(e.name, 0.0)))
 
     def shortened(i: int, text: str) -> None:
         ev[i] = ev[i].model_copy(update={"text": f"{entities[i].name}: {text}"})
@@ -110,7 +121,7 @@ def relation_section(relations: Sequence[Relation], cap: int | None, model: str 
     cells = lazy_map(relations, lambda i, r: relation_cells(f"R{i + 1}", r))
     ev = lazy_map(relations, lambda i, r: Evidence(
         kind="relation", cite=f"R{i + 1}", key=rel_key(r.src, r.tgt), text=f"{r.src} -> {r.tgt}: {r.description}",
-        doc_ids=list(r.doc_ids), chunk_ids=list(r.source_ids), score=r.weight))
+        doc_ids=cited(r.doc_ids), chunk_ids=cited(r.source_ids), score=r.weight))
 
     def shortened(i: int, text: str) -> None:
         ev[i] = ev[i].model_copy(update={"text": f"{relations[i].src} -> {relations[i].tgt}: {text}"})
