@@ -40,12 +40,13 @@ def pack(arrays: dict[str, np.ndarray]) -> bytes:
 def unpack(data: bytes) -> dict[str, np.ndarray]:
     """The arrays ``pack`` wrote, as read-only views of ``data``; ``ValueError`` when ``data`` is not such a
     buffer or an array would reach beyond it."""
-    if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + 8:
+    data = memoryview(data).cast("B")  # bytes, or a buffer a value was read into
+    if len(data) < len(_MAGIC) + 8 or data[:len(_MAGIC)] != _MAGIC:
         raise ValueError("not an index snapshot")
     (size,) = struct.unpack_from("<Q", data, len(_MAGIC))
     start = len(_MAGIC) + 8 + size
     try:
-        header = json.loads(data[len(_MAGIC) + 8:start])
+        header = json.loads(bytes(data[len(_MAGIC) + 8:start]))
         base = start + (-start % _ALIGN)
         out = {}
         for name, (dtype, shape, offset) in header.items():
@@ -53,7 +54,9 @@ def unpack(data: bytes) -> dict[str, np.ndarray]:
             count = int(np.prod(shape, dtype=np.int64))
             if dt.kind not in _KINDS or offset < 0 or count < 0 or base + offset + count * dt.itemsize > len(data):
                 raise ValueError(f"array {name} does not fit the snapshot")
-            out[name] = np.frombuffer(data, dtype=dt, count=count, offset=base + offset).reshape(shape)
+            view = np.frombuffer(data, dtype=dt, count=count, offset=base + offset).reshape(shape)
+            view.flags.writeable = False  # a buffer a value was read into is writable: the views are not
+            out[name] = view
         return out
     except (TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"not an index snapshot: {exc}") from exc

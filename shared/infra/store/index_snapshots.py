@@ -19,6 +19,9 @@ import uuid
 import zlib
 from collections.abc import Callable
 
+import numpy as np
+
+from shared.infra.redis.bulk_read import read_value
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
 
@@ -39,7 +42,7 @@ class IndexSnapshots:
         self.redis = redis
         self.max_bytes = max_bytes
 
-    def load(self, tenant: str, kind: str, tag: str) -> bytes | None:
+    def load(self, tenant: str, kind: str, tag: str) -> memoryview | None:
         """The snapshot of ``kind`` built for ``tag``; None when there is none for that tag. ``ValueError`` when it
         is damaged (truncated, altered, parts missing)."""
         key = Keys(tenant).index_snapshot(kind)
@@ -52,9 +55,12 @@ class IndexSnapshots:
             raise ValueError(f"index snapshot {kind} of tenant {tenant} has no valid size") from exc
         if parts < 0 or parts > 1 + size // PART_BYTES:
             raise ValueError(f"index snapshot {kind} of tenant {tenant} has {parts} parts for {size} bytes")
-        chunks = [self.redis.hget(key, str(i)) for i in range(parts)]  # one part per reply
-        data = b"".join(c for c in chunks if c is not None)
-        if len(data) != size or zlib.crc32(data) != crc:
+        # one part per reply, each read into its place in one buffer (``bulk_read``)
+        data, filled = memoryview(np.empty(size, dtype=np.uint8)), 0
+        for i in range(parts):
+            part = read_value(self.redis, "HGET", key, str(i), into=data[filled:])
+            filled += 0 if part is None else len(part)
+        if filled != size or zlib.crc32(data) != crc:
             raise ValueError(f"index snapshot {kind} of tenant {tenant} is damaged (size or checksum)")
         return data
 

@@ -1,13 +1,13 @@
-"""Embedded vector store: vectors in Redis (reachable by every worker process), searched with numpy.
+"""Embedded vector store: vectors in Redis (reachable by every worker process), searched in each process.
 
 A tenant's collection of a kind is stored as fixed-size rows: each vector, normalised, as float16 (half the bytes
 of float32; a cosine moves by less than 1e-3, far below what separates two passages), at its row of a block (a
 Redis string of at most ``BLOCK_BYTES``, so no value nears Redis's 512 MB limit), an id -> row hash, the rows
 deleted vectors left (reused first) and the payloads as JSON by id. A process reads a collection with one ``GET``
 per block: a cold query worker reads hundreds of thousands of vectors in bulk instead of one hash field each, and
-no second copy of them is kept for it. Writes are one script each (atomic, and every key shares the tenant's hash
-tag, so a Redis Cluster runs them too). A collection stored in the earlier layout (one hash field of float32 bytes
-per id) is moved to the blocks when first read.
+keeps the blocks as they came, scored in place (``half_rows``), with no float32 copy of them. Writes are one script
+each (atomic, and every key shares the tenant's hash tag, so a Redis Cluster runs them too). A collection stored in
+the earlier layout (one hash field of float32 bytes per id) is moved to the blocks when first read.
 
 The row ids (which id each row holds) come from a snapshot of them per collection version (``index_snapshots``,
 kind ``rowids-<kind>``, tagged with the version counter and the graph's epoch read before the rows): one blob of
@@ -16,8 +16,8 @@ hundreds of thousands of fields to parse and decode. A process that finds no sna
 a damaged one) reads the hash with ``HGETALL`` and, when no write raced that read, stores the snapshot for the
 next cold process.
 
-Each process caches a tenant/kind matrix and reloads it only when the collection's version counter changes, so
-repeated searches cost one GET plus a matrix-vector product and one HMGET of the hits' payloads.
+Each process caches a tenant/kind collection's rows and reloads them only when the collection's version counter
+changes, so repeated searches cost one GET plus a pass over the rows and one HMGET of the hits' payloads.
 """
 
 from __future__ import annotations
@@ -31,15 +31,16 @@ import numpy as np
 from shared.domain.retrieval.strings import StringTable
 from shared.domain.storage import NAME_VECTORS, VectorHit, VectorItem
 from shared.domain.storage import VECTOR_KINDS as KINDS
+from shared.infra.redis.bulk_read import read_value
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
 from shared.infra.store.array_pack import pack, unpack
+from shared.infra.store.half_rows import DTYPE, HalfRows
 from shared.infra.store.index_snapshots import DEFAULT_SNAPSHOT_BYTES, IndexSnapshots, version_tag
 from shared.infra.store.lru import CACHED_TENANTS, LRU
 
 log = logging.getLogger(__name__)
 
-DTYPE = np.float16  # as stored; searched as float32
 BLOCK_BYTES = 32 * 2**20  # one block (a Redis string) at most
 WRITE_BATCH = 1000  # vectors per script call
 READS_BEFORE_UNCACHED = 3  # reads retried while writes change the collection; then used once, not cached
@@ -97,10 +98,10 @@ class RedisVectorStore:
         """``snapshot_bytes``: the largest row-id snapshot stored (0: none stored or read)."""
         self.redis = redis
         self.snapshots = IndexSnapshots(redis, snapshot_bytes) if snapshot_bytes > 0 else None
-        # (version, id per stored row ("" for a free one), the rows as float32, the free rows' numbers)
-        self._cache: LRU[tuple[str, str], tuple[int, StringTable, np.ndarray, np.ndarray]] = LRU(
+        # (version, id per stored row ("" for a free one), the rows, the free rows' numbers)
+        self._cache: LRU[tuple[str, str], tuple[int, StringTable, HalfRows, np.ndarray]] = LRU(
             CACHED_TENANTS * len(KINDS))
-        self.loads = 0  # matrices read from Redis by this process (a cold search or a warm-up)
+        self.loads = 0  # collections read from Redis by this process (a cold search or a warm-up)
         self.rowid_snapshot_loads = 0  # of those, the ones whose row ids came from their snapshot
 
     def upsert(self, tenant: str, kind: str, items: Sequence[VectorItem]) -> None:
@@ -155,28 +156,26 @@ class RedisVectorStore:
 
     def vectors(self, tenant: str, kind: str) -> dict[str, np.ndarray]:
         """Every stored item's vector (normalised, float32) by id, as searches see them."""
-        _version, ids, matrix, free = self._load(tenant, kind)
-        return {ids[i]: matrix[i] for i in np.flatnonzero(_live(len(ids), free)).tolist()}
+        _version, ids, rows, free = self._load(tenant, kind)
+        return {ids[i]: rows.row(i) for i in np.flatnonzero(_live(len(ids), free)).tolist()}
 
     def search(
         self, tenant: str, kind: str, vector: Sequence[float], top_k: int, min_score: float = -1.0
     ) -> list[VectorHit]:
-        _version, ids, matrix, free = self._load(tenant, kind)
+        _version, ids, rows, free = self._load(tenant, kind)
         if len(ids) == len(free) or top_k <= 0:
             return []
         query = _normalise(vector)
-        if query.shape[0] != matrix.shape[1]:
-            raise ValueError(f"query dimension {query.shape[0]} != stored dimension {matrix.shape[1]}")
-        scores = matrix @ query
-        scores[free] = -np.inf  # a free row's bytes are a deleted vector's (or zeros): never a hit
-        k = min(top_k, len(ids))
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.isfinite(scores[top])]  # free rows left out before ranking by (score, id)
-        top = [int(i) for i in top[np.lexsort((np.array([ids[i] for i in top]), -scores[top]))]
-               if scores[i] >= min_score]
+        if query.shape[0] != rows.dims:
+            raise ValueError(f"query dimension {query.shape[0]} != stored dimension {rows.dims}")
+        # a free row's bytes are a deleted vector's (or zeros): never a hit
+        numbers, scores = rows.candidates(query, top_k, free)
+        ranked = np.lexsort((np.array([ids[i] for i in numbers.tolist()]), -scores))[:top_k]
+        top = [int(numbers[j]) for j in ranked if scores[j] >= min_score]
+        score = dict(zip(numbers.tolist(), scores.tolist(), strict=True))
         # the hits' payloads, read now: a deleted item's payload is gone, its hit keeps an empty one
         raw = self.redis.hmget(Keys(tenant).vector_meta(kind), [ids[i] for i in top]) if top else []
-        return [VectorHit(ids[i], float(scores[i]), json.loads(p) if p else {}) for i, p in zip(top, raw, strict=True)]
+        return [VectorHit(ids[i], score[i], json.loads(p) if p else {}) for i, p in zip(top, raw, strict=True)]
 
     def _load(self, tenant: str, kind: str):
         version = int(self.redis.get(Keys(tenant).vector_version(kind)) or 0)
@@ -190,7 +189,7 @@ class RedisVectorStore:
         return int(version or 0), version_tag(version, epoch)
 
     def _read(self, tenant: str, kind: str):
-        """(version, ids, matrix, free rows) read in bulk. Read again while a write changes the collection
+        """(version, ids, rows, free rows) read in bulk. Read again while a write changes the collection
         meanwhile; after ``READS_BEFORE_UNCACHED`` tries the last read is used with version -1, so the next search
         reads again. Only a read no write raced stores its row ids' snapshot."""
         k = Keys(tenant)
@@ -199,44 +198,35 @@ class RedisVectorStore:
         version, tag = self._version(k, kind)  # before the rows: a snapshot is never tagged newer than its ids
         for _attempt in range(READS_BEFORE_UNCACHED):
             self.loads += 1
-            ids, free, matrix, store = self._read_rows(k, kind, tag)
+            ids, free, rows, store = self._read_rows(k, kind, tag)
             now, now_tag = self._version(k, kind)
             if now_tag == tag:
                 break
             version, tag = now, now_tag
         else:
-            return -1, ids, matrix, free
+            return -1, ids, rows, free
         if store:
             self._store_rowids(k, kind, tag, ids, free, store == "damaged")
-        return version, ids, matrix, free
+        return version, ids, rows, free
 
-    def _read_rows(self, k: Keys, kind: str, tag: str) -> tuple[StringTable, np.ndarray, np.ndarray, str]:
-        """(the id of each stored row, "" for a free one; the free rows' numbers; the rows as float32; "" when
-        the ids came from their snapshot (or there are none), else why it is to be stored: "missing" or
-        "damaged"). The rows are in the blocks' own order: each block is cast into its slice of the matrix as
-        it arrives, with no gather and no joined copy of the blocks."""
+    def _read_rows(self, k: Keys, kind: str, tag: str) -> tuple[StringTable, np.ndarray, HalfRows, str]:
+        """(the id of each stored row, "" for a free one; the free rows' numbers; the rows; "" when the ids came
+        from their snapshot (or there are none), else why it is to be stored: "missing" or "damaged"). The rows
+        are the blocks as read, in their own order: no gather, no joined copy and no cast."""
         # first: every row the ids name is in the blocks read after
         snapshot, why = self._load_rowids(k, kind, tag)
         rows = None if snapshot else self.redis.hgetall(k.vector_rows(kind))
         rowbytes, per_block, allocated = (int(v or 0) for v in self.redis.hmget(
             k.vector_layout(kind), ["rowbytes", "per_block", "rows"]))
         if not (snapshot or rows) or not rowbytes:
-            return StringTable.of([]), np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32), ""
+            return StringTable.of([]), np.zeros(0, dtype=np.int64), HalfRows([], 0), ""
         if snapshot:
             ids, free = snapshot
             allocated = len(ids)  # the rows of the snapshot's version (a later write changes the version too)
         else:
             ids, free = _rowids_of(rows, allocated, k, kind)
-        dims = rowbytes // np.dtype(DTYPE).itemsize
-        # every row is written below: a block's rows cast into place, its unwritten tail zeroed
-        matrix = np.empty((allocated, dims), dtype=np.float32)
-        for number, key in enumerate(self._block_keys(k, kind, allocated, per_block)):
-            block = np.frombuffer(self.redis.get(key) or b"", dtype=DTYPE)
-            start = number * per_block
-            count = min(len(block) // dims, allocated - start)
-            matrix[start:start + count] = block[:count * dims].reshape(count, dims)
-            matrix[start + count:min(start + per_block, allocated)] = 0.0
-        return ids, free, matrix, why
+        blocks = [read_value(self.redis, "GET", key) or b"" for key in self._block_keys(k, kind, allocated, per_block)]
+        return ids, free, HalfRows.of_blocks(blocks, allocated, rowbytes // np.dtype(DTYPE).itemsize, per_block), why
 
     def _load_rowids(self, k: Keys, kind: str, tag: str) -> tuple[tuple[StringTable, np.ndarray] | None, str]:
         """((ids, free rows) from the snapshot stored for ``tag``, or None; "missing" or "damaged" when None)."""
@@ -294,16 +284,16 @@ class RedisVectorStore:
     def sample_item(self, tenant: str, kind: str) -> tuple[str, list[float]] | None:
         """(id, vector) of one stored item of ``kind`` (the first by id), or None: which embedder made the
         tenant's vectors is told by embedding that item's text again (``shared.infra.store.embedder_record``)."""
-        _version, ids, matrix, free = self._load(tenant, kind)
+        _version, ids, rows, free = self._load(tenant, kind)
         if len(ids) == len(free):
             return None
         order = ids.arrays()[2]  # the rows by id (empty: in row order already)
         order = order if order.size else np.arange(len(ids))
         first = int(order[_live(len(ids), free)[order]][0])
-        return ids[first], matrix[first].tolist()
+        return ids[first], rows.row(first).tolist()
 
     def warm_kind(self, tenant: str, kind: str) -> None:
-        """Load the tenant's matrix of ``kind`` now when stale, so the next search finds it ready
+        """Load the tenant's rows of ``kind`` now when stale, so the next search finds it ready
         (``index_loads``)."""
         self._load(tenant, kind)
 
