@@ -91,7 +91,7 @@ def test_a_new_version_ignores_the_old_snapshot_and_replaces_it(redis_client, te
     assert later.snapshot_loads == 3 and list(later.walk(tenant).entities) == list(cold.walk(tenant).entities)
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "garbage", "parts"])
+@pytest.mark.parametrize("damage", ["flip", "truncate", "garbage", "parts", "huge", "longer"])
 def test_a_damaged_snapshot_is_rebuilt_never_an_error(redis_client, tenant, damage):
     _fill(redis_client, tenant)
     built = _rankings(BM25Cache(redis_client), tenant)
@@ -104,6 +104,10 @@ def test_a_damaged_snapshot_is_rebuilt_never_an_error(redis_client, tenant, dama
             redis_client.hset(key, "0", data[: len(data) // 2])
         elif damage == "parts":
             redis_client.hset(key, "parts", "2")
+        elif damage == "huge":  # a size no snapshot was written with: refused before any buffer is made
+            redis_client.hset(key, "size", str(2**50))
+        elif damage == "longer":  # a part longer than the size says: never read past the buffer
+            redis_client.hset(key, "0", data + b"overflow")
         else:  # intact checksum and size, but not an index (written by something else)
             junk = b"\x93NUMPY" + b"\x00" * (len(data) - 6)
             snapshots = IndexSnapshots(redis_client, 2**30)

@@ -63,7 +63,7 @@ def read_value(client, command: str, key: str, *args, into: memoryview | None = 
 def _node_client(client, key: str):
     """The plain client whose pool holds the connection to read ``key`` from, or None (read through ``client``)."""
     if isinstance(client, redis_lib.Redis):
-        return client if getattr(client.connection_pool, "connection_class", None) is not None else None
+        return client
     get_node = getattr(client, "get_node_from_key", None)  # a cluster client: the key's primary
     if get_node is None:
         return None

@@ -55,6 +55,8 @@ class IndexSnapshots:
             raise ValueError(f"index snapshot {kind} of tenant {tenant} has no valid size") from exc
         if parts < 0 or parts > 1 + size // PART_BYTES:
             raise ValueError(f"index snapshot {kind} of tenant {tenant} has {parts} parts for {size} bytes")
+        if not 0 <= size <= self.max_bytes:  # never written so large: the buffer below is not sized by a bad field
+            raise ValueError(f"index snapshot {kind} of tenant {tenant} claims {size} bytes")
         # one part per reply, each read into its place in one buffer (``bulk_read``)
         data, filled = memoryview(np.empty(size, dtype=np.uint8)), 0
         for i in range(parts):
