@@ -69,3 +69,18 @@ def _nodes(client) -> list:
     if isinstance(client, redis.Redis):
         return [client]
     return [client.get_redis_connection(node) for node in client.get_nodes()]
+
+
+def test_a_connection_without_a_readable_socket_reads_through_the_client(redis_client, tenant, monkeypatch):
+    from shared.infra.redis import bulk_read
+
+    def no_socket(sock, into):
+        raise AttributeError("'Connection' object has no attribute '_sock'")  # a redis-py that moved it
+
+    k = Keys(tenant)
+    redis_client.set(k.vector_block("chunks", 0), payload(3000))
+    monkeypatch.setattr(bulk_read, "_read_bulk", no_socket)
+    buf = memoryview(np.empty(4000, dtype=np.uint8))
+    assert bytes(read_value(redis_client, "GET", k.vector_block("chunks", 0), into=buf)) == payload(3000)
+    assert read_value(redis_client, "GET", k.vector_block("chunks", 9)) is None
+    assert redis_client.get(k.vector_block("chunks", 0)) == payload(3000)  # the pool's connections answer right

@@ -41,7 +41,8 @@ def read_value(client, command: str, key: str, *args, into: memoryview | None = 
         try:
             conn.send_command(command, key, *args)
             return _read_bulk(conn._sock, into)
-        except (_Unusual, OSError, redis_lib.ConnectionError, redis_lib.TimeoutError) as exc:
+        except (_Unusual, OSError, AttributeError, redis_lib.ConnectionError, redis_lib.TimeoutError) as exc:
+            # AttributeError: a redis-py whose connections keep their socket elsewhere still reads, through it
             conn.disconnect()
             log.debug("reading %s %s through the client: %s", command, key, exc)
         except BaseException:
