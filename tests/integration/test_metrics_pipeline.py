@@ -79,6 +79,18 @@ def total(got: dict, name: str, **match) -> float:
     return sum(v for labels, v in got[name] if all(labels.get(k) == want for k, want in match.items()))
 
 
+def scrape_when(url: str, ready, timeout: float = 30.0) -> dict[str, list[tuple[dict, float]]]:
+    """A scrape in which ``ready(scrape)`` holds, or the last one after ``timeout`` s. A job's counters are
+    written by the process that ended it just after the job's end is published (``JobStore._end``: only the
+    script that ends it knows it did), so a client can see the job done a moment before a scrape counts it."""
+    deadline = time.monotonic() + timeout
+    got = scrape(url)
+    while not ready(got) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        got = scrape(url)
+    return got
+
+
 def sim_stats(simulator: str) -> dict:
     return httpx.get(simulator.removesuffix("/v1") + "/stats").json()
 
@@ -119,7 +131,8 @@ def test_gateway_metrics_equal_simulator_counts(stack, simulator, tenant):
     assert view["status"] == "succeeded", view
     chunks = view["progress"]["chunks_total"]
 
-    got = scrape(stack.gateway_url)
+    got = scrape_when(stack.gateway_url, lambda g: total(g, "graphfleet_jobs_total", kind="ingest",
+                                                         status="succeeded", tier="gold") >= 1)
     sim = sim_stats(simulator)
     totals = assert_tokens_equal_simulator(got, sim)
     print(f"\ningest: simulator {sim['chat']} embeddings {sim['embeddings']}; exported {totals}")
@@ -179,7 +192,8 @@ def test_gateway_metrics_equal_simulator_counts(stack, simulator, tenant):
         extra = extra if mode == "global" else {}
         out = client.query(tenant, QueryParam(query="What does Scrooge learn?", mode=mode, **extra), timeout=300)
         assert out["status"] == "succeeded", out
-    got = scrape(stack.gateway_url)
+    got = scrape_when(stack.gateway_url, lambda g: total(g, "graphfleet_jobs_total", kind="query",
+                                                         status="succeeded", tier="gold") >= 3)
     totals = assert_tokens_equal_simulator(got, sim_stats(simulator))
     print(f"after queries: exported {totals}")
     assert total(got, "graphfleet_jobs_total", kind="query", status="succeeded", tier="gold") == 3
