@@ -49,6 +49,6 @@ def test_candidates_hold_the_float32_top_k_with_exact_scores(seed):
 def test_no_rows_and_every_row_excluded():
     empty = HalfRows([], 0)
     assert len(empty) == 0
-    rows = HalfRows.of_matrix(unit_rows(3, 4))
+    rows = HalfRows([unit_rows(3, 4)], 4)
     numbers, scores = rows.candidates(np.ones(4, dtype=np.float32) / 2, 2, np.array([0, 1, 2]))
     assert numbers.size == 0 and scores.size == 0

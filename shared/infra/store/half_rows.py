@@ -47,11 +47,6 @@ class HalfRows:
             out.append(block)
         return cls(out, dims)
 
-    @classmethod
-    def of_matrix(cls, matrix: np.ndarray) -> HalfRows:
-        matrix = np.ascontiguousarray(matrix, dtype=DTYPE)
-        return cls([matrix], matrix.shape[1] if matrix.ndim == 2 else 0)
-
     def __len__(self) -> int:
         return int(self.starts[-1])
 
