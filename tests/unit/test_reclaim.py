@@ -13,10 +13,15 @@ import time
 
 from shared.config import Settings
 from shared.infra.messaging import queueing as q
-from shared.infra.messaging.celery_patches.redis_leases import reclaim_unrenewed, renew_leases, restore_older
+from shared.infra.messaging.celery_patches.redis_leases import (
+    reclaim_unrenewed,
+    renew_leases,
+    restore_if_older,
+    restore_older,
+)
 from shared.infra.messaging.messages import ExtractChunk, send_all
 from shared.infra.redis.conn import connect
-from shared.infra.redis.keys import BROKER_UNACKED, BROKER_UNACKED_INDEX
+from shared.infra.redis.keys import BROKER_UNACKED, BROKER_UNACKED_INDEX, broker_queue_keys
 
 QUEUE = "extractor"
 
@@ -100,6 +105,37 @@ def test_expired_leases_go_back_once_and_the_callers_own_stay(broker_redis, tena
             back = channel.basic_get(QUEUE, no_ack=True)
             assert _chunk_id(back) == _chunk_id(orphan) and channel.basic_get(QUEUE, no_ack=True) is None
             own.ack()
+    finally:
+        client.close()
+        celery.close()
+
+
+def test_a_stale_list_of_expired_leases_puts_back_no_message_taken_again(broker_redis, tenant):
+    """Two live workers' lease threads list the same expired tag; the first puts the message back and a worker takes
+    it again (a redelivery keeps its delivery tag) before the second acts on its list. The second must leave it with
+    its new holder: the lease is reread in the put-back's transaction, so the task is not run a third time."""
+    url = broker_redis.url
+    celery = q.make_celery(Settings(redis_url=url, broker_url=url))
+    client = connect(url)
+    try:
+        send_all(celery, [ExtractChunk(tenant, "job-r3", "c0")])
+        with celery.connection_for_read() as conn:
+            channel = conn.default_channel
+            orphan = channel.basic_get(QUEUE, no_ack=False)
+            tag = orphan.delivery_tag
+            renew_leases(client, [tag], now=time.time() - 60)  # its worker died a minute ago
+            cutoff = time.time() - 30
+            stale = [t.decode() for t in client.zrangebyscore(BROKER_UNACKED_INDEX, "-inf", f"({cutoff}")]
+            assert stale == [tag]  # what the second worker's thread read
+            with celery.connection_for_write() as first:
+                assert restore_older(first.default_channel, cutoff) == 1
+            again = channel.basic_get(QUEUE, no_ack=False)  # taken again: same tag, a fresh lease
+            assert again.delivery_tag == tag and _held(client) == {tag}
+            with celery.connection_for_write() as second, second.default_channel.conn_or_acquire() as redis:
+                assert restore_if_older(second.default_channel, stale[0], cutoff, redis) is False
+            assert _held(client) == {tag}  # still with its new holder, and not queued
+            assert not any(client.llen(key) for key in broker_queue_keys(QUEUE))
+            again.ack()
     finally:
         client.close()
         celery.close()

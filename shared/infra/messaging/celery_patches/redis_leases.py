@@ -9,10 +9,12 @@ So every live worker sets the delivery time of each message it holds (``QoS._del
 countdown tasks) to now, several times per ``workers.lease_renew_interval_s`` (``workers/lease.py`` runs
 :func:`tend`): that score is the worker's lease on the message (``ZADD XX``: a tag acked meanwhile is not brought
 back). A lease older than ``shared.infra.messaging.queueing.lease_expiry`` was renewed by no live process: its worker is
-gone (SIGKILL, OOM, a lost host), and any live worker puts it back (:func:`restore_older`, through kombu's own
-``QoS.restore_by_tag``: one transaction that watches the ``unacked`` hash, so a message acked or restored meanwhile is
-not put back twice); its own tags are skipped. ``graphfleet up``'s supervisor does the same once per worker exit it
-saw (:func:`reclaim_unrenewed`). The visibility timeout stays as the last resort.
+gone (SIGKILL, OOM, a lost host), and any live worker puts it back (:func:`restore_older`); its own tags are skipped.
+``graphfleet up``'s supervisor does the same once per worker exit it saw (:func:`reclaim_unrenewed`). Each put-back
+is one transaction that watches both the ``unacked`` hash and the lease index and rereads the lease first: kombu's
+``QoS.restore_by_tag`` watches only the hash, so a worker acting on a list of expired tags read a moment earlier
+would put back a message that another worker had already put back and a third had taken again (a redelivery keeps
+its delivery tag), and the task would run twice at once. The visibility timeout stays as the last resort.
 
 The Redis calls go through the task channel's own client (``Channel.conn_or_acquire``): the broker's Redis, not the
 state's, and through Sentinel the *current* primary. RabbitMQ redelivers a closed connection's messages at once and
@@ -27,6 +29,8 @@ from __future__ import annotations
 
 import logging
 import time
+
+from kombu.utils.json import loads
 
 from shared.infra.redis.keys import BROKER_UNACKED_INDEX
 
@@ -62,20 +66,35 @@ def renew_held(consumer) -> int:
         return renew_leases(client, tags)
 
 
+def restore_if_older(channel, tag: str, before: float, client) -> bool:
+    """Put the unacked message ``tag`` back on its queue if its lease is still older than ``before``; says whether it
+    went back. The lease is reread inside the transaction: a message acked, put back, or taken again and renewed since
+    the caller listed it stays where it is."""
+    qos = channel.qos
+
+    def put_back(pipe) -> bool:
+        lease = pipe.zscore(qos.unacked_index_key, tag)
+        payload = pipe.hget(qos.unacked_key, tag)
+        pipe.multi()
+        if lease is None or lease >= before or payload is None:
+            return False
+        qos._remove_from_indices(tag, pipe)
+        message, exchange, routing_key = loads(payload)  # kombu's own json, as restore_by_tag reads it
+        channel._do_restore_message(message, exchange, routing_key, pipe)
+        return True
+
+    return client.transaction(put_back, qos.unacked_key, qos.unacked_index_key, value_from_callable=True)
+
+
 def restore_older(channel, before: float, keep: frozenset[str] = frozenset()) -> int:
     """Put back on their queues the unacked messages of ``channel``'s broker whose lease is older than
     ``before``, except the delivery tags in ``keep`` (the caller's own); returns how many went back."""
-    qos = channel.qos
     restored = 0
     with channel.conn_or_acquire() as client:
-        tags = client.zrangebyscore(qos.unacked_index_key, "-inf", f"({before}")
-        for raw in tags:
+        for raw in client.zrangebyscore(channel.qos.unacked_index_key, "-inf", f"({before}"):
             tag = raw.decode() if isinstance(raw, bytes) else str(raw)
-            if tag in keep:
-                continue
-            if client.hexists(qos.unacked_key, tag):
-                restored += 1
-            qos.restore_by_tag(tag, client)
+            if tag not in keep:
+                restored += restore_if_older(channel, tag, before, client)
     return restored
 
 
