@@ -1,12 +1,5 @@
-"""Community report context, prompt, parsing, LLM-free reports and incremental scheduling (pure).
-
-Context building follows Microsoft GraphRAG / nano-graphrag: CSV-like ``-----Entities-----`` and
-``-----Relationships-----`` sections (entities by degree, relations by rank/weight, descending).
-When a community's raw data does not fit the token budget and reports of its children exist, the
-children's reports (``-----Reports-----``) are substituted for the members they cover, largest
-(then highest-rated) child first, one more child at a time until the rest fits; whatever still
-does not fit is cut at row boundaries. The returned text never exceeds ``max_tokens``.
-"""
+"""Community report prompt, parsing, LLM-free reports and incremental scheduling (pure); the report's input text
+is built in ``shared.domain.report_context``."""
 
 from __future__ import annotations
 
@@ -17,19 +10,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from shared.domain.clustering import find_relation
 from shared.domain.models import Community, CommunityReport, Entity, Finding, Relation
-from shared.domain.packing import csv_row, prefix_fit
 from shared.domain.prompts.community_report import TEMPLATE
 from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP
+from shared.domain.report_context import HEADERS, report_row, sorted_entities, sorted_relations
 from shared.domain.report_text import render_markdown
-from shared.domain.tokens import count_tokens, count_tokens_batch
-
-HEADERS = {
-    "reports": "-----Reports-----\nid,title,rating,content",
-    "entities": "-----Entities-----\nid,entity,type,description,degree",
-    "relations": "-----Relationships-----\nid,source,target,description,rank,weight",
-}
+from shared.domain.tokens import count_tokens_batch
 
 
 class ReportParseError(ValueError):
@@ -38,139 +24,6 @@ class ReportParseError(ValueError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-def _csv_row(*cells: object) -> str:
-    """A report-input row: text cells on one line, description parts separated by " | ", numbers as they are."""
-    return csv_row(
-        [" ".join(str(c).replace(GRAPH_FIELD_SEP, " | ").split()) if isinstance(c, str) else c for c in cells],
-        float_digits=None,
-    )
-
-
-def _sorted_entities(community: Community, entities: Mapping[str, Entity]) -> list[tuple[Entity, int]]:
-    """(entity, degree) by degree desc then name; degree falls back to internal edge count."""
-    internal: dict[str, int] = {}
-    for a, b in community.edges:
-        internal[a] = internal.get(a, 0) + 1
-        internal[b] = internal.get(b, 0) + 1
-    rows = [(entities.get(n) or Entity(name=n), n) for n in community.nodes]
-    ranked = [(e, e.degree or internal.get(n, 0)) for e, n in rows]
-    return sorted(ranked, key=lambda r: (-r[1], r[0].name))
-
-
-def _sorted_relations(community: Community, relations: Mapping[tuple[str, str], Relation]) -> list[Relation]:
-    found = [find_relation(relations, a, b) or Relation(src=a, tgt=b) for a, b in community.edges]
-    return sorted(found, key=lambda r: (-r.rank, -r.weight, r.src, r.tgt))
-
-
-def _children(
-    community: Community, sub_reports: Mapping[str, CommunityReport], sub_communities: Mapping[str, Community] | None
-) -> list[tuple[CommunityReport, frozenset[str]]]:
-    """(report, covered nodes) of children that have a report: largest, then best-rated first."""
-    found = []
-    for cid in community.children:
-        report = sub_reports.get(cid)
-        if report is None:
-            continue
-        child = (sub_communities or {}).get(cid)
-        found.append((report, frozenset(child.nodes) if child else frozenset()))
-    return sorted(found, key=lambda x: (-len(x[1]), -x[0].rating, x[0].community_id))
-
-
-def _assemble(rows: dict[str, list[str]], counts: dict[str, list[int]], headers: dict[str, int], budget: int):
-    """Fill ``budget``: reports first, then entities (at least half of what is left), then relations.
-
-    Estimates each section as header + rows + one newline per row + 2 for the blank line between
-    sections; the caller verifies the joined text with a real count.
-    """
-    kept = dict.fromkeys(HEADERS, 0)
-    left = budget
-    rel_need = headers["relations"] + sum(counts["relations"]) + len(rows["relations"]) + 2
-    for key in ("reports", "entities", "relations"):
-        room = left - headers[key] - 2
-        if key == "entities":
-            room = max(left // 2, left - rel_need) - headers[key] - 2
-        if rows[key] and room > 0:
-            kept[key] = prefix_fit(counts[key], room)
-        if kept[key]:
-            left -= headers[key] + sum(counts[key][: kept[key]]) + kept[key] + 2
-    sections = ["\n".join([HEADERS[k], *rows[k][: kept[k]]]) for k in ("reports", "entities", "relations") if kept[k]]
-    return "\n\n".join(sections), kept
-
-
-def _select(rows: dict[str, list], counts: dict[str, list[int]], keep: dict[str, list[int]]):
-    return ({k: [rows[k][i] for i in keep[k]] for k in rows}, {k: [counts[k][i] for i in keep[k]] for k in rows})
-
-
-def build_report_context(
-    community: Community,
-    entities: Mapping[str, Entity],
-    relations: Mapping[tuple[str, str], Relation],
-    sub_reports: Mapping[str, CommunityReport],
-    max_tokens: int,
-    model: str | None = None,
-    *,
-    sub_communities: Mapping[str, Community] | None = None,
-) -> tuple[str, dict[str, Any]]:
-    """Report input text for ``community`` within ``max_tokens`` and a summary of what it holds.
-
-    ``sub_communities`` (child id -> Community) tells which members a child report covers; without
-    it, child reports are still put first but no raw rows are dropped in their favour.
-    Info keys: reports/entities/relations (rows kept), entities_total, relations_total,
-    truncated (some row meant to be included was cut), used_sub_reports, tokens.
-    """
-    ents = _sorted_entities(community, entities)
-    rels = _sorted_relations(community, relations)
-    children = _children(community, sub_reports, sub_communities)
-    rows = {
-        "reports": [_csv_row(r.community_id, r.title, r.rating, r.full_text or r.summary) for r, _ in children],
-        "entities": [_csv_row(i, e.name, e.type, e.description, d) for i, (e, d) in enumerate(ents)],
-        "relations": [_csv_row(i, r.src, r.tgt, r.description, r.rank, r.weight) for i, r in enumerate(rels)],
-    }
-    flat = count_tokens_batch([*HEADERS.values(), *rows["reports"], *rows["entities"], *rows["relations"]], model)
-    headers = dict(zip(HEADERS, flat[:3], strict=True))
-    counts, pos = {}, 3
-    for key in HEADERS:
-        counts[key], pos = flat[pos : pos + len(rows[key])], pos + len(rows[key])
-
-    def cost(sel: dict[str, list[int]]) -> int:
-        return sum(headers[k] + sum(c) + len(c) + 2 for k, c in sel.items() if c)
-
-    # owner[name] = rank of the (ordered) child report covering it; substitution of the first k
-    # children drops entities with owner < k and relations inside one such child.
-    owner = {n: rank for rank, (_, nodes) in enumerate(children) for n in nodes}
-    keep = {"reports": [], "entities": list(range(len(ents))), "relations": list(range(len(rels)))}
-    if cost({"entities": counts["entities"], "relations": counts["relations"]}) > max_tokens:
-        for k in range(1, len(children) + 1):
-            keep = {
-                "reports": list(range(k)),
-                "entities": [i for i, (e, _) in enumerate(ents) if owner.get(e.name, k) >= k],
-                "relations": [
-                    i
-                    for i, r in enumerate(rels)
-                    if not (owner.get(r.src, k) < k and owner.get(r.src) == owner.get(r.tgt))
-                ],
-            }
-            if cost(_select(rows, counts, keep)[1]) <= max_tokens:
-                break
-    sel_rows, sel_counts = _select(rows, counts, keep)
-    budget = max_tokens
-    text, kept = _assemble(sel_rows, sel_counts, headers, budget)
-    tokens = count_tokens(text, model) if text else 0
-    while tokens > max_tokens:  # BPE can merge across row boundaries: verify and shrink
-        budget -= tokens - max_tokens
-        text, kept = _assemble(sel_rows, sel_counts, headers, budget)
-        tokens = count_tokens(text, model) if text else 0
-    info = {
-        **kept,
-        "entities_total": len(ents),
-        "relations_total": len(rels),
-        "truncated": any(kept[k] < len(sel_rows[k]) for k in HEADERS),
-        "used_sub_reports": kept["reports"] > 0,
-        "tokens": tokens,
-    }
-    return text, info
 
 
 def build_report_messages(context_text: str) -> list[dict[str, str]]:
@@ -293,8 +146,8 @@ def extractive_report(
 ) -> CommunityReport:
     """Deterministic report without an LLM: title from top-degree members, summary from their
     descriptions' first sentences, findings from the top relations (or top members)."""
-    ents = _sorted_entities(community, entities)
-    rels = _sorted_relations(community, relations)
+    ents = sorted_entities(community, entities)
+    rels = sorted_relations(community, relations)
     top = [e.name for e, _ in ents[:3]]
     title = community.id if not top else top[0] if len(top) == 1 else ", ".join(top[:-1]) + " and " + top[-1]
     sentences = [f"{e.name}: {_first_sentence(e.description)}" for e, _ in ents[:5] if e.description.strip()]
@@ -329,21 +182,21 @@ def report_levels_bottom_up(communities: Iterable[Community]) -> list[int]:
 
 def own_rows_fit(community: Community, entities: Mapping[str, Entity],
                  relations: Mapping[tuple[str, str], Relation], max_tokens: int, model: str | None = None) -> bool:
-    """Whether ``community``'s own rows (entities + relations, as :func:`build_report_context` writes
+    """Whether ``community``'s own rows (entities + relations, as ``report_context.build_report_context`` writes
     them) fit ``max_tokens`` with room to spare, in which case no sub-report is ever substituted. Cheap
     first test: UTF-8 bytes (no token is shorter than a byte); else the rows are counted. Two tokens of
     slack per row cover degrees and ranks that change by a digit before the report is written. Rows are written
     and counted only until the budget is passed: a community of thousands of members costs what its first rows
     do."""
-    ents = _sorted_entities(community, entities)
-    rels = _sorted_relations(community, relations)
+    ents = sorted_entities(community, entities)
+    rels = sorted_relations(community, relations)
     room = max_tokens - 3 * (len(ents) + len(rels)) - 4
     if room < 0:
         return False
     texts = itertools.chain(
         (HEADERS["entities"], HEADERS["relations"]),
-        (_csv_row(i, e.name, e.type, e.description, d) for i, (e, d) in enumerate(ents)),
-        (_csv_row(i, r.src, r.tgt, r.description, r.rank, r.weight) for i, r in enumerate(rels)))
+        (report_row(i, e.name, e.type, e.description, d) for i, (e, d) in enumerate(ents)),
+        (report_row(i, r.src, r.tgt, r.description, r.rank, r.weight) for i, r in enumerate(rels)))
     seen: list[str] = []
     size = 0
     for text in texts:
@@ -366,7 +219,7 @@ def report_waves(communities: Iterable[Community], independent: Callable[[Commun
                  ) -> list[list[str]]:
     """Community ids in waves: a community's report goes in wave 0 when it cannot use its children's
     reports (no children, or ``independent(community)``: its own rows fit the report budget, so
-    :func:`build_report_context` substitutes no sub-report); otherwise in the wave after its last
+    ``report_context.build_report_context`` substitutes no sub-report); otherwise in the wave after its last
     child's. So only reports that really read sub-reports wait, instead of whole levels waiting for
     the deeper ones. Ids sorted per wave."""
     by_id = {c.id: c for c in communities}

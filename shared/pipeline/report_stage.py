@@ -6,8 +6,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from shared.domain.models import CommunityReport
+from shared.domain.report_context import build_report_context
 from shared.domain.report_reuse import with_basis
-from shared.domain.reports import build_report_context, build_report_messages, extractive_report, parse_report
+from shared.domain.reports import build_report_messages, extractive_report, parse_report
 from shared.infra.llm.client import CanceledError, LLMUnavailable
 from shared.infra.store.redis_graph import GraphStore
 

@@ -9,10 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared.domain.models import Community, CommunityReport, Entity, Finding, Relation
+from shared.domain.packing import prefix_fit
 from shared.domain.prompts.community_report import MARKER
+from shared.domain.report_context import build_report_context
 from shared.domain.reports import (
     ReportParseError,
-    build_report_context,
     build_report_messages,
     communities_to_regenerate,
     extractive_rating,
@@ -252,3 +253,97 @@ def test_report_waves_wait_only_where_sub_reports_can_be_read():
     assert report_waves(tree, independent=lambda com: com.id == "L1-0") == [
         ["L0-1", "L1-0", "L1-1", "L1-2", "L2-0"], ["L0-0", "L0-2"]]
     assert report_waves(tree, independent=lambda com: True) == [sorted(x.id for x in tree)]
+
+
+
+def _assemble_counted(sel_rows, sel_counts, headers, budget):
+    """The oracle's section filling (reports, then entities with at least half of what is left, then relations)."""
+    from shared.domain.report_context import HEADERS
+
+    kept, left = dict.fromkeys(HEADERS, 0), budget
+    rel_need = headers["relations"] + sum(sel_counts["relations"]) + len(sel_rows["relations"]) + 2
+    for key in ("reports", "entities", "relations"):
+        room = left - headers[key] - 2
+        if key == "entities":
+            room = max(left // 2, left - rel_need) - headers[key] - 2
+        if sel_rows[key] and room > 0:
+            kept[key] = prefix_fit(sel_counts[key], room)
+        if kept[key]:
+            left -= headers[key] + sum(sel_counts[key][: kept[key]]) + kept[key] + 2
+    return "\n\n".join("\n".join([HEADERS[k], *sel_rows[k][: kept[k]]]) for k in HEADERS if kept[k]), kept
+
+
+def _every_row_counted(community, entities, relations, sub_reports, max_tokens, sub_communities):
+    """The report context as first written, the oracle: every row encoded up front, and every row tested again for
+    each child report taken."""
+    from shared.domain.report_context import HEADERS, _children, report_row, sorted_entities, sorted_relations
+
+    ents, rels = sorted_entities(community, entities), sorted_relations(community, relations)
+    children = _children(community, sub_reports, sub_communities)
+    rows = {"reports": [report_row(r.community_id, r.title, r.rating, r.full_text or r.summary) for r, _ in children],
+            "entities": [report_row(i, e.name, e.type, e.description, d) for i, (e, d) in enumerate(ents)],
+            "relations": [report_row(i, r.src, r.tgt, r.description, r.rank, r.weight) for i, r in enumerate(rels)]}
+    headers = {k: count_tokens(v) for k, v in HEADERS.items()}
+    counts = {k: [count_tokens(t) for t in rows[k]] for k in HEADERS}
+
+    def cost(sel):
+        return sum(headers[k] + sum(c) + len(c) + 2 for k, c in sel.items() if c)
+
+    def select(keep):
+        return {k: [rows[k][i] for i in keep[k]] for k in rows}, {k: [counts[k][i] for i in keep[k]] for k in rows}
+
+    owner = {n: rank for rank, (_, nodes) in enumerate(children) for n in nodes}
+    keep = {"reports": [], "entities": list(range(len(ents))), "relations": list(range(len(rels)))}
+    if cost({"entities": counts["entities"], "relations": counts["relations"]}) > max_tokens:
+        for k in range(1, len(children) + 1):
+            keep = {"reports": list(range(k)),
+                    "entities": [i for i, (e, _) in enumerate(ents) if owner.get(e.name, k) >= k],
+                    "relations": [i for i, r in enumerate(rels)
+                                  if not (owner.get(r.src, k) < k and owner.get(r.src) == owner.get(r.tgt))]}
+            if cost(select(keep)[1]) <= max_tokens:
+                break
+    sel_rows, sel_counts = select(keep)
+    budget = max_tokens
+    text, kept = _assemble_counted(sel_rows, sel_counts, headers, budget)
+    tokens = count_tokens(text) if text else 0
+    while tokens > max_tokens:
+        budget -= tokens - max_tokens
+        text, kept = _assemble_counted(sel_rows, sel_counts, headers, budget)
+        tokens = count_tokens(text) if text else 0
+    return text, {**kept, "entities_total": len(ents), "relations_total": len(rels),
+                  "truncated": any(kept[k] < len(sel_rows[k]) for k in HEADERS),
+                  "used_sub_reports": kept["reports"] > 0, "tokens": tokens}
+
+
+WORDS = "river city founded album film born played the of and, 1987 école Zürich".split()
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_context_counted_as_far_as_needed_is_the_context_of_every_row_counted(data):
+    """The report context encodes rows only as far as its decisions need (a community of thousands of members has
+    most of its rows cut): the text and the figures are exactly those of encoding every row up front."""
+    text_of = st.lists(st.sampled_from(WORDS), min_size=0, max_size=30).map(" ".join)
+    n = data.draw(st.integers(0, 30))
+    names = [f"E{i}" for i in range(n)]
+    entities = {x: Entity(name=x, type="org", description=data.draw(text_of), degree=data.draw(st.integers(0, 9)))
+                for x in names if data.draw(st.integers(0, 9)) or x == "E0"}  # some members without a row
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    edges = sorted(set(data.draw(st.lists(st.sampled_from(pairs), max_size=50)))) if pairs else []
+    relations = {e: Relation(src=e[0], tgt=e[1], description=data.draw(text_of), weight=1.0, rank=i)
+                 for i, e in enumerate(edges) if data.draw(st.integers(0, 9))}
+    n_children = data.draw(st.integers(0, 6))
+    owners = data.draw(st.lists(st.integers(-1, n_children - 1), min_size=n, max_size=n)) if n_children else [-1] * n
+    children, reports = {}, {}
+    for k in range(n_children):
+        cid = f"L0-{k}"
+        children[cid] = Community(id=cid, level=0, nodes=[x for x, o in zip(names, owners, strict=True) if o == k])
+        if data.draw(st.integers(0, 5)):  # now and then a child without a report
+            summary = " ".join(data.draw(st.lists(st.sampled_from(WORDS), max_size=12)))
+            reports[cid] = CommunityReport(community_id=cid, level=0, title=f"T{k}", summary=summary,
+                                           rating=float(data.draw(st.integers(0, 9))))
+    community = Community(id="L1-0", level=1, nodes=names, edges=edges, children=sorted(children))
+    whole = build_report_context(community, entities, relations, {}, 10**6)[1]["tokens"]
+    budget = data.draw(st.integers(0, whole + 20))
+    assert build_report_context(community, entities, relations, reports, budget, sub_communities=children) == \
+        _every_row_counted(community, entities, relations, reports, budget, children)
