@@ -26,7 +26,6 @@ HEADERS = {
 }
 
 
-
 def report_row(*cells: object) -> str:
     """A report-input row: text cells on one line, description parts separated by " | ", numbers as they are."""
     return csv_row(
