@@ -127,8 +127,8 @@ def test_every_ingest_worker_killed_and_no_supervisor_reclaim_the_job_completes(
             assert stack.failure is None and stack.supervisor.reclaimed == 0  # not the supervisor's doing
             assert not orphaned & set(client.redis.hkeys(BROKER_UNACKED)), "orphaned messages never restored"
             counts = {to_str(k): int(v) for k, v in client.redis.hgetall(Keys("killed").deliveries(job_id)).items()}
-            over = {k: n for k, n in counts.items() if n > 2}
-            assert max(counts.values()) == 2 and not over, (over, _post_mortem(client, stack, job_id, killed_at))
-            assert max(counts.values()) <= q.max_deliveries(stack.settings)  # redelivered once
+            over = {k: n for k, n in counts.items() if n > 2}  # named on a failure, with the post-mortem
+            assert max(counts.values()) == 2, (over, _post_mortem(client, stack, job_id, killed_at))  # redelivered once
+            assert max(counts.values()) <= q.max_deliveries(stack.settings)
         finally:
             stack.stop()
