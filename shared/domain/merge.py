@@ -104,12 +104,13 @@ def drop_sources(fragments: list[F], chunk_ids: Collection[str]) -> list[F]:
 
 
 def needs_summary(
-    description_fragments: list[str], settings: MergeSettings, count_tokens: Callable[[str], int]
+    description_fragments: list[str], settings: MergeSettings, tokens_over: Callable[[str, int], bool]
 ) -> bool:
-    """True when there are many fragments or their joined text is long."""
+    """True when there are many fragments or their joined text is long (``tokens_over(text, limit)``: whether the
+    text has more than ``limit`` tokens)."""
     if len(description_fragments) >= settings.force_llm_summary_on_merge:
         return True
-    return count_tokens(GRAPH_FIELD_SEP.join(description_fragments)) > settings.summary_trigger_tokens
+    return tokens_over(GRAPH_FIELD_SEP.join(description_fragments), settings.summary_trigger_tokens)
 
 
 def build_summary_messages(name: str, fragments: list[str], max_tokens: int) -> list[dict]:

@@ -17,7 +17,7 @@ from shared.domain.clustering import find_relation
 from shared.domain.models import Community, CommunityReport, Entity, Relation
 from shared.domain.packing import csv_row, fit_rows
 from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP
-from shared.domain.tokens import count_tokens, count_tokens_batch
+from shared.domain.tokens import count_tokens, count_tokens_batch, min_tokens
 
 HEADERS = {
     "reports": "-----Reports-----\nid,title,rating,content",
@@ -73,6 +73,14 @@ class _Counted:
     def __init__(self, texts: list[str], model: str | None) -> None:
         self.texts, self.model = texts, model
         self.counts: list[int | None] = [None] * len(texts)
+        self.floors: list[int | None] = [None] * len(texts)
+
+    def floor(self, i: int) -> int:
+        """A floor on row ``i``'s count, found without encoding it (``tokens.min_tokens``)."""
+        n = self.floors[i]
+        if n is None:
+            n = self.floors[i] = min_tokens(self.texts[i])
+        return n
 
     def of(self, indexes: Sequence[int]) -> Iterator[int]:
         """The counts of ``indexes``, in order."""
@@ -86,7 +94,15 @@ class _Counted:
 
 def _rows_cost(parts: Iterable[tuple[_Counted, Sequence[int]]], limit: int) -> int:
     """Tokens of the rows (each plus its newline), read until they pass ``limit``: exact when at most ``limit``,
-    otherwise some figure above it."""
+    otherwise some figure above it. The rows' floors are summed first: when they pass ``limit``, nothing is
+    encoded."""
+    parts = list(parts)
+    floor = 0
+    for counted, indexes in parts:
+        for i in indexes:
+            floor += counted.floor(i) + 1
+            if floor > limit:
+                return floor
     total = 0
     for counted, indexes in parts:
         for n in counted.of(indexes):

@@ -15,7 +15,7 @@ from shared.domain.prompts.community_report import TEMPLATE
 from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP
 from shared.domain.report_context import HEADERS, report_row, sorted_entities, sorted_relations
 from shared.domain.report_text import render_markdown
-from shared.domain.tokens import count_tokens_batch
+from shared.domain.tokens import count_tokens_batch, min_tokens
 
 
 class ReportParseError(ValueError):
@@ -183,36 +183,36 @@ def report_levels_bottom_up(communities: Iterable[Community]) -> list[int]:
 def own_rows_fit(community: Community, entities: Mapping[str, Entity],
                  relations: Mapping[tuple[str, str], Relation], max_tokens: int, model: str | None = None) -> bool:
     """Whether ``community``'s own rows (entities + relations, as ``report_context.build_report_context`` writes
-    them) fit ``max_tokens`` with room to spare, in which case no sub-report is ever substituted. Cheap
-    first test: UTF-8 bytes (no token is shorter than a byte); else the rows are counted. Two tokens of
-    slack per row cover degrees and ranks that change by a digit before the report is written. Rows are written
-    and counted only until the budget is passed: a community of thousands of members costs what its first rows
-    do."""
-    ents = sorted_entities(community, entities)
-    rels = sorted_relations(community, relations)
-    room = max_tokens - 3 * (len(ents) + len(rels)) - 4
+    them) fit ``max_tokens`` with room to spare, in which case no sub-report is ever substituted. Two tokens of
+    slack per row cover degrees and ranks that change by a digit before the report is written. The rows are
+    encoded only when cheap bounds cannot tell: no token is shorter than a byte, and no text has fewer tokens than
+    ``tokens.min_tokens`` (its words, roughly); rows are written only until those floors pass the budget, so a
+    community of thousands of members costs what its first rows do."""
+    room = max_tokens - 3 * (len(community.nodes) + len(community.edges)) - 4  # a row per member and per link
     if room < 0:
         return False
+    ents = sorted_entities(community, entities)
+    rels = sorted_relations(community, relations)
     texts = itertools.chain(
         (HEADERS["entities"], HEADERS["relations"]),
         (report_row(i, e.name, e.type, e.description, d) for i, (e, d) in enumerate(ents)),
         (report_row(i, r.src, r.tgt, r.description, r.rank, r.weight) for i, r in enumerate(rels)))
     seen: list[str] = []
-    size = 0
+    size = floor = 0
     for text in texts:
         seen.append(text)
         size += len(text.encode())
-        if size > room:
-            break
-    else:
+        floor += min_tokens(text)
+        if floor > room:
+            return False
+    if size <= room:
         return True
-    used = sum(count_tokens_batch(seen, model))
-    while used <= room:
-        block = list(itertools.islice(texts, 256))
-        if not block:
-            return True
-        used += sum(count_tokens_batch(block, model))
-    return False
+    used = 0
+    for start in range(0, len(seen), 256):
+        used += sum(count_tokens_batch(seen[start : start + 256], model))
+        if used > room:
+            return False
+    return True
 
 
 def report_waves(communities: Iterable[Community], independent: Callable[[Community], bool] | None = None

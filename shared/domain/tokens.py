@@ -11,6 +11,7 @@ import hashlib
 import importlib.resources
 import logging
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
@@ -126,6 +127,25 @@ def count_tokens(text: str, model: str | None = None) -> int:
     n = len(enc.encode_ordinary(text))
     _count_cache.put(enc.name, text, n)
     return n
+
+
+# Runs of characters between ASCII whitespace. The pre-tokenizers of every encoding here (cl100k, o200k, p50k, r50k)
+# cut text into pieces whose whitespace is only a leading character, trailing line breaks or the whole piece, so no
+# piece holds characters of two runs, and every piece is at least one token.
+_RUNS = re.compile(r"[^ \t\n\r\f\v]+")
+
+
+def min_tokens(text: str) -> int:
+    """A floor on ``text``'s token count in any encoding here, without encoding it (words, roughly)."""
+    return len(_RUNS.findall(text))
+
+
+def tokens_over(text: str, limit: int, model: str | None = None) -> bool:
+    """Whether ``text`` has more than ``limit`` tokens, encoding it only when the bounds cannot tell: at most one token
+    per UTF-8 byte, at least ``min_tokens``."""
+    if len(text.encode("utf-8", "surrogatepass")) <= limit:
+        return False
+    return min_tokens(text) > limit or count_tokens(text, model) > limit
 
 
 ESTIMATE_ABOVE_CHARS = 4096  # shorter texts are counted exactly (microseconds, and mostly memoized)

@@ -18,7 +18,7 @@ from shared.domain.models import Entity, EntityFragment, Relation, RelationFragm
 from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP as DESC_SEP
 from shared.domain.query.context_local import entity_static, relation_static
 from shared.domain.query.row_counts import stored_counts
-from shared.domain.tokens import count_tokens, get_encoding, truncate_text
+from shared.domain.tokens import count_tokens, get_encoding, tokens_over, truncate_text
 from shared.infra.store.redis_graph import GraphStore, split_rel_field
 
 SummarizeFn = Callable[[str, list[str]], str]
@@ -39,8 +39,8 @@ def _finish_description(name: str, description: str, settings, summarize: Summar
     A stored row summarized from the same fragments keeps its summary: no second LLM call for what it already
     says (a merge retried after a conflict or a redelivery, a key marked dirty with its fragments unchanged)."""
     fragments = [f for f in description.split(DESC_SEP) if f.strip()]
-    counter = lambda text: count_tokens(text, settings.effective_summary_model)  # noqa: E731
-    if not needs_summary(fragments, settings.merge, counter):
+    over = lambda text, limit: tokens_over(text, limit, settings.effective_summary_model)  # noqa: E731
+    if not needs_summary(fragments, settings.merge, over):
         return description, ""
     if summarize is None:  # no LLM: keep the fragments, bounded by the summary budget
         return truncate_text(DESC_SEP.join(fragments), settings.merge.summary_max_tokens), ""

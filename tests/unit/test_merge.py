@@ -19,7 +19,7 @@ from shared.domain.merge import (
 )
 from shared.domain.models import EntityFragment, RelationFragment
 from shared.domain.prompts.summarize_descriptions import MARKER
-from shared.domain.tokens import count_tokens
+from shared.domain.tokens import count_tokens, tokens_over
 
 TYPES = st.sampled_from(["person", "geo", "unknown", "organization", ""])
 TEXT = st.sampled_from(["", "a tall man", "a banker", "lives in London", "x<SEP>y"])
@@ -108,13 +108,15 @@ def test_drop_sources():
 
 def test_needs_summary_thresholds():
     s = MergeSettings(force_llm_summary_on_merge=3, summary_trigger_tokens=10)
-    words = len  # one "token" per character keeps the arithmetic obvious
-    assert not needs_summary(["ab", "cd"], s, words)
-    assert needs_summary(["a", "b", "c"], s, words)  # fragment count
-    assert not needs_summary(["a" * 10], s, words)
-    assert needs_summary(["a" * 6, "b" * 6], s, words)  # 6 + 5 + 6 chars > 10
-    assert not needs_summary(["x"] * 7, MergeSettings(), count_tokens)
-    assert needs_summary(["x"] * 8, MergeSettings(), count_tokens)
+    over = lambda text, limit: len(text) > limit  # noqa: E731 - a "token" per character keeps the arithmetic obvious
+    assert not needs_summary(["ab", "cd"], s, over)
+    assert needs_summary(["a", "b", "c"], s, over)  # fragment count
+    assert not needs_summary(["a" * 10], s, over)
+    assert needs_summary(["a" * 6, "b" * 6], s, over)  # 6 + 5 + 6 chars > 10
+    assert not needs_summary(["x"] * 7, MergeSettings(), tokens_over)
+    assert needs_summary(["x"] * 8, MergeSettings(), tokens_over)
+    long = ["a long description of the entity, " * 120] * 2  # 1,440 words: over the 1,200-token trigger
+    assert needs_summary(long, MergeSettings(), tokens_over)
 
 
 def test_build_summary_messages():

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from shared.domain.models import Community, CommunityReport, Entity, Finding, Relation
 from shared.domain.packing import prefix_fit
 from shared.domain.prompts.community_report import MARKER
-from shared.domain.report_context import build_report_context
+from shared.domain.report_context import HEADERS, build_report_context, report_row, sorted_entities, sorted_relations
 from shared.domain.reports import (
     ReportParseError,
     build_report_messages,
@@ -239,6 +239,20 @@ def test_own_rows_fit_is_exact_enough_to_skip_waiting_for_sub_reports():
             if budget < need:
                 assert not fits and info["used_sub_reports"]
         assert own_rows_fit(community, entities, relations, 4 * need)
+
+
+def test_own_rows_fit_answers_as_counting_every_row_would():
+    """The floors and ceilings it decides by never change its answer: every row counted, plus the slack."""
+    for desc_words in (0, 5, 30, 80):
+        community, entities, relations, _, _ = _graph(desc_words=desc_words)
+        texts = [HEADERS["entities"], HEADERS["relations"],
+                 *(report_row(i, e.name, e.type, e.description, d)
+                   for i, (e, d) in enumerate(sorted_entities(community, entities))),
+                 *(report_row(i, r.src, r.tgt, r.description, r.rank, r.weight)
+                   for i, r in enumerate(sorted_relations(community, relations)))]
+        need = sum(count_tokens(t) for t in texts) + 3 * (len(community.nodes) + len(community.edges)) + 4
+        for budget in range(need - 40, need + 40, 3):
+            assert own_rows_fit(community, entities, relations, budget) == (budget >= need), (desc_words, budget)
 
 
 def test_report_waves_wait_only_where_sub_reports_can_be_read():

@@ -15,6 +15,8 @@ from shared.domain.tokens import (
     count_tokens_batch,
     estimate_tokens,
     get_encoding,
+    min_tokens,
+    tokens_over,
     truncate_list_by_token_size,
     truncate_text,
 )
@@ -121,3 +123,24 @@ def test_separator_chunks_fit_budget_and_cover_text():
     joined = "".join(c.text for c in chunks)
     for para in text.split("\n\n")[:50]:
         assert para.strip()[:40] in joined
+
+
+_PIECES = [*"ab Z9_,.'-\t\n\r\f\v/", "\x1c", "\x1e", "\x1f", "\u00a0", "\u0301", "é", "ß", "中", "²", "🙂",
+           "'s", "<SEP>", " the", "ing", "1234"]
+_TEXT = st.lists(st.sampled_from(_PIECES), max_size=60).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_TEXT)
+def test_min_tokens_is_a_floor_and_bytes_a_ceiling_in_each_shipped_encoding(text):
+    """The bounds that let a count be skipped: ``min_tokens`` never above the real count, UTF-8 bytes never below."""
+    for name in ("cl100k_base", "o200k_base"):
+        n = len(get_encoding(name).encode_ordinary(text))
+        assert min_tokens(text) <= n <= len(text.encode("utf-8")), (name, text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_TEXT, st.integers(0, 40))
+def test_tokens_over_answers_as_a_count_would(text, limit):
+    assert tokens_over(text, limit) == (count_tokens(text) > limit)
+    assert tokens_over(text * 20, limit) == (count_tokens(text * 20) > limit)
