@@ -50,6 +50,16 @@ def sorted_relations(community: Community, relations: Mapping[tuple[str, str], R
     return sorted(found, key=lambda r: (-r.rank, -r.weight, r.src, r.tgt))
 
 
+def entity_rows(ents: Iterable[tuple[Entity, int]]) -> Iterator[str]:
+    """The entities section's rows of ``sorted_entities``, in order."""
+    return (report_row(i, e.name, e.type, e.description, d) for i, (e, d) in enumerate(ents))
+
+
+def relation_rows(rels: Iterable[Relation]) -> Iterator[str]:
+    """The relationships section's rows of ``sorted_relations``, in order."""
+    return (report_row(i, r.src, r.tgt, r.description, r.rank, r.weight) for i, r in enumerate(rels))
+
+
 def _children(
     community: Community, sub_reports: Mapping[str, CommunityReport], sub_communities: Mapping[str, Community] | None
 ) -> list[tuple[CommunityReport, frozenset[str]]]:
@@ -219,8 +229,8 @@ def build_report_context(
     children = _children(community, sub_reports, sub_communities)
     rows = {
         "reports": [report_row(r.community_id, r.title, r.rating, r.full_text or r.summary) for r, _ in children],
-        "entities": [report_row(i, e.name, e.type, e.description, d) for i, (e, d) in enumerate(ents)],
-        "relations": [report_row(i, r.src, r.tgt, r.description, r.rank, r.weight) for i, r in enumerate(rels)],
+        "entities": list(entity_rows(ents)),
+        "relations": list(relation_rows(rels)),
     }
     counted = {key: _Counted(texts, model) for key, texts in rows.items()}
     headers = dict(zip(HEADERS, count_tokens_batch(list(HEADERS.values()), model), strict=True))

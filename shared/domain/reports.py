@@ -13,7 +13,7 @@ from typing import Any
 from shared.domain.models import Community, CommunityReport, Entity, Finding, Relation
 from shared.domain.prompts.community_report import TEMPLATE
 from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP
-from shared.domain.report_context import HEADERS, report_row, sorted_entities, sorted_relations
+from shared.domain.report_context import HEADERS, entity_rows, relation_rows, sorted_entities, sorted_relations
 from shared.domain.report_text import render_markdown
 from shared.domain.tokens import count_tokens_batch, min_tokens
 
@@ -191,12 +191,9 @@ def own_rows_fit(community: Community, entities: Mapping[str, Entity],
     room = max_tokens - 3 * (len(community.nodes) + len(community.edges)) - 4  # a row per member and per link
     if room < 0:
         return False
-    ents = sorted_entities(community, entities)
-    rels = sorted_relations(community, relations)
-    texts = itertools.chain(
-        (HEADERS["entities"], HEADERS["relations"]),
-        (report_row(i, e.name, e.type, e.description, d) for i, (e, d) in enumerate(ents)),
-        (report_row(i, r.src, r.tgt, r.description, r.rank, r.weight) for i, r in enumerate(rels)))
+    texts = itertools.chain((HEADERS["entities"], HEADERS["relations"]),
+                            entity_rows(sorted_entities(community, entities)),
+                            relation_rows(sorted_relations(community, relations)))
     seen: list[str] = []
     size = floor = 0
     for text in texts:

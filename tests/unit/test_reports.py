@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 from shared.domain.models import Community, CommunityReport, Entity, Finding, Relation
 from shared.domain.packing import prefix_fit
 from shared.domain.prompts.community_report import MARKER
-from shared.domain.report_context import HEADERS, build_report_context, report_row, sorted_entities, sorted_relations
+from shared.domain.report_context import (
+    HEADERS,
+    build_report_context,
+    entity_rows,
+    relation_rows,
+    sorted_entities,
+    sorted_relations,
+)
 from shared.domain.reports import (
     ReportParseError,
     build_report_messages,
@@ -245,11 +252,8 @@ def test_own_rows_fit_answers_as_counting_every_row_would():
     """The floors and ceilings it decides by never change its answer: every row counted, plus the slack."""
     for desc_words in (0, 5, 30, 80):
         community, entities, relations, _, _ = _graph(desc_words=desc_words)
-        texts = [HEADERS["entities"], HEADERS["relations"],
-                 *(report_row(i, e.name, e.type, e.description, d)
-                   for i, (e, d) in enumerate(sorted_entities(community, entities))),
-                 *(report_row(i, r.src, r.tgt, r.description, r.rank, r.weight)
-                   for i, r in enumerate(sorted_relations(community, relations)))]
+        texts = [HEADERS["entities"], HEADERS["relations"], *entity_rows(sorted_entities(community, entities)),
+                 *relation_rows(sorted_relations(community, relations))]
         need = sum(count_tokens(t) for t in texts) + 3 * (len(community.nodes) + len(community.edges)) + 4
         for budget in range(need - 40, need + 40, 3):
             assert own_rows_fit(community, entities, relations, budget) == (budget >= need), (desc_words, budget)
