@@ -55,7 +55,7 @@ def live(redis_server, tmp_path_factory):
     LLM simulator of its own whose latency a test may raise (``live.slow_llm``)."""
     from tests.gateway.live import start_live
 
-    stack = start_live(redis_server.url, tmp_path_factory.mktemp("gateway-e2e"))
+    stack = start_live(redis_server.url, tmp_path_factory.mktemp("gateway-e2e"), redis_server.broker_url)
     yield stack
     stack.stop()
 

@@ -174,11 +174,14 @@ class LiveStack:
         self.stop_sim()
 
 
-def start_live(redis_url: str, data_dir: Path) -> LiveStack:
+def start_live(redis_url: str, data_dir: Path, broker_url: str | None = None) -> LiveStack:
+    """``broker_url``: the session's broker when apart from the state, named here rather than read from whatever
+    settings an earlier test left cached (a Redis Cluster state cannot be its own broker)."""
     config = SimConfig(port=0, seed=7)
     sim_url, stop_sim = start_in_thread(config)
     env = worker_env(sim_url, GRAPHFLEET_ADMIN_KEY=ADMIN, GRAPHFLEET_GATEWAY_MAX_BODY_BYTES=MAX_BODY_BYTES,
-                     GRAPHFLEET_CHUNKING__MAX_DOCUMENT_BYTES=MAX_DOCUMENT_BYTES)
+                     GRAPHFLEET_CHUNKING__MAX_DOCUMENT_BYTES=MAX_DOCUMENT_BYTES,
+                     **({"GRAPHFLEET_BROKER_URL": broker_url} if broker_url else {}))
     stack = Stack(data_dir=data_dir, redis_url=redis_url, worker_concurrency=WORKER_THREADS, extra_env=env,
                   gateway_port=free_port())
     try:
