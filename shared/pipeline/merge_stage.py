@@ -17,7 +17,8 @@ from shared.domain.merge_fold import fold_entity, fold_relation, fragments_diges
 from shared.domain.models import Entity, EntityFragment, Relation, RelationFragment
 from shared.domain.prompts.delimiters import GRAPH_FIELD_SEP as DESC_SEP
 from shared.domain.query.context_local import entity_static, relation_static
-from shared.domain.query.row_counts import stored_counts
+from shared.domain.query.line_tokens import SEAM_ENCODINGS
+from shared.domain.query.row_counts import counts_after
 from shared.domain.tokens import count_tokens, get_encoding, tokens_over, truncate_text
 from shared.infra.store.redis_graph import GraphStore, split_rel_field
 
@@ -53,9 +54,12 @@ def _finish_description(name: str, description: str, settings, summarize: Summar
 
 def text_tokens(text: str, model: str | None) -> dict[str, int]:
     """A row text's token count under the query model's encoding, stored with the row: the estimate a query packs
-    rows with when they have no count of their static part (``row_tokens``, stored beside it since; see
-    ``shared.domain.query.row_counts`` and ``shared.domain.query.context_common.graph_row_tokens``)."""
-    return {get_encoding(model).name: count_tokens(text, model)}
+    rows with when they have no count of their static part (``row_tokens``, stored beside it; see
+    ``shared.domain.query.row_counts`` and ``shared.domain.query.context_common.graph_row_tokens``). Empty under the
+    encodings whose queries use the static part's exact count instead (``SEAM_ENCODINGS``), so that a merge does
+    not encode every description a second time for an estimate no query reads."""
+    encoding = get_encoding(model).name
+    return {} if encoding in SEAM_ENCODINGS else {encoding: count_tokens(text, model)}
 
 
 def run_merge_batch(
@@ -77,7 +81,8 @@ def run_merge_batch(
         entity.summarized = bool(entity.summary_of)
         entity.merged_of = fragments_digest(frags)
         entity.text_tokens = text_tokens(entity.description, settings.llm_model)
-        entity.row_tokens, entity.row_digest = stored_counts([entity_static(entity)], settings.llm_model)[0]
+        entity.row_tokens, entity.row_digest = counts_after(
+            entity_static(entity), previous and entity_static(previous), previous, settings.llm_model)
         return entity
 
     def merge_r(src: str, tgt: str, frags: list[RelationFragment],
@@ -91,7 +96,8 @@ def run_merge_batch(
             f"{src} -> {tgt}", relation.description, settings, summarize, previous)
         relation.merged_of = fragments_digest(frags)
         relation.text_tokens = text_tokens(relation.description, settings.llm_model)
-        relation.row_tokens, relation.row_digest = stored_counts([relation_static(relation)], settings.llm_model)[0]
+        relation.row_tokens, relation.row_digest = counts_after(
+            relation_static(relation), previous and relation_static(previous), previous, settings.llm_model)
         return relation
 
     summarize = _remembered(summarize) if summarize is not None else None

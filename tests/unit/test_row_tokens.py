@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from shared.config import get_settings
 from shared.domain.models import Chunk, Entity, EntityFragment, ExtractionResult, Relation, RelationFragment
 from shared.domain.query.context_common import graph_row_tokens
-from shared.domain.query.context_local import build_local_context
+from shared.domain.query.context_local import build_local_context, entity_static, relation_static
+from shared.domain.query.line_tokens import SEAM_ENCODINGS
 from shared.domain.query.params import QueryParam, resolve
 from shared.domain.tokens import count_tokens, get_encoding
 from shared.infra.store.redis_graph import GraphStore
@@ -29,7 +30,7 @@ PROP = settings(max_examples=25, deadline=None, suppress_health_check=[HealthChe
 HITS = [("SCROOGE", 0.9), ("BOB CRATCHIT", 0.8), ("MARLEY", 0.7), ("TINY TIM", 0.6)]
 
 
-def test_the_merge_stage_stores_each_rows_description_tokens(redis_client, tenant):
+def test_the_merge_stage_stores_each_rows_static_count_and_no_estimate_its_queries_do_not_read(redis_client, tenant):
     store = GraphStore(redis_client, tenant)
     store.save_extraction(ExtractionResult(chunk_id="c1", entities=[
         EntityFragment(name="SCROOGE", type="person", description="A miser, \"humbug\" he says.", source_id="c1")],
@@ -40,8 +41,10 @@ def test_the_merge_stage_stores_each_rows_description_tokens(redis_client, tenan
     entity = store.entities(["SCROOGE"])["SCROOGE"]
     relation = next(iter(store.relations_of(["SCROOGE"], 10)))
     model = cfg.llm_model
-    assert entity.text_tokens == {get_encoding(model).name: count_tokens(entity.description, model)}
-    assert relation.text_tokens == {get_encoding(model).name: count_tokens(relation.description, model)}
+    assert get_encoding(model).name in SEAM_ENCODINGS  # its queries count rows from their static counts
+    assert entity.text_tokens == relation.text_tokens == {}
+    assert entity.row_tokens == {ENC: count_tokens(entity_static(entity), model)}
+    assert relation.row_tokens == {ENC: count_tokens(relation_static(relation), model)}
 
 
 def _with_counts(reader: InMemoryGraphReader, counts) -> InMemoryGraphReader:
@@ -104,7 +107,11 @@ def test_a_context_never_exceeds_its_budget_whatever_the_stored_counts_say(desc,
         assert s.tokens_used <= s.tokens_allowed
 
 
-def test_text_tokens_is_keyed_by_the_models_encoding():
+def test_text_tokens_is_keyed_by_the_models_encoding_and_kept_only_where_rows_have_no_static_count(monkeypatch):
+    from shared.pipeline import merge_stage
+
+    assert text_tokens("Bob Cratchit, a clerk.", MODEL) == {}
+    monkeypatch.setattr(merge_stage, "SEAM_ENCODINGS", ())  # an encoding whose queries estimate from it
     assert text_tokens("Bob Cratchit, a clerk.", MODEL) == {ENC: count_tokens("Bob Cratchit, a clerk.", MODEL)}
 
 

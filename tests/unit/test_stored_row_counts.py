@@ -21,8 +21,17 @@ from shared.domain.query.context_local import (
     relation_cells,
     relation_static,
 )
+from shared.domain.query.line_tokens import shared_cut
 from shared.domain.query.params import QueryParam, resolve
-from shared.domain.query.row_counts import line_rest, rest_counts, row_digest, source_body, static_line, stored_counts
+from shared.domain.query.row_counts import (
+    counts_after,
+    line_rest,
+    rest_counts,
+    row_digest,
+    source_body,
+    static_line,
+    stored_counts,
+)
 from shared.domain.tokens import count_tokens, get_encoding
 from shared.infra.store.redis_graph import GraphStore
 from tests.memory_graph import InMemoryGraphReader
@@ -31,6 +40,9 @@ from tests.unit.test_query_fakes import make_graph
 MODEL = "gpt-4o-mini"
 ENC = get_encoding(MODEL).name
 CHARS = st.sampled_from(list('ab Z9,."\'`-_/\\\n\r\t é—…😀()[]{}:;!?#*0123²٣½$%&+=<>|~^@'))
+# CHARS and characters whose whitespace-ness Python and the encoders' patterns judge apart (\x1c: Python only) or
+# alike (U+00A0, U+2028, U+3000; U+200B: neither), a combining mark, and a contraction's letters
+WIDE = st.one_of(CHARS, st.sampled_from(["\u00a0", "\u0301", "\u3000", "\x1c", "\u2028", "\u200b", "s", "l"]))
 NUMBERS = st.one_of(st.integers(min_value=-3, max_value=10**7), st.sampled_from([1.0, 0.5, 1e-05, 2.5e10, -0.5]),
                     st.floats(allow_nan=True, allow_infinity=True, width=32),
                     st.sampled_from(["1.0", "0.5", "1e-05", "10", "007"]))
@@ -82,6 +94,36 @@ def test_an_entitys_and_a_relations_static_part_is_their_row_without_its_numeric
     assert entity_static(e) == csv_row(["", "SCROOGE", "person", 'A "miser", he says', ""])
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(WIDE, max_size=60), st.text(WIDE, max_size=30), st.text(WIDE, max_size=30),
+       st.sampled_from(["o200k_base", "cl100k_base"]))
+def test_a_text_counts_as_its_two_sides_at_the_cut_two_texts_share(shared, tail_a, tail_b, model):
+    a, b = shared + tail_a, shared + tail_b
+    cut = shared_cut(a, b)
+    assert a[:cut] == b[:cut] and (cut == 0 or (a[cut] == " " and not a[cut - 1].isspace()))
+    for text in (a, b):
+        assert true_count(text, model) == true_count(text[:cut], model) + true_count(text[cut:], model)
+    for i, ch in enumerate(a):  # and at every such space, not only the last shared one
+        if i and ch == " " and not a[i - 1].isspace():
+            assert true_count(a, model) == true_count(a[:i], model) + true_count(a[i:], model)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(WIDE, max_size=80), st.text(WIDE, max_size=20), st.text(WIDE, max_size=40),
+       st.sampled_from(["o200k_base", "cl100k_base"]), st.sampled_from(["right", "stale", "none", "other"]))
+def test_a_rewritten_rows_count_from_its_former_count_is_the_one_counting_gives(shared, old, new, model, kind):
+    before, text = shared + old, shared + new
+    row = Entity(name="x")
+    row.row_tokens, row.row_digest = stored_counts([before], model)[0]
+    if kind == "stale":  # the count was written for another text: never trusted
+        row.row_tokens = {get_encoding(model).name: row.row_tokens[get_encoding(model).name] + 1}
+    elif kind == "other":
+        row.row_tokens, row.row_digest = stored_counts([before + "x"], model)[0]
+    counts, digest = counts_after(text, None if kind == "none" else before, row, model)
+    expected = {get_encoding(model).name: true_count(text, model)}
+    assert counts == expected and digest == row_digest(text, expected)
+
+
 # ------------------------------------------------------------------ ingestion stores them
 def test_the_chunk_stage_stores_each_chunks_source_row_count(redis_client, tenant):
     from shared.infra.jobs.store import JobStore
@@ -120,6 +162,29 @@ def test_the_merge_stage_stores_each_rows_static_count(redis_client, tenant):
         cells = entity_cells("E1", entity.model_copy(update={"degree": degree}))
         assert rest_counts([cells], [entity], ENTITY_NUMERIC, cfg.llm_model) == [true_count(line_rest(cells),
                                                                                              cfg.llm_model)]
+
+
+
+def test_a_fold_counts_the_parts_it_adds_not_the_whole_row_again(redis_client, tenant, encoded):
+    from shared.pipeline.merge_stage import run_merge_batch
+
+    store, cfg = GraphStore(redis_client, tenant), get_settings()
+    cfg = cfg.model_copy(update={"merge": cfg.merge.model_copy(update={"force_llm_summary_on_merge": 100})})
+    first = " ".join(f"Scrooge counted coin number {i} in the cold counting-house." for i in range(60))
+    for i, description in enumerate([first, "He sent the boy for the turkey."]):
+        store.save_extraction(ExtractionResult(chunk_id=f"c{i}", entities=[
+            EntityFragment(name="SCROOGE", type="person", description=description, source_id=f"c{i}")]))
+        encoded.clear()
+        run_merge_batch(store, store.dirty_members("entities"), [], cfg, None)
+    second = list(encoded)  # what the second merge encoded
+    entity = store.entities(["SCROOGE"])["SCROOGE"]
+    static = entity_static(entity)
+    assert entity.source_ids == ["c0", "c1"] and "turkey" in static and first in static
+    expected = {get_encoding(cfg.llm_model).name: true_count(static, cfg.llm_model)}
+    assert entity.row_tokens == expected and entity.row_digest == row_digest(static, expected)
+    assert entity.text_tokens == {}  # the static count serves queries under this encoding
+    assert not [e for e in second if e.startswith(",SCROOGE,")]  # its count encoded only what follows the static
+    assert any(e.endswith("turkey.,") and len(e) < 100 for e in second)  # part the two rows share
 
 
 # ------------------------------------------------------------------ the query side

@@ -63,3 +63,22 @@ def joined_tokens(texts: Sequence[str], model: str | None, counts: Sequence[int]
             - count_tokens(RULE, model))
     own = counts if counts is not None else count_tokens_batch(list(texts), model)
     return sum(own) + seam * (len(texts) - 1)
+
+
+def shared_cut(a: str, b: str) -> int:
+    """A position where the encoders of ``SEAM_ENCODINGS`` start a piece in both ``a`` and ``b``, as far into the text
+    the two share as one can be found (0: none): a space that follows a character other than whitespace, inside their
+    common prefix. Their patterns keep whitespace in a piece only as its leading character, as trailing line breaks
+    (or ``/``), or as the whole piece, so the piece before such a space ends at it whatever follows: a text counts
+    as its two sides counted apart (property-tested, tests/unit/test_stored_row_counts.py)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:  # the common prefix's length, by halving (slices compare in C)
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    cut = a.rfind(" ", 1, lo)
+    while cut > 0 and a[cut - 1].isspace():
+        cut = a.rfind(" ", 1, cut)
+    return max(cut, 0)

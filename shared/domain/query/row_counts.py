@@ -28,7 +28,7 @@ from typing import Protocol
 
 from shared.domain.models import Chunk
 from shared.domain.packing import csv_row
-from shared.domain.query.line_tokens import SEAM_ENCODINGS
+from shared.domain.query.line_tokens import SEAM_ENCODINGS, shared_cut
 from shared.domain.tokens import count_tokens, count_tokens_batch, count_tokens_known, get_encoding
 
 _DIGITS = frozenset("0123456789")
@@ -73,6 +73,23 @@ def stored_counts(texts: Sequence[str], model: str | None) -> list[tuple[dict[st
     encoding = get_encoding(model).name
     counts = [{encoding: n} for n in count_tokens_batch(texts, model)]
     return [(c, row_digest(text, c)) for text, c in zip(texts, counts, strict=True)]
+
+
+def counts_after(text: str, before: str | None, row: Counted | None, model: str | None) -> tuple[dict[str, int], int]:
+    """``stored_counts`` of ``text``, a row's static part rewritten from ``row`` (stored, its static part ``before``):
+    a merge that folds new parts into a long description counts only what changed. Where the two texts share most
+    of their length and ``row``'s count of ``before`` is its own (``known_count``), the count is the old one less the
+    tokens of ``before`` after the last piece start they share (``line_tokens.shared_cut``) plus those of ``text``
+    after it; otherwise ``text`` is counted whole."""
+    encoding = get_encoding(model).name
+    if before is not None and row is not None and encoding in SEAM_ENCODINGS:
+        cut = shared_cut(before, text)
+        old = known_count(before, row, encoding) if cut * 2 >= len(before) else None
+        if old is not None:
+            encode = get_encoding(model).encode_ordinary  # tails are one-off texts: not for the memo
+            counts = {encoding: old - len(encode(before[cut:])) + len(encode(text[cut:]))}
+            return counts, row_digest(text, counts)
+    return stored_counts([text], model)[0]
 
 
 def known_count(text: str, row: Counted, encoding: str) -> int | None:
