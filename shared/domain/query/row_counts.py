@@ -81,13 +81,13 @@ def counts_after(text: str, before: str | None, row: Counted | None, model: str 
     of their length and ``row``'s count of ``before`` is its own (``known_count``), the count is the old one less the
     tokens of ``before`` after the last piece start they share (``line_tokens.shared_cut``) plus those of ``text``
     after it; otherwise ``text`` is counted whole."""
-    encoding = get_encoding(model).name
+    enc = get_encoding(model)
+    encoding = enc.name
     if before is not None and row is not None and encoding in SEAM_ENCODINGS:
         cut = shared_cut(before, text)
         old = known_count(before, row, encoding) if cut * 2 >= len(before) else None
-        if old is not None:
-            encode = get_encoding(model).encode_ordinary  # tails are one-off texts: not for the memo
-            counts = {encoding: old - len(encode(before[cut:])) + len(encode(text[cut:]))}
+        if old is not None:  # the tails are one-off texts: encoded directly, not put in the memo
+            counts = {encoding: old - len(enc.encode_ordinary(before[cut:])) + len(enc.encode_ordinary(text[cut:]))}
             return counts, row_digest(text, counts)
     return stored_counts([text], model)[0]
 
