@@ -162,6 +162,9 @@ class QuerySettings(BaseModel):
     # the largest snapshot of one of those indexes stored in Redis for cold processes to load instead of building
     # it (one per tenant and index; 0: none stored or read; shared.infra.store.index_snapshots)
     index_snapshot_mb: int = Field(1024, ge=0)
+    # memory a query worker process touches before it consumes and reads cold tenants' indexes into (0: none;
+    # for hosts that back a VM's memory only when first touched; shared.infra.pretouched)
+    pretouch_mb: int = Field(0, ge=0)
 
 
 class LLMSettings(BaseModel):

@@ -2,7 +2,8 @@
 at 100,000 passages), against the same worker's warm queries.
 
     .venv/bin/python -m bench.suites.cold_query [--passages 100000] [--queries 10] [--trials 1]
-        [--build-workers 2] [--no-communities] [--chunk-top-k N] --out bench/results/cold_query.jsonl
+        [--build-workers 2] [--no-communities] [--chunk-top-k N] [--pretouch-mb N [N ...]]
+        --out bench/results/cold_query.jsonl
 
 The tenant (``bench.harness.synthetic_tenant``) is written into an embedded Redis by graphfleet's own stores and
 pipeline stages, shaped like an ingestion's output (``bench.harness.synthetic_graph``: ~8 entity mentions and ~6
@@ -36,6 +37,7 @@ query, after the warm ones).
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import sys
 import tempfile
@@ -123,7 +125,7 @@ def worker_rss(stack: Stack) -> int:
     return psutil.Process(dict(stack.procs)["query"].pid).memory_info().rss
 
 
-def run_phase(url: str, phase: str, questions, args) -> dict:
+def run_phase(url: str, phase: str, questions, args, pretouch_mb: int = 0) -> dict:
     """A fresh query worker (its start timed), its first query, then ``--queries`` warm ones."""
     redis = connect(url)
     if phase == "rows":
@@ -135,7 +137,8 @@ def run_phase(url: str, phase: str, questions, args) -> dict:
     warm_sender(client.celery)  # the client's first send would otherwise pay its broker connection
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        with QueryStack(data_dir=Path(tmp), redis_url=url, extra_env=STACK_ENV, groups=QUERY_GROUP) as stack:
+        env = {**STACK_ENV, "GRAPHFLEET_QUERY__PRETOUCH_MB": str(pretouch_mb)}
+        with QueryStack(data_dir=Path(tmp), redis_url=url, extra_env=env, groups=QUERY_GROUP) as stack:
             start_s, rss = time.perf_counter() - started, [worker_rss(stack)]
             first, first_s = query(client, next(questions), args)
             rss.append(worker_rss(stack))
@@ -160,6 +163,9 @@ def main() -> None:
     ap.add_argument("--build-workers", type=int, default=2, help="processes writing the tenant")
     ap.add_argument("--no-communities", action="store_true", help="no clustering and reports (degrees only)")
     ap.add_argument("--chunk-top-k", type=int, default=None, help="the queries' chunk_top_k (default: the server's)")
+    ap.add_argument("--pretouch-mb", type=int, nargs="+", default=[0],
+                    help="the query worker's GRAPHFLEET_QUERY__PRETOUCH_MB (memory touched before it consumes); "
+                         "several: each trial runs one worker per value, in turn")
     args = ap.parse_args()
     emit({"bench": "machine", **machine()}, args.out)
     for n in args.passages:
@@ -167,10 +173,10 @@ def main() -> None:
             built, tenant = prepare(url, args, n)
             questions = built.questions()
             for phase in [p for p in PHASES if p in args.phases]:  # "announced" last: it leaves the announcement
-                for trial in range(args.trials):
-                    record = run_phase(url, phase, questions, args)
+                for trial, mb in itertools.product(range(args.trials), args.pretouch_mb):
+                    record = run_phase(url, phase, questions, args, mb)
                     emit({"bench": "cold_query", **tenant, **record, "trial": trial, "queries": args.queries,
-                          "chunk_top_k": args.chunk_top_k}, args.out)
+                          "chunk_top_k": args.chunk_top_k, "pretouch_mb": mb}, args.out)
 
 
 if __name__ == "__main__":

@@ -40,3 +40,25 @@ def test_a_prefork_child_builds_its_own_runtime_before_its_first_task(redis_serv
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "0", out.stderr
+
+
+def test_a_query_worker_touches_its_index_memory_before_consuming(redis_server):
+    """With ``GRAPHFLEET_QUERY__PRETOUCH_MB`` a query worker holds that much touched memory once
+    ``prepare_query_worker`` returns (every page of the pool resident, read from ``/proc/self/smaps``), and its index
+    loads take their buffers from it."""
+    code = ("import json, re\nimport numpy as np\nimport workers.celery_app\nfrom workers.runtime import runtime\n"
+            "from shared.infra import pretouched\nfrom shared.infra.store import warmup as q\n"
+            "before = pretouched._pool is None\nq.prepare_query_worker(runtime)\n"
+            "pool = pretouched._pool\nheld = pretouched.buffer(2**20)\n"
+            "base = np.frombuffer(pool._map, dtype=np.uint8, count=1).__array_interface__['data'][0]\n"
+            "lines = open('/proc/self/smaps').read().splitlines()\n"
+            "heads = [i for i, l in enumerate(lines) if re.match('[0-9a-f]+-', l)]\n"
+            "at = next(i for i in heads if int(lines[i].split('-')[0], 16) == base)\n"
+            "rss_kb = next(int(l.split()[1]) for l in lines[at + 1:] if l.startswith('Rss:'))\n"
+            "print(json.dumps([before, pool.size, pool.free_bytes(), rss_kb]))")
+    env = worker_env(redis_server.url, GRAPHFLEET_QUERY__PRETOUCH_MB="64")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    before, size, free, rss_kb = json.loads(out.stdout.strip().splitlines()[-1])
+    assert before and size == 64 * 2**20 and free == size - 2**20
+    assert rss_kb >= 64 * 1024  # resident, not only mapped

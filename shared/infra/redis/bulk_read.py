@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
 import redis as redis_lib
+
+from shared.infra.pretouched import buffer
 
 log = logging.getLogger(__name__)
 RECV_BYTES = 4 * 2**20  # one recv_into at most
@@ -90,7 +91,7 @@ def _read_bulk(sock, into: memoryview | None) -> memoryview | None:
     if length < 0:
         return None
     if into is None:
-        into = memoryview(np.empty(length, dtype=np.uint8))  # not zeroed: every byte is read into it
+        into = memoryview(buffer(length))  # not zeroed: every byte is read into it
     elif length > len(into):
         raise ValueError(f"a value of {length} bytes, room for {len(into)}")
     view = into[:length]

@@ -19,8 +19,7 @@ import uuid
 import zlib
 from collections.abc import Callable
 
-import numpy as np
-
+from shared.infra.pretouched import buffer
 from shared.infra.redis.bulk_read import read_value
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
@@ -58,7 +57,7 @@ class IndexSnapshots:
         if not 0 <= size <= self.max_bytes:  # never written so large: the buffer below is not sized by a bad field
             raise ValueError(f"index snapshot {kind} of tenant {tenant} claims {size} bytes")
         # one part per reply, each read into its place in one buffer (``bulk_read``)
-        data, filled = memoryview(np.empty(size, dtype=np.uint8)), 0
+        data, filled = memoryview(buffer(size)), 0
         for i in range(parts):
             part = read_value(self.redis, "HGET", key, str(i), into=data[filled:])
             filled += 0 if part is None else len(part)

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from celery.signals import worker_init, worker_process_init, worker_ready, worker_shutdown
 
 from shared.domain.storage import VECTOR_KINDS
+from shared.infra.pretouched import reserve
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import index_updated_channel
 from shared.infra.store.bm25_cache import BM25Cache
@@ -316,14 +317,18 @@ def _warmer(runtime: Callable[[], object], warm_recent: int = 0, warmed: dict[st
 
 
 def prepare_query_worker(runtime: Callable[[], object]) -> None:
-    """Before a query worker consumes (``worker_init``): the BM25 library, the LLM connection and the most recent
-    tenants, so that a worker reported ready answers its first query warm. Best effort: a failure leaves it cold."""
+    """Before a query worker consumes (``worker_init``): the BM25 library, the memory its index loads read into
+    (``pretouched``, when configured), the LLM connection and the most recent tenants, so that a worker reported
+    ready answers its first query warm. Best effort: a failure leaves it cold."""
     from shared.domain.retrieval import bm25
 
     started = time.monotonic()
     try:
         bm25.preload()
         rt = runtime()
+        if touched_s := reserve(rt.settings.query.pretouch_mb):
+            log.info("%d MiB touched for index loads in %.2f s", rt.settings.query.pretouch_mb, touched_s)
+            started += touched_s  # the recent tenants keep their whole time
         if rt.llm is not None:
             rt.llm.preconnect()
         warmer = _warmer(runtime)
