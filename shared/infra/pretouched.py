@@ -23,12 +23,14 @@ import mmap
 import threading
 import time
 import weakref
+from collections import deque
 
 import numpy as np
 
 log = logging.getLogger(__name__)
 ALIGN = 64  # every buffer starts on a cache line, as numpy's own allocations do
 PAGE = mmap.PAGESIZE
+MIN_POOLED = 2**20  # smaller buffers are never taken from the pool (``buffer``)
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)  # Linux 5.14+; Python 3.11 may not name it
 
 
@@ -41,6 +43,7 @@ class TouchedPool:
         self._starts: list[int] = [0]  # free ranges, sorted by start, never adjacent (merged when freed)
         self._lengths: list[int] = [self.size]
         self._lock = threading.Lock()
+        self._returned: deque[tuple[int, int]] = deque()  # (start, length) of ranges whose arrays are gone
         self.touch_s = self._touch()
 
     def _touch(self) -> float:
@@ -54,12 +57,14 @@ class TouchedPool:
 
     def free_bytes(self) -> int:
         with self._lock:
+            self._merge_returned()
             return sum(self._lengths)
 
     def take(self, n: int) -> np.ndarray | None:
         """An array of ``n`` bytes from the pool (contents undefined), or None when no free range holds it."""
         need = max(-(-n // ALIGN) * ALIGN, ALIGN)
         with self._lock:
+            self._merge_returned()
             at = next((i for i, length in enumerate(self._lengths) if length >= need), None)
             if at is None:
                 return None
@@ -70,11 +75,14 @@ class TouchedPool:
                 self._starts[at] += need
                 self._lengths[at] -= need
         out = np.frombuffer(self._map, dtype=np.uint8, count=n, offset=start)
-        weakref.finalize(out, self._give_back, start, need)  # views keep ``out`` alive: it goes with the last
+        weakref.finalize(out, self._returned.append, (start, need))  # views keep ``out``: it goes with the last
         return out
 
-    def _give_back(self, start: int, length: int) -> None:
-        with self._lock:
+    def _merge_returned(self) -> None:
+        """File the ranges whose arrays are gone back among the free ones (under the lock). Their finalizers only
+        queue them: one can run in any thread, inside this lock too (a garbage collection started in ``take``)."""
+        while self._returned:
+            start, length = self._returned.popleft()
             at = bisect.bisect(self._starts, start)
             if at < len(self._starts) and start + length == self._starts[at]:  # joins the next free range
                 length += self._lengths[at]
@@ -104,6 +112,8 @@ def reserve(mb: int) -> float:
 
 
 def buffer(n: int) -> np.ndarray:
-    """``n`` bytes to read into (contents undefined): from the touched pool when there is room, else fresh."""
-    got = _pool.take(n) if _pool is not None else None
+    """``n`` bytes to read into (contents undefined): from the touched pool when there is room, else fresh. Under
+    ``MIN_POOLED`` always fresh: malloc's heap serves those from memory the process has used before, and in the pool
+    they would only cut up the ranges large loads need."""
+    got = _pool.take(n) if _pool is not None and n >= MIN_POOLED else None
     return np.empty(n, dtype=np.uint8) if got is None else got

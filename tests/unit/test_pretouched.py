@@ -77,10 +77,13 @@ def test_what_the_pool_cannot_place_is_fresh_memory(pool):
     assert pool.take(pool.size + 1) is None
     held = pool.take(pool.size - MIB)
     outside = pretouched.buffer(2 * MIB)  # no room left: a plain array
-    inside = pretouched.buffer(MIB // 2)
+    inside = pretouched.buffer(MIB)
     assert len(outside) == 2 * MIB and not _within(outside, pool)
     assert _within(inside, pool)
-    del held
+    del held, inside
+    gc.collect()
+    small = pretouched.buffer(1000)  # small buffers never cut up the pool
+    assert len(small) == 1000 and not _within(small, pool) and pool.free_bytes() == pool.size
 
 
 def _within(a: np.ndarray, pool: TouchedPool) -> bool:
@@ -93,6 +96,22 @@ def test_no_pool_without_a_size(monkeypatch):
     assert pretouched.reserve(0) == 0.0 and pretouched._pool is None
     assert len(pretouched.buffer(10)) == 10  # fresh memory, as before
     assert pretouched.reserve(1) >= 0.0 and pretouched._pool is not None and pretouched._pool.size == MIB
+
+
+def test_a_range_freed_by_a_collection_inside_take_is_filed_by_the_next_call(pool):
+    """A garbage collection can run an array's finalizer in the middle of ``take`` (same thread, lock held): the
+    range is queued, never filed under the lock's feet, and the pool neither deadlocks nor loses it."""
+    cycle = [pool.take(MIB)]
+    cycle.append(cycle)  # only the cycle collector frees it
+    del cycle
+    gc.disable()
+    try:
+        with pool._lock:  # as if a collection ran inside ``take``
+            gc.collect()
+            assert len(pool._returned) == 1
+    finally:
+        gc.enable()
+    assert pool.free_bytes() == pool.size and not pool._returned
 
 
 def test_threads_taking_and_freeing_never_share_a_byte(pool):
