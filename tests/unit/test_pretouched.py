@@ -13,7 +13,11 @@ from shared.infra import pretouched
 from shared.infra.pretouched import ALIGN, TouchedPool
 from shared.infra.redis.bulk_read import read_value
 from shared.infra.redis.keys import Keys
+from shared.infra.store.bm25_cache import BM25Cache
 from shared.infra.store.index_snapshots import IndexSnapshots
+from shared.infra.store.redis_vectors import RedisVectorStore
+from tests.unit.test_index_snapshots import _fill, _rankings
+from tests.unit.test_vector_rowid_snapshots import ITEMS, KIND, QUERIES, hits
 
 MIB = 2**20
 
@@ -150,5 +154,31 @@ def test_index_loads_read_into_the_pool_intact(pool, redis_client, tenant):
     assert bytes(loaded) == data
     assert pool.free_bytes() <= pool.size - 2 * (MIB + 7)  # both were placed in the pool
     del got, loaded
+    gc.collect()
+    assert pool.free_bytes() == pool.size
+
+
+def test_a_cold_worker_with_the_pool_ranks_as_without_and_gives_the_memory_back(pool, monkeypatch, redis_client,
+                                                                                 tenant):
+    """A cold process's BM25 indexes, walk graph and vector blocks loaded into the pool rank exactly as built ones,
+    and their memory is the pool's again once the process drops them."""
+    monkeypatch.setattr(pretouched, "MIN_POOLED", 0)  # this tenant's indexes are a few KB
+    _fill(redis_client, tenant)
+    built = _rankings(BM25Cache(redis_client, snapshot_bytes=0), tenant)  # built from the rows, in fresh memory
+    writer = RedisVectorStore(redis_client)
+    writer.upsert(tenant, KIND, ITEMS)
+    want = [hits(writer, tenant, q) for q in QUERIES]
+    BM25Cache(redis_client).walk(tenant)  # stores the snapshots (built again)
+    for kind in ("chunks", "entities"):
+        BM25Cache(redis_client)(tenant, kind)
+    del writer
+    gc.collect()
+    assert pool.free_bytes() == pool.size
+
+    cold_cache, cold_vectors = BM25Cache(redis_client), RedisVectorStore(redis_client)
+    assert _rankings(cold_cache, tenant) == built and cold_cache.snapshot_loads == 3
+    assert [hits(cold_vectors, tenant, q) for q in QUERIES] == want and cold_vectors.rowid_snapshot_loads == 1
+    assert pool.free_bytes() < pool.size  # the snapshots and the vector block were read into it
+    del cold_cache, cold_vectors
     gc.collect()
     assert pool.free_bytes() == pool.size
