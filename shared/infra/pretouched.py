@@ -2,8 +2,8 @@
 
 A cold query worker reads a tenant's index snapshots and vector blocks into fresh buffers (``bulk_read``,
 ``index_snapshots``): about 530 MB at 100,000 passages. Where the host backs a virtual machine's memory only when
-the guest first touches it, and takes freed pages back (a balloon with free page reporting, as Firecracker microVMs
-run), every fresh page costs a fault on the host, and the first query waits for them: on the benchmark VM, filling
+the guest first touches it, and takes freed pages back (the benchmark machine, a Firecracker microVM, does), every
+fresh page costs a fault on the host, and the first query waits for them: on the benchmark VM, filling
 530 MB took 1.4-2.2 s once the memory had been free for 10 s, against 0.05 s right after it was used
 (docs/scaling.md, "A cold query worker's first query"). ``GRAPHFLEET_QUERY__PRETOUCH_MB`` reserves that much
 memory when the worker starts, touched, and the loads take their buffers from it. A buffer's range returns to the
@@ -39,7 +39,7 @@ class TouchedPool:
 
     def __init__(self, size: int):
         self.size = size - size % ALIGN
-        self._map = mmap.mmap(-1, max(self.size, PAGE), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self._map = mmap.mmap(-1, self.size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         self._starts: list[int] = [0]  # free ranges, sorted by start, never adjacent (merged when freed)
         self._lengths: list[int] = [self.size]
         self._lock = threading.Lock()
