@@ -44,21 +44,25 @@ def test_a_prefork_child_builds_its_own_runtime_before_its_first_task(redis_serv
 
 def test_a_query_worker_touches_its_index_memory_before_consuming(redis_server):
     """With ``GRAPHFLEET_QUERY__PRETOUCH_MB`` a query worker holds that much touched memory once
-    ``prepare_query_worker`` returns (every page of the pool resident, read from ``/proc/self/smaps``), and its index
-    loads take their buffers from it."""
-    code = ("import json, re\nimport numpy as np\nimport workers.celery_app\nfrom workers.runtime import runtime\n"
+    ``prepare_query_worker`` returns (every page of the pool resident: the present bit of each page in
+    ``/proc/self/pagemap``, which holds whether the kernel merged the pool's mapping with a neighbour or not), and its
+    index loads take their buffers from it. On a shared Redis the worker also warms other tests' tenants, whose loads
+    may hold part of the pool."""
+    code = ("import json, struct\nimport numpy as np\nimport workers.celery_app\nfrom workers.runtime import runtime\n"
             "from shared.infra import pretouched\nfrom shared.infra.store import warmup as q\n"
             "before = pretouched._pool is None\nq.prepare_query_worker(runtime)\n"
-            "pool = pretouched._pool\nheld = pretouched.buffer(2**20)\n"
+            "pool = pretouched._pool\nfree = pool.free_bytes()\nheld = pretouched.buffer(2**20)\n"
             "base = np.frombuffer(pool._map, dtype=np.uint8, count=1).__array_interface__['data'][0]\n"
-            "lines = open('/proc/self/smaps').read().splitlines()\n"
-            "heads = [i for i, l in enumerate(lines) if re.match('[0-9a-f]+-', l)]\n"
-            "at = next(i for i in heads if int(lines[i].split('-')[0], 16) == base)\n"
-            "rss_kb = next(int(l.split()[1]) for l in lines[at + 1:] if l.startswith('Rss:'))\n"
-            "print(json.dumps([before, pool.size, pool.free_bytes(), rss_kb]))")
+            "at = held.__array_interface__['data'][0]\n"
+            "with open('/proc/self/pagemap', 'rb') as f:\n"
+            "    f.seek(base // pretouched.PAGE * 8)\n"
+            "    raw = f.read(pool.size // pretouched.PAGE * 8)\n"
+            "present = sum(e >> 63 for e in struct.unpack(f'{len(raw) // 8}Q', raw))\n"
+            "print(json.dumps([before, pool.size, free, pool.free_bytes(), at - base, present * pretouched.PAGE]))")
     env = worker_env(redis_server.url, GRAPHFLEET_QUERY__PRETOUCH_MB="64")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    before, size, free, rss_kb = json.loads(out.stdout.strip().splitlines()[-1])
-    assert before and size == 64 * 2**20 and free == size - 2**20
-    assert rss_kb >= 64 * 1024  # resident, not only mapped
+    before, size, free, after, offset, resident = json.loads(out.stdout.strip().splitlines()[-1])
+    assert before and size == 64 * 2**20
+    assert after == free - 2**20 and 0 <= offset <= size - 2**20  # the 1 MiB buffer came from the pool
+    assert resident == size  # every page resident, not only mapped
