@@ -42,9 +42,13 @@ class MergeSettings(BaseModel):
     """A key's description is summarised by the LLM once it holds ``force_llm_summary_on_merge`` parts or more than
     ``summary_trigger_tokens`` tokens; the summary is asked for in ``summary_length_recommended`` tokens (LightRAG's
     600 of 1200), so a summarised row takes new parts until they add about as much again before it is summarised
-    anew, instead of once per batch that names it. ``summary_max_tokens`` caps a description kept without an LLM."""
+    anew, instead of once per batch that names it. ``summary_max_tokens`` caps a description kept without an LLM.
+    ``summary_trigger_spread`` moves each row's part count by up to that fraction of ``force_llm_summary_on_merge``
+    either way (8 parts: 6 to 10), the same for the same row and parts: rows that gain parts in step (a tenant
+    ingesting revisions or copies of the same documents) no longer all cross it in one batch."""
 
     force_llm_summary_on_merge: int = 8
+    summary_trigger_spread: float = Field(0.25, ge=0.0, lt=1.0)
     summary_max_tokens: int = 1200
     summary_context_size: int = 12000
     summary_trigger_tokens: int = 1200

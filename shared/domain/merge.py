@@ -104,13 +104,29 @@ def drop_sources(fragments: list[F], chunk_ids: Collection[str]) -> list[F]:
 
 
 def needs_summary(
-    description_fragments: list[str], settings: MergeSettings, tokens_over: Callable[[str, int], bool]
+    description_fragments: list[str], settings: MergeSettings, tokens_over: Callable[[str, int], bool],
+    key: str | None = None,
 ) -> bool:
     """True when there are many fragments or their joined text is long (``tokens_over(text, limit)``: whether the
-    text has more than ``limit`` tokens)."""
-    if len(description_fragments) >= settings.force_llm_summary_on_merge:
+    text has more than ``limit`` tokens). With the row's ``key``, "many" is that row's own count
+    (``summary_part_trigger``)."""
+    if len(description_fragments) >= summary_part_trigger(settings, key, description_fragments):
         return True
     return tokens_over(GRAPH_FIELD_SEP.join(description_fragments), settings.summary_trigger_tokens)
+
+
+def summary_part_trigger(settings: MergeSettings, key: str | None, fragments: list[str]) -> int:
+    """The part count at which the row ``key`` is summarised: ``force_llm_summary_on_merge`` moved by up to
+    ``summary_trigger_spread`` of it either way, drawn from a hash of the key and its first part (the last summary
+    once there is one), so a retried merge decides alike and each summary draws the next count afresh. Never
+    below 2; exactly the setting without a key."""
+    base = settings.force_llm_summary_on_merge
+    spread = int(base * settings.summary_trigger_spread)
+    if key is None or spread == 0:
+        return base
+    first = fragments[0] if fragments else ""
+    draw = hashlib.blake2b(f"{key}\x00{first}".encode("utf-8", "surrogatepass"), digest_size=4).digest()
+    return max(2, base - spread + int.from_bytes(draw, "big") % (2 * spread + 1))
 
 
 def build_summary_messages(name: str, fragments: list[str], max_tokens: int) -> list[dict]:

@@ -41,7 +41,7 @@ def _finish_description(name: str, description: str, settings, summarize: Summar
     says (a merge retried after a conflict or a redelivery, a key marked dirty with its fragments unchanged)."""
     fragments = [f for f in description.split(DESC_SEP) if f.strip()]
     over = lambda text, limit: tokens_over(text, limit, settings.effective_summary_model)  # noqa: E731
-    if not needs_summary(fragments, settings.merge, over):
+    if not needs_summary(fragments, settings.merge, over, key=name):
         return description, ""
     if summarize is None:  # no LLM: keep the fragments, bounded by the summary budget
         return truncate_text(DESC_SEP.join(fragments), settings.merge.summary_max_tokens), ""

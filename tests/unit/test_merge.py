@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +18,7 @@ from shared.domain.merge import (
     needs_summary,
     relation_key,
     summarize_description,
+    summary_part_trigger,
 )
 from shared.domain.models import EntityFragment, RelationFragment
 from shared.domain.prompts.summarize_descriptions import MARKER
@@ -117,6 +120,28 @@ def test_needs_summary_thresholds():
     assert needs_summary(["x"] * 8, MergeSettings(), tokens_over)
     long = ["a long description of the entity, " * 120] * 2  # 1,440 words: over the 1,200-token trigger
     assert needs_summary(long, MergeSettings(), tokens_over)
+
+
+def test_rows_gaining_parts_in_step_cross_the_summary_trigger_at_different_counts():
+    """Copies or revisions of the same documents give many rows one part each per batch: each row's own trigger
+    (8 parts moved by up to 2 either way) spreads their summaries over several batches, the same for the same row
+    and parts, and drawn afresh from each summary."""
+    s = MergeSettings()
+    crossing = {}
+    for i in range(2000):
+        parts = [f"relation {i} as first described"]
+        while not needs_summary(parts, s, tokens_over, key=f"A{i} -> B{i}"):
+            parts.append(f"a further mention {len(parts)}")
+        crossing[i] = len(parts)
+    counts = Counter(crossing.values())
+    assert set(counts) == {6, 7, 8, 9, 10} and min(counts.values()) > 300  # every count, about evenly
+    assert 7.8 < sum(crossing.values()) / len(crossing) < 8.2  # on average the setting
+    again = ["relation 5 as first described"] + [f"a further mention {n}" for n in range(1, crossing[5])]
+    assert needs_summary(again, s, tokens_over, key="A5 -> B5")  # a retried merge decides alike
+    after = {summary_part_trigger(s, f"A{i} -> B{i}", [f"summary {i}"]) for i in range(50)}
+    assert len(after) > 1  # the next crossing is drawn from the summary
+    assert summary_part_trigger(s, None, ["x"]) == 8  # no key: exactly the setting
+    assert summary_part_trigger(MergeSettings(force_llm_summary_on_merge=2), "k", ["x"]) == 2  # too few to spread
 
 
 def test_build_summary_messages():
