@@ -72,10 +72,11 @@ class ClusterSettings(BaseModel):
     A job that takes the graph past that bound does not wait for the whole-graph Leiden and the reports it moves:
     with ``recluster_quiet_s`` > 0 it is clustered incrementally like the others and the tenant is marked due; a
     ``recluster`` job (``shared.pipeline.recluster``) clusters the whole graph once the tenant has had no ingestion
-    running for ``recluster_quiet_s``, or ``recluster_max_delay_s`` after it was marked, whichever comes first. So
-    the communities may be staler than the bound for at most ``recluster_max_delay_s`` (and the recluster job's
-    run). A removal still clusters the whole graph in its own job. ``recluster_quiet_s`` 0: the job that crosses
-    the bound clusters the whole graph itself."""
+    running for ``recluster_quiet_s``, or, with none running, ``recluster_max_delay_s`` after it was marked; a tenant
+    still ingesting then is clustered whole by the next cluster stage of its own jobs (a recluster job never runs
+    beside an ingestion of its tenant). So the communities may be staler than the bound for at most
+    ``recluster_max_delay_s`` (and one job's run). A removal still clusters the whole graph in its own job.
+    ``recluster_quiet_s`` 0: the job that crosses the bound clusters the whole graph itself."""
 
     max_cluster_size: int = Field(10, ge=2)
     seed: int = 0xDEADBEEF

@@ -2,7 +2,8 @@
 little of it since the last whole-graph Leiden (``ClusterSettings.incremental_max_growth``), only what the job
 added (``shared.domain.incremental_clustering``), reading and writing the communities it touches and no more.
 Past that bound the job is still clustered incrementally when the whole-graph clustering is left to a
-``recluster`` job (``shared.pipeline.recluster``), which this stage then runs with ``whole_due``.
+``recluster`` job (``shared.pipeline.recluster``), which this stage then runs with ``whole_due``, or to the first
+job of the tenant clustered once the mark is ``cluster.recluster_max_delay_s`` old (``overdue``).
 
 Retry-safe: the communities, the node index, the bookkeeping and the removal of the dirty marks they took in are
 written in one transaction, with the report waves; a clustering task run again on the graph it already clustered
@@ -21,7 +22,7 @@ from shared.domain.report_reuse import closest_former, inherit_reports
 from shared.domain.reports import own_rows_fit, report_waves
 from shared.infra.store.redis_extractions import split_rel_field
 from shared.infra.store.redis_graph import GraphStore
-from shared.pipeline.recluster import clear_due, deferring, mark_due, past_bound
+from shared.pipeline.recluster import clear_due, deferring, mark_due, overdue, past_bound
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +37,12 @@ def degrees_of(edges: list[tuple[str, str, float]]) -> dict[str, int]:
 def run_cluster(store: GraphStore, settings, whole_due: bool = False) -> dict[int, list[str]]:
     """Recluster and save; return the report waves: wave -> community ids (``shared.domain.reports.report_waves``,
     wave 0 first: communities without children; a community's wave follows all its children's). An incremental
-    clustering's waves hold only the communities it touched. ``whole_due`` (a ``recluster`` job): the whole graph
-    when it is still past the bound, else as any job."""
+    clustering's waves hold only the communities it touched. ``whole_due`` (a ``recluster`` job), or a tenant marked
+    due ``recluster_max_delay_s`` ago (``overdue``: it kept ingesting): the whole graph when it is still past the
+    bound, else as any job."""
     version = store.graph_version()
     meta = store.cluster_meta()
-    whole = whole_due and past_bound(meta, settings)
+    whole = (whole_due or overdue(store.redis, store.tenant, settings)) and past_bound(meta, settings)
     if meta.get("graph_version") == str(version) and "waves" in meta and not whole:  # run again after its save
         return {int(w): ids for w, ids in json.loads(meta["waves"])}
     taken = store.cluster_dirty()

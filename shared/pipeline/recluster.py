@@ -4,7 +4,8 @@ A job whose changes take the tenant's graph past ``cluster.incremental_max_growt
 like the others, and the cluster stage marks the tenant due (:func:`mark_due`, the global zset
 ``gf:recluster_due``: tenant -> when it was marked). The job watchdog's sweep (one worker of the fleet at a time)
 submits a ``recluster`` job (:func:`submit_due`) for a due tenant once it has had no ingestion or deletion running
-for ``recluster_quiet_s``, or ``recluster_max_delay_s`` after it was marked, whichever comes first.
+for ``recluster_quiet_s``, or, with none running, ``recluster_max_delay_s`` after it was marked. A tenant still
+ingesting by then is clustered whole by the next cluster stage of its own jobs (:func:`overdue`).
 
 A ``recluster`` job is an ingestion with no document on the same flow (``shared.pipeline.flow.INGEST``): its
 merge takes whatever is dirty, its cluster stage clusters the whole graph when the tenant is still past the bound
@@ -66,11 +67,24 @@ def clear_due(redis, tenant: str) -> None:
 
 def due(marked_at: float, busy: bool, last_activity: float | None, now: float, quiet_s: float,
         max_delay_s: float) -> bool:
-    """Whether a tenant marked at ``marked_at`` gets its ``recluster`` job now: quiet (no ingestion running, the last
-    one ended ``quiet_s`` ago; queries do not count) or marked ``max_delay_s`` ago."""
-    if now - marked_at >= max_delay_s:
-        return True
-    return not busy and (last_activity is None or now - last_activity >= quiet_s)
+    """Whether a tenant marked at ``marked_at`` gets its ``recluster`` job now: no ingestion running (queries do not
+    count), and the last one ended ``quiet_s`` ago or the mark is ``max_delay_s`` old. Never while one runs: the
+    job's merge would take the keys that ingestion is still extracting into and lose every round to its writes
+    (its merge's transactions conflict until it fails), and the whole-graph Leiden would read a graph half merged.
+    A tenant that keeps ingesting past ``max_delay_s`` gets its whole-graph clustering from that ingestion's own
+    cluster stage instead (:func:`overdue`)."""
+    if busy:
+        return False
+    return now - marked_at >= max_delay_s or last_activity is None or now - last_activity >= quiet_s
+
+
+def overdue(redis, tenant: str, settings, now: float | None = None) -> bool:
+    """Whether the tenant has been marked due for ``recluster_max_delay_s`` or longer: the next cluster stage of any
+    of its jobs clusters the whole graph itself (``cluster_stage.run_cluster``), so the communities of a tenant that
+    never stops ingesting are past the bound no longer than that (and one job's run)."""
+    marked_at = redis.zscore(recluster_due_key(), tenant)
+    now = time.time() if now is None else now
+    return marked_at is not None and now - float(marked_at) >= settings.cluster.recluster_max_delay_s
 
 
 def last_activity(redis, tenant: str) -> float | None:

@@ -166,3 +166,25 @@ def test_past_the_bound_the_job_extends_and_a_recluster_job_clusters_the_whole_g
     assert _degrees(store) == degrees_of(store.edge_list())
     assert run_cluster(store, settings, whole_due=True) == whole  # retried after its save
     assert clustered_current(store, RECLUSTER, settings)  # within the bound: nothing left for a recluster job
+
+
+def test_a_tenant_still_ingesting_at_the_max_delay_is_clustered_whole_by_its_next_job(redis_client, tenant):
+    """No ``recluster`` job runs beside an ingestion of its tenant: once the mark is ``recluster_max_delay_s`` old,
+    the next cluster stage of the tenant's own jobs clusters the whole graph and takes the mark away."""
+    store, settings = GraphStore(redis_client, tenant), _settings(growth=0.001)
+    _base(store)
+    run_cluster(store, settings)
+    _ingest(store, "c-new", ["NEW"], [("NEW", "G0-1")])
+    run_cluster(store, settings)  # past the bound: extended, the tenant marked due
+    marked_at = redis_client.zscore(recluster_due_key(), tenant)
+    _ingest(store, "c-next", ["NEXT"], [("NEXT", "G1-1")])
+    assert run_cluster(store, settings)  # the mark is fresh: extended again
+    assert store.cluster_meta()["changed"] != "0"
+    assert redis_client.zscore(recluster_due_key(), tenant) == marked_at
+    redis_client.zadd(recluster_due_key(), {tenant: marked_at - settings.cluster.recluster_max_delay_s})
+    _ingest(store, "c-last", ["LAST"], [("LAST", "G2-1")])
+    whole = run_cluster(store, settings)  # overdue: this job clusters the whole graph
+    assert store.cluster_meta()["changed"] == "0"
+    assert redis_client.zscore(recluster_due_key(), tenant) is None
+    assert all(store.entity_communities(n) for n in ("NEW", "NEXT", "LAST"))
+    assert len([c for wave in whole.values() for c in wave]) > 1

@@ -1,5 +1,6 @@
 """The whole-graph clustering a job left for later: when the watchdog's sweep submits the ``recluster`` job of a
-tenant marked due (quiet for ``recluster_quiet_s``, or marked ``recluster_max_delay_s`` ago), and what it submits.
+tenant marked due (quiet for ``recluster_quiet_s``, or marked ``recluster_max_delay_s`` ago; never while it ingests),
+and what it submits.
 On a real Redis; the broker is a list of the messages sent."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from shared.infra.messaging.messages import PlanMerge
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import recluster_due_key
 from shared.pipeline.flow import CLAIM_MERGE
-from shared.pipeline.recluster import KIND, due, ingesting, mark_due, submit_due
+from shared.pipeline.recluster import KIND, due, ingesting, mark_due, overdue, submit_due
 
 
 def _settings(quiet_s: float = 30.0, max_delay_s: float = 900.0):
@@ -19,12 +20,14 @@ def _settings(quiet_s: float = 30.0, max_delay_s: float = 900.0):
     return s.model_copy(update={"cluster": cluster})
 
 
-def test_a_tenant_is_due_once_quiet_or_once_marked_long_enough():
+def test_a_tenant_is_due_once_quiet_or_once_marked_long_enough_but_never_while_it_ingests():
     assert due(100.0, busy=False, last_activity=None, now=100.0, quiet_s=30, max_delay_s=900)  # no job at all
     assert not due(100.0, busy=False, last_activity=90.0, now=110.0, quiet_s=30, max_delay_s=900)  # ended 20 s ago
     assert due(100.0, busy=False, last_activity=90.0, now=120.0, quiet_s=30, max_delay_s=900)  # quiet 30 s
     assert not due(100.0, busy=True, last_activity=90.0, now=999.0, quiet_s=30, max_delay_s=900)  # ingesting
-    assert due(100.0, busy=True, last_activity=990.0, now=1000.0, quiet_s=30, max_delay_s=900)  # marked 900 s ago
+    assert due(100.0, busy=False, last_activity=990.0, now=1000.0, quiet_s=30, max_delay_s=900)  # marked 900 s ago
+    # ingesting at the max delay: that ingestion's cluster stage clusters the whole graph (``overdue``)
+    assert not due(100.0, busy=True, last_activity=990.0, now=1000.0, quiet_s=30, max_delay_s=900)
 
 
 def test_the_sweep_submits_one_recluster_job_per_due_tenant_and_takes_the_mark(redis_client, tenant):
@@ -54,8 +57,10 @@ def test_the_sweep_submits_one_recluster_job_per_due_tenant_and_takes_the_mark(r
     assert quiet not in due_now and due_now[busy] == now - 50 and due_now[fresh] == now - 50
 
     later = submit_due(redis_client, _settings(max_delay_s=60), sent.append, busy_tenants={busy}, now=now + 10)
-    assert sorted(t for t, _job in later) == sorted([busy, fresh])  # marked 60 s ago: due whatever runs
-    assert not {to_str(m) for m in redis_client.zrange(recluster_due_key(), 0, -1)} & {quiet, busy, fresh}
+    assert [t for t, _job in later] == [fresh]  # marked 60 s ago: due, unless an ingestion of it runs
+    assert {to_str(m) for m in redis_client.zrange(recluster_due_key(), 0, -1)} & {quiet, busy, fresh} == {busy}
+    assert overdue(redis_client, busy, _settings(max_delay_s=60), now=now + 10)  # its own next job clusters whole
+    assert not overdue(redis_client, busy, _settings(), now=now + 10) and not overdue(redis_client, quiet, _settings())
 
 
 def test_only_an_ingestion_keeps_a_tenant_busy():
