@@ -110,6 +110,31 @@ def test_batch_merge_retries_when_a_fragment_arrives_during_the_merge(redis_clie
     assert store.dirty_members("entities") == []
 
 
+def test_a_key_written_into_during_the_merge_is_merged_again_alone(redis_client, tenant):
+    """A concurrent extraction that keeps writing into one hub key sends only that key back: the batch's other keys
+    are written on the first round and merged once; the hub, merged again from what it holds now, gets every
+    fragment."""
+    store = GraphStore(redis_client, tenant)
+    names = ["HUB", "A", "B", "C"]
+    store.save_extraction(ExtractionResult(chunk_id="c1", entities=[
+        EntityFragment(name=n, description=f"{n} first", source_id="c1") for n in names]))
+    calls: dict[str, int] = {}
+
+    def merge(name, frags):
+        calls[name] = calls.get(name, 0) + 1
+        if name == "HUB" and calls[name] <= 3:  # a writer lands in the hub during each of its first three merges
+            store.save_extraction(ExtractionResult(chunk_id=f"h{calls[name]}", entities=[
+                EntityFragment(name="HUB", description=f"hub again {calls[name]}", source_id=f"h{calls[name]}")]))
+        return _merge(name, frags)
+
+    assert store.merge_batch("entities", names, merge) == (4, 0)
+    assert calls == {"HUB": 4, "A": 1, "B": 1, "C": 1}
+    merged = store.entities(names)
+    assert merged["HUB"].source_ids == ["c1", "h1", "h2", "h3"]
+    assert all(merged[n].source_ids == ["c1"] for n in "ABC")
+    assert store.dirty_members("entities") == []
+
+
 def test_batch_merge_starts_the_longest_descriptions_first_and_files_each_result_under_its_key(redis_client, tenant):
     """The entities with the most fragment text (the ones an LLM summary is asked for) are merged first, so a thread
     pool sends every summary at the start instead of behind the cheap merges listed ahead of them."""

@@ -102,7 +102,7 @@ def test_a_batch_retried_after_a_conflict_does_not_ask_for_its_summaries_again(r
     def conflicting_once(*args):
         if not conflicts:  # a concurrent writer changed a fragment hash while the batch merged
             conflicts.append(1)
-            return False
+            return set()
         return write(*args)
 
     monkeypatch.setattr(store, "_write_merged", conflicting_once)

@@ -24,12 +24,13 @@ from shared.domain.models import (
 from shared.domain.retrieval.edge_index import EdgeIndex, Ranked
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
-from shared.infra.redis.text_codec import pack_text, unpack_bytes
+from shared.infra.redis.text_codec import unpack_bytes
 from shared.infra.store import index_codec
 from shared.infra.store.graph_codec import field_chunk, longest_first, unpack_entity_fragment, unpack_relation_fragment
 from shared.infra.store.graph_edges import take_deltas, write_edges
 from shared.infra.store.index_snapshots import IndexSnapshots, version_tag
 from shared.infra.store.lru import CACHED_TENANTS, LRU
+from shared.infra.store.merge_write import row_json, write_merged  # noqa: F401 - row_json: where callers import it
 from shared.infra.store.redis_communities import CLUSTER_DIRTY, CommunityStore
 from shared.infra.store.redis_documents import DocumentStore
 from shared.infra.store.redis_extractions import ExtractionStore, rel_field, split_rel_field
@@ -43,12 +44,6 @@ _ENTITY_ROWS: VersionRows[Entity] = VersionRows()
 # Every entity name per tenant, keyed by the graph revision read before them (the gateway's entity search).
 _ENTITY_NAMES: LRU[str, tuple[tuple, list[str]]] = LRU(8)
 _RELATION_ROWS: VersionRows[Relation] = VersionRows()
-
-
-def row_json(row: Entity | Relation) -> bytes:
-    """A merged row as stored: its fields at their defaults left out (they read back as the defaults), deflated
-    when long (``text_codec``; rows written before, plain JSON, still read)."""
-    return pack_text(row.model_dump_json(exclude_defaults=True))
 
 
 class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
@@ -120,8 +115,9 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
         """Merge many entities ("entities") or relation fields ("relations") with few round trips.
 
         Optimistic concurrency: the fragment hashes are WATCHed while read, the merged records are
-        written in one MULTI/EXEC, and a concurrent fragment write aborts and retries the batch, so
-        no update is lost without holding per-key locks across the (possibly slow) merge function.
+        written in one MULTI/EXEC, and the keys a concurrent fragment write changed meanwhile are merged again
+        (the others are written: ``merge_write``), so no update is lost without holding per-key locks across the
+        (possibly slow) merge function.
         ``map_fn`` applies it (e.g. a thread pool's ``map``, so LLM summaries overlap), to the keys with the
         most fragment bytes first (``longest_first``). With ``previous`` the stored rows are read in the same
         round trip and ``merge(key, fragments, stored row or None)`` is called (a summary already written from the
@@ -133,15 +129,16 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
             lambda key, cid, v: unpack_relation_fragment(v, *split_rel_field(key), cid))
         target = self.k.entities() if kind == "entities" else self.k.relations()
         model = Entity if kind == "entities" else Relation
+        written, deleted, pending = 0, 0, list(keys)
         for _attempt in range(max_attempts):
             pipe = self.redis.pipeline(transaction=False)
-            for key in keys:
+            for key in pending:
                 pipe.hgetall(frag_key(key))
-            if previous and keys:
-                pipe.hmget(target, keys)
+            if previous and pending:
+                pipe.hmget(target, pending)
             replies = pipe.execute()
-            raws = replies[:len(keys)]
-            stored = dict(zip(keys, replies[len(keys)], strict=True)) if previous and keys else {}
+            raws = replies[:len(pending)]
+            stored = dict(zip(pending, replies[len(pending)], strict=True)) if previous and pending else {}
 
             def merged(item: tuple[str, dict], stored: dict = stored) -> object | None:
                 frags = [unpack(item[0], field_chunk(f), v) for f, v in item[1].items()]
@@ -152,50 +149,18 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
                 row = stored.get(item[0])
                 return merge(item[0], frags, model.model_validate_json(unpack_bytes(row)) if row else None)
 
-            items = longest_first(list(zip(keys, raws, strict=True)))
+            items = longest_first(list(zip(pending, raws, strict=True)))
             results = dict(zip((key for key, _ in items), map_fn(merged, items), strict=True))
-            if self._write_merged(kind, keys, frag_key, target, raws, results):
-                written = sum(r is not None for r in results.values())
-                return written, len(keys) - written
-        raise RuntimeError(f"merge of {len(keys)} {kind} kept conflicting with concurrent writers")
+            done = self._write_merged(kind, pending, frag_key, target, raws, results)
+            written += sum(results[k] is not None for k in done)
+            deleted += sum(results[k] is None for k in done)
+            pending = [k for k in pending if k not in done]
+            if not pending:
+                return written, deleted
+        raise RuntimeError(f"merge of {len(pending)} of {len(keys)} {kind} kept conflicting with concurrent writers")
 
-    def _write_merged(self, kind, keys, frag_key, target, raws, results) -> bool:
-        """Write merged records iff no fragment hash changed since it was read.
-
-        WATCH first (on the transaction's connection), then re-read every fragment hash in one pipelined
-        round trip on another connection: a change before the re-read shows in the comparison, a change
-        after the WATCH aborts the EXEC."""
-        import redis as redis_lib
-
-        with self.redis.pipeline(transaction=True) as pipe:
-            try:
-                pipe.watch(*[frag_key(k) for k in keys])
-                reread = self.redis.pipeline(transaction=False)
-                for k in keys:
-                    reread.hgetall(frag_key(k))
-                if reread.execute() != list(raws):
-                    return False
-                pipe.multi()
-                edges: dict[str, float | None] = {}
-                for key in keys:
-                    value = results[key]
-                    pipe.srem(self.k.dirty(kind), key)
-                    if value is None:
-                        pipe.hdel(target, key)
-                    else:
-                        pipe.hset(target, key, row_json(value))
-                    if kind == "entities":
-                        pipe.sadd(self.k.dirty("embed_entities"), key)
-                    else:
-                        edges[key] = None if value is None else value.weight
-                write_edges(pipe, self.k, edges)
-                if keys:
-                    pipe.sadd(self.k.dirty(CLUSTER_DIRTY[kind != "entities"]), *keys)
-                self._bump(pipe)
-                pipe.execute()
-                return True
-            except redis_lib.WatchError:
-                return False
+    def _write_merged(self, kind, keys, frag_key, target, raws, results) -> set[str]:
+        return write_merged(self, kind, keys, frag_key, target, raws, results)
 
     # ---------------------------------------------------------------- graph
     def entities(self, names: Iterable[str]) -> dict[str, Entity]:
