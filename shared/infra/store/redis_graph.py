@@ -130,6 +130,8 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
         target = self.k.entities() if kind == "entities" else self.k.relations()
         model = Entity if kind == "entities" else Relation
         written, deleted, pending = 0, 0, list(keys)
+        if not pending:
+            return 0, 0
         for _attempt in range(max_attempts):
             pipe = self.redis.pipeline(transaction=False)
             for key in pending:
