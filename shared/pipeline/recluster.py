@@ -69,8 +69,8 @@ def due(marked_at: float, busy: bool, last_activity: float | None, now: float, q
         max_delay_s: float) -> bool:
     """Whether a tenant marked at ``marked_at`` gets its ``recluster`` job now: no ingestion running (queries do not
     count), and the last one ended ``quiet_s`` ago or the mark is ``max_delay_s`` old. Never while one runs: the
-    job's merge would take the keys that ingestion is still extracting into and lose every round to its writes
-    (its merge's transactions conflict until it fails), and the whole-graph Leiden would read a graph half merged.
+    job's merge would take the keys that ingestion is still extracting into and contend with its writes, and the
+    whole-graph Leiden would read a graph half merged.
     A tenant that keeps ingesting past ``max_delay_s`` gets its whole-graph clustering from that ingestion's own
     cluster stage instead (:func:`overdue`)."""
     if busy:

@@ -6,13 +6,11 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from shared.domain.models import Entity, EntityFragment, ExtractionResult
+from shared.domain.models import EntityFragment, ExtractionResult
 from shared.infra.store.redis_graph import GraphStore
+from tests.unit.graph_support import joined_entity
 
-
-def _merge(name, frags):
-    descs = sorted({f.description for f in frags})
-    return Entity(name=name, description="<SEP>".join(descs), source_ids=sorted({f.source_id for f in frags}))
+_merge = joined_entity
 
 
 def test_batch_merge_retries_when_a_fragment_arrives_during_the_merge(redis_client, tenant):

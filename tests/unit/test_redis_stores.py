@@ -8,18 +8,16 @@ import time
 
 import numpy as np
 
-from shared.domain.models import Entity, EntityFragment, ExtractionResult, RelationFragment
+from shared.domain.models import EntityFragment, ExtractionResult, RelationFragment
 from shared.domain.storage import VectorItem
 from shared.infra.jobs.status import wait_finished
 from shared.infra.jobs.store import JobStore
 from shared.infra.store.redis_graph import GraphStore
 from shared.infra.store.redis_vectors import RedisVectorStore
 from tests.clusters import subscribers
+from tests.unit.graph_support import joined_entity
 
-
-def _merge(name, frags):
-    descs = sorted({f.description for f in frags})
-    return Entity(name=name, description="<SEP>".join(descs), source_ids=sorted({f.source_id for f in frags}))
+_merge = joined_entity
 
 
 def test_concurrent_writers_and_mergers_lose_no_fragment(redis_client, tenant):
