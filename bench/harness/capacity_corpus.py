@@ -20,8 +20,11 @@ def chunks_of(tokens: int, size: int, overlap: int) -> int:
 
 
 def renamed(text: str, copy: int) -> str:
-    """The text with every capitalised name made the ``copy``-th copy's own (new entities, same shape)."""
-    return _NAME.sub(lambda m: f"{m.group(1)}-c{copy}", text)
+    """The text with every capitalised name made the ``copy``-th copy's own (new entities, same shape). The
+    copy number is spelled in letters (7 -> ``-ch``, 12 -> ``-cbc``): the LLM-free extractor's names end in a
+    letter, so a digit suffix was dropped and every copy's ``Scrooge-c<n>`` became one ``SCROOGE-C``."""
+    suffix = "-c" + "".join("abcdefghij"[int(d)] for d in str(copy))
+    return _NAME.sub(lambda m: f"{m.group(1)}{suffix}", text)
 
 
 def _jsonl(path: str) -> Iterator[dict]:

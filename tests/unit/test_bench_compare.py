@@ -10,6 +10,7 @@ from bench.report.compare import by_stage, compare_tables
 from bench.report.tables import scaling_table
 from bench.suites.context_build import case_plan
 from bench.suites.scaling import renamed
+from shared.domain.extraction.fast_extractor import extract_chunk_fast
 
 
 def stats(calls: dict[str, int], emb: int) -> dict:
@@ -80,7 +81,14 @@ def test_stages_group_each_systems_prompt_kinds():
 
 def test_renamed_copies_make_new_names_and_keep_lower_case_text():
     text = "Scrooge met Bob Cratchit in London. it was cold."
-    assert renamed(text, 3) == "Scrooge-c3 met Bob-c3 Cratchit-c3 in London-c3. it was cold."
+    assert renamed(text, 3) == "Scrooge-cd met Bob-cd Cratchit-cd in London-cd. it was cold."
+
+
+def test_each_renamed_copy_is_new_entities_to_the_llm_free_extractor():
+    text = "Ebenezer Scrooge met Jacob Marley in London. Scrooge and Marley were partners in London."
+    names = [{e.name for e in extract_chunk_fast(renamed(text, copy), f"c{copy}", "d").entities} for copy in (1, 2, 12)]
+    assert "LONDON-CB" in names[0] and "LONDON-CBC" in names[2]
+    assert not names[0] & names[1] and not names[1] & names[2] and not names[0] & names[2]
 
 
 def test_scaling_table_reports_speed_up_against_one_process_at_the_same_latency():
