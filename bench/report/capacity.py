@@ -154,7 +154,8 @@ def render(rows: list[dict]) -> str:
     parts = [
         "# Capacity bench (bench.suites.capacity)\n",
         "Byte and op figures are per unit at each size; "
-        "'fast' = LLM-free extraction (reports, embeddings, answers still call the simulator at 0 ms).\n",
+        "'fast' = LLM-free extraction (reports, embeddings, answers still call the simulator at 0 ms); "
+        "'none' = no LLM at all (`--no-llm`: summaries cut, extractive reports, the local embedder).\n",
         "## Runs\n", *runs_table(rows),
         "\n## Redis memory per unit (bytes; MEMORY USAGE SAMPLES 0 of every key, by family)\n", *memory_table(rows),
         "\n## State Redis operations per ingested chunk, by stage\n", *ops_table(rows),

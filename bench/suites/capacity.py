@@ -1,7 +1,7 @@
 """Capacity figures per unit: Redis memory per chunk / entity / relation / vector, state-Redis operations per
 ingested chunk (by stage) and per query (by mode and stage), broker messages per chunk, worker CPU per chunk.
 
-    .venv/bin/python -m bench.suites.capacity [--sizes 1000 10000 50000] [--llm-up-to 1000] [--both-at 1000]
+    .venv/bin/python -m bench.suites.capacity [--sizes 1000 10000 50000] [--llm-up-to 1000] [--both-at 1000] [--no-llm]
         [--size-tokens 300] [--overlap 30] [--batch-chunks 0] [--processes 1] [--concurrency 16]
         [--query-repeat 3] [--out bench/results/capacity.jsonl]
     .venv/bin/python -m bench.report.capacity bench/results/capacity.jsonl
@@ -138,15 +138,19 @@ def measure_queries(client, state, broker, repeat: int) -> list[dict]:
 
 
 def run_size(target: int, fast: bool, args) -> dict:
+    """One corpus size. ``fast``: the LLM-free extractor; with ``args.no_llm`` the workers have no LLM at all
+    (summaries cut to their budget, extractive reports, the local embedder), the product's LLM-free path."""
     built = corpus(target, args.size_tokens, args.overlap)
-    with simulator(latency_ms=0.0) as llm, redis_server() as state_url, redis_server() as broker_url:
+    extraction = "none" if args.no_llm else "fast" if fast else "llm"
+    with simulator(latency_ms=0.0) as sim, redis_server() as state_url, redis_server() as broker_url:
+        llm = None if args.no_llm else sim
         # this process (the readiness check, the submitting client) uses the workers' state and broker: ``Stack``
         # takes the configured broker only for the configured state Redis (``queueing.settings_for``)
         os.environ.update(GRAPHFLEET_REDIS_URL=state_url, GRAPHFLEET_BROKER_URL=broker_url)
         reset_settings_cache()
         env = {"GRAPHFLEET_BROKER_URL": broker_url, "GRAPHFLEET_CHUNKING__SIZE_TOKENS": args.size_tokens,
                "GRAPHFLEET_CHUNKING__OVERLAP_TOKENS": args.overlap}
-        if fast:
+        if fast or args.no_llm:
             env["GRAPHFLEET_EXTRACTION__STRATEGY"] = "fast"
         with stack(state_url, llm, args.concurrency, args.processes, **env) as st:
             client = LocalClient(state_url)
@@ -155,8 +159,8 @@ def run_size(target: int, fast: bool, args) -> dict:
             time.sleep(5.0)
             idle = probe.delta(b_idle, probe.snapshot(broker))
             mem0 = probe.memory(state)
-            rec = StageRecorder(st, llm, state, broker, state_url)
-            sim0 = sim_stats(llm)
+            rec = StageRecorder(st, sim, state, broker, state_url)
+            sim0 = sim_stats(sim)
             views, jobs = [], []
             for i, docs in enumerate(batches(built, args.batch_chunks)):
                 before, b_before, chunks_before = probe.snapshot(state), probe.snapshot(broker), stored(client)
@@ -172,7 +176,7 @@ def run_size(target: int, fast: bool, args) -> dict:
                                           probe.delta(before, probe.snapshot(state)),
                                           probe.broker_messages(probe.delta(b_before, probe.snapshot(broker)))),
                              "kind": RECLUSTER, "chunks_before": held, "chunks_added": 0})
-            sim1 = sim_stats(llm)
+            sim1 = sim_stats(sim)
             mem1, families = probe.memory(state), probe.memory_by_family(state, "cap")
             stats = client.stats("cap")
             vectors = {sub.split(":", 1)[1]: int(state.hlen(f"gf:t:{{cap}}:{sub}") or 0)
@@ -181,7 +185,7 @@ def run_size(target: int, fast: bool, args) -> dict:
             queries = measure_queries(client, state, broker, args.query_repeat)
             mem2, broker_mem = probe.memory(state), probe.memory(broker)
     usage = [v["usage"] for v in views]
-    return {"bench": "capacity", "target_chunks": target, "extraction": "fast" if fast else "llm",
+    return {"bench": "capacity", "target_chunks": target, "extraction": extraction,
             "size_tokens": args.size_tokens, "overlap_tokens": args.overlap, "processes": args.processes,
             "concurrency": args.concurrency, "status": ",".join(sorted({v["status"] for v in views})),
             "seconds": round(sum(j["seconds"] for j in jobs), 2), "jobs": jobs,
@@ -247,12 +251,14 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument("--batch-chunks", type=int, default=0,
                     help="ingest in consecutive jobs of about this many chunks (0: one job)")
+    ap.add_argument("--no-llm", action="store_true",
+                    help="workers with no LLM configured (LLM-free extraction, summaries and reports; every size)")
     args = ap.parse_args()
     emit({"bench": "machine", **machine(), "versions": own_versions(), "command": "python -m bench.suites.capacity",
           "args": {k: v for k, v in vars(args).items() if k != "out"}, "started": time.time()}, args.out)
     for target in args.sizes:
-        fast = target > args.llm_up_to
-        for mode in [fast, *([not fast] if target in args.both_at else [])]:
+        fast = target > args.llm_up_to or args.no_llm
+        for mode in [fast, *([not fast] if target in args.both_at and not args.no_llm else [])]:
             emit(run_size(target, mode, args), args.out)
 
 
