@@ -150,7 +150,7 @@ def run_size(target: int, fast: bool, args) -> dict:
         reset_settings_cache()
         env = {"GRAPHFLEET_BROKER_URL": broker_url, "GRAPHFLEET_CHUNKING__SIZE_TOKENS": args.size_tokens,
                "GRAPHFLEET_CHUNKING__OVERLAP_TOKENS": args.overlap}
-        if fast or args.no_llm:
+        if fast:  # main() passes fast for every --no-llm run
             env["GRAPHFLEET_EXTRACTION__STRATEGY"] = "fast"
         with stack(state_url, llm, args.concurrency, args.processes, **env) as st:
             client = LocalClient(state_url)

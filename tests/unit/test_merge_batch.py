@@ -10,8 +10,6 @@ from shared.domain.models import EntityFragment, ExtractionResult
 from shared.infra.store.redis_graph import GraphStore
 from tests.unit.graph_support import joined_entity
 
-_merge = joined_entity
-
 
 def test_batch_merge_retries_when_a_fragment_arrives_during_the_merge(redis_client, tenant):
     store = GraphStore(redis_client, tenant)
@@ -24,7 +22,7 @@ def test_batch_merge_retries_when_a_fragment_arrives_during_the_merge(redis_clie
         if calls["n"] == 1:  # a concurrent writer lands between read and write
             store.save_extraction(ExtractionResult(chunk_id="c2", entities=[
                 EntityFragment(name="A", description="a2", source_id="c2")]))
-        return _merge(name, frags)
+        return joined_entity(name, frags)
 
     assert store.merge_batch("entities", ["A"], slow_merge) == (1, 0)
     assert calls["n"] == 2
@@ -47,7 +45,7 @@ def test_a_key_written_into_during_the_merge_is_merged_again_alone(redis_client,
         if name == "HUB" and calls[name] <= 3:  # a writer lands in the hub during each of its first three merges
             store.save_extraction(ExtractionResult(chunk_id=f"h{calls[name]}", entities=[
                 EntityFragment(name="HUB", description=f"hub again {calls[name]}", source_id=f"h{calls[name]}")]))
-        return _merge(name, frags)
+        return joined_entity(name, frags)
 
     assert store.merge_batch("entities", names, merge) == (4, 0)
     assert calls == {"HUB": 4, "A": 1, "B": 1, "C": 1}
@@ -71,7 +69,7 @@ def test_batch_merge_starts_the_longest_descriptions_first_and_files_each_result
 
     def merge(name, frags):
         order.append(name)
-        return _merge(name, frags)
+        return joined_entity(name, frags)
 
     with ThreadPoolExecutor(1) as pool:
         assert store.merge_batch("entities", names, merge, map_fn=pool.map) == (9, 0)
@@ -88,7 +86,7 @@ def test_concurrent_batch_merges_lose_nothing(redis_client, tenant):
     def writer(i):
         store.save_extraction(ExtractionResult(chunk_id=f"c{i}", entities=[
             EntityFragment(name=n, description=f"d{i}", source_id=f"c{i}") for n in names]))
-        store.merge_batch("entities", names, _merge)
+        store.merge_batch("entities", names, joined_entity)
 
     threads = [threading.Thread(target=writer, args=(i,)) for i in range(12)]
     for t in threads:
@@ -96,5 +94,5 @@ def test_concurrent_batch_merges_lose_nothing(redis_client, tenant):
     for t in threads:
         t.join()
     if store.dirty_members("entities"):
-        store.merge_batch("entities", store.dirty_members("entities"), _merge)
+        store.merge_batch("entities", store.dirty_members("entities"), joined_entity)
     assert all(len(e.source_ids) == 12 for e in store.entities(names).values())
