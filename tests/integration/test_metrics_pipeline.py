@@ -220,7 +220,7 @@ def test_gateway_metrics_equal_simulator_counts(stack, simulator, tenant):
     totals = assert_tokens_equal_simulator(since(got, base), sim_stats(simulator))
     print(f"after queries: exported {totals}")
     assert total(got, "graphfleet_jobs_total", kind="query", status="succeeded", tier="gold") == 3
-    assert total(got, "graphfleet_job_duration_seconds_count", kind="query") == 3
+    assert total(got, "graphfleet_job_duration_seconds_count", kind="query", status="succeeded", tier="gold") == 3
     assert total(got, "graphfleet_llm_tokens_total", stage="map") > 0
     assert total(got, "graphfleet_llm_tokens_total", stage="answer") > 0
     assert total(got, "graphfleet_tasks_total", queue="map_analyst", outcome="succeeded") > 0
