@@ -52,3 +52,13 @@ def test_a_canceled_job_records_its_counts_too(redis_client, tenant):
     redis_client.delete(jobs.k.job_chunks("job-2"), jobs.k.job_chunks_done("job-2"), jobs.k.job_docs_done("job-2"))
     assert jobs.view("job-2") == view
     assert view["progress"]["chunks_total"] == 3 and view["status"] == "canceled"
+
+
+def test_a_done_batchs_payload_is_deleted_at_once_and_a_late_redelivery_reads_an_empty_batch(redis_client, tenant):
+    jobs = JobStore(redis_client, tenant)
+    jobs.create("job-3", "ingest", ["d1"])
+    jobs.plan_batches("job-3", "merge", [{"entities": ["A"]}, {"entities": ["B"]}], "merge_batches")
+    assert jobs.batch_done_of("job-3", "merge", "0", "merge_batches") == (1, 2)
+    assert not redis_client.exists(jobs.k.job_batch("job-3", "merge", 0))
+    assert jobs.batch("job-3", "merge", 0, default={}) == {}
+    assert jobs.batch("job-3", "merge", 1, default={}) == {"entities": ["B"]}

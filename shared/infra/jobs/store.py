@@ -295,13 +295,15 @@ class JobStore(DocumentProgress, LLMWait):
         return to_str(self.redis.hget(key, stage)) == token
 
     def batch_done_of(self, job_id: str, stage: str, batch: str, total_field: str) -> tuple[int, int]:
-        """Mark ``batch`` of ``stage`` done; (batches done, the total in the job field ``total_field``)."""
+        """Mark ``batch`` of ``stage`` done and delete its payload (no step reads it again: a late redelivery of a
+        done batch reads an empty one); (batches done, the total in the job field ``total_field``)."""
         key = self.k.job_stage_done(job_id, stage)
         pipe = self.redis.pipeline(transaction=False)
         pipe.sadd(key, batch)
+        pipe.delete(self.k.job_batch(job_id, stage, int(batch)))
         pipe.scard(key)
         pipe.hget(self.k.job(job_id), total_field)
-        _, done, total = pipe.execute()
+        _, _, done, total = pipe.execute()
         return int(done), int(total or 0)
 
     def snapshot(self, job_id: str) -> JobSnapshot | None:
