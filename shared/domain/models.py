@@ -86,6 +86,10 @@ class Entity(BaseModel):
     # digest of the fragments the row was merged from (``merge_fold.fragments_digest``): a later merge that finds
     # them unchanged folds in only the new ones
     merged_of: str = ""
+    # the row's only fragment, stored here instead of in a fragment hash of its own: the fragment's stored form
+    # without its description, which is the row's (``shared.infra.store.held_fragments``); empty when the row's
+    # fragments are in its hash
+    sole: str = ""
 
 
 class Relation(BaseModel):
@@ -104,6 +108,7 @@ class Relation(BaseModel):
     row_digest: int = 0
     summary_of: str = ""  # as for Entity
     merged_of: str = ""  # as for Entity
+    sole: str = ""  # as for Entity
 
 
 class Community(BaseModel):

@@ -17,35 +17,42 @@ def row_json(row: Entity | Relation) -> bytes:
     return pack_text(row.model_dump_json(exclude_defaults=True))
 
 
-def write_merged(store, kind, keys, frag_key, target, raws, results) -> set[str]:
-    """Write the merged records (``results``) of the keys whose fragment hash still holds what was read (``raws``);
-    returns those keys. The others are merged again by the caller from what they hold now, so a concurrent
-    extraction writing into a few hub keys does not send the whole batch back, round after round, until it fails.
+def write_merged(store, kind, keys, frag_key, target, raws, results, held=None) -> set[str]:
+    """Write the merged records (``results``) of the keys whose fragment hash still holds what was read (``raws``)
+    and whose held fragment (``held``: key -> ``held_fragments.Held``, read with the hash) still stands; returns
+    those keys. The others are merged again by the caller from what they hold now, so a concurrent extraction
+    writing into a few hub keys does not send the whole batch back, round after round, until it fails.
 
-    WATCH first (on the transaction's connection), then re-read every fragment hash in one pipelined round trip on
-    another connection: a change before the re-read shows in the comparison, a change after the WATCH aborts the
-    EXEC. When some keys changed, the watch is narrowed to the others and those are compared once more."""
+    WATCH first (on the transaction's connection), then re-read every fragment hash (and the extraction record of
+    every held fragment's chunk: removing the chunk deletes it) in one pipelined round trip on another connection: a
+    change before the re-read shows in the comparison, a change after the WATCH aborts the EXEC. When some keys
+    changed, the watch is narrowed to the others and those are compared once more.
+
+    A row that holds its only fragment is written with its hash deleted; a row that no longer holds the fragment
+    it held is written with that fragment put back into its hash."""
+    held = held or {}
+
+    def watched(ks: list[str]) -> list[str]:
+        return [frag_key(k) for k in ks] + [store.k.extraction(held[k].chunk_id) for k in ks if k in held]
+
     with store.redis.pipeline(transaction=True) as pipe:
         try:
-            pipe.watch(*[frag_key(k) for k in keys])
-            same = unchanged(store.redis, keys, frag_key, raws)
+            pipe.watch(*watched(keys))
+            same = unchanged(store, keys, frag_key, raws, held)
             if len(same) < len(keys):
                 pipe.unwatch()
                 if not same:
                     return set()
-                pipe.watch(*[frag_key(k) for k in same])
+                pipe.watch(*watched(same))
                 read = dict(zip(keys, raws, strict=True))
-                if len(unchanged(store.redis, same, frag_key, [read[k] for k in same])) < len(same):
+                if len(unchanged(store, same, frag_key, [read[k] for k in same], held)) < len(same):
                     return set()
             pipe.multi()
             edges: dict[str, float | None] = {}
             for key in same:
                 value = results[key]
                 pipe.srem(store.k.dirty(kind), key)
-                if value is None:
-                    pipe.hdel(target, key)
-                else:
-                    pipe.hset(target, key, row_json(value))
+                _file_row(pipe, target, key, value, frag_key(key), held.get(key))
                 if kind == "entities":
                     pipe.sadd(store.k.dirty("embed_entities"), key)
                 else:
@@ -59,9 +66,28 @@ def write_merged(store, kind, keys, frag_key, target, raws, results) -> set[str]
             return set()
 
 
-def unchanged(redis, keys: list[str], frag_key, raws: list[dict]) -> list[str]:
-    """The keys whose fragment hash still holds what was read (``raws``), in one pipelined round trip."""
-    reread = redis.pipeline(transaction=False)
+def _file_row(pipe, target: str, key: str, value, frag_hash: str, held) -> None:
+    """Queue the write of one merged row (None: its deletion) and of its fragment hash: deleted when the row
+    holds its only fragment, given back the fragment the row held when it holds it no longer."""
+    if value is None:
+        pipe.hdel(target, key)
+        return
+    pipe.hset(target, key, row_json(value))
+    if value.sole:
+        pipe.delete(frag_hash)
+    elif held is not None:
+        pipe.hset(frag_hash, held.field, held.value)
+
+
+def unchanged(store, keys: list[str], frag_key, raws: list[dict], held: dict) -> list[str]:
+    """The keys whose fragment hash still holds what was read (``raws``) and whose held fragment's chunk still has
+    its extraction record, in one pipelined round trip."""
+    reread = store.redis.pipeline(transaction=False)
     for k in keys:
         reread.hgetall(frag_key(k))
-    return [k for k, now, then in zip(keys, reread.execute(), raws, strict=True) if now == then]
+    for k in keys:
+        if k in held:
+            reread.exists(store.k.extraction(held[k].chunk_id))
+    replies = reread.execute()
+    hashes, alive = replies[:len(keys)], dict(zip([k for k in keys if k in held], replies[len(keys):], strict=True))
+    return [k for k, now, then in zip(keys, hashes, raws, strict=True) if now == then and alive.get(k, True)]

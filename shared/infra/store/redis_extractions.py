@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.domain.models import Chunk, ExtractionResult
+from shared.domain.models import Chunk, Entity, ExtractionResult, Relation
 from shared.infra.redis.keys import SEP, Keys
 from shared.infra.redis.text_codec import unpack_bytes
 from shared.infra.store.graph_codec import (
@@ -22,6 +22,7 @@ from shared.infra.store.graph_codec import (
     unpack_extraction,
     unpack_relation_fragment,
 )
+from shared.infra.store.held_fragments import held_fragment
 
 
 def rel_field(src: str, tgt: str) -> str:
@@ -68,12 +69,31 @@ class ExtractionStore:
         found = pipe.execute() if index.names or index.pairs else []
         raws = [next((r for r in forms if r is not None), None) for forms in found]
         if any(raw is None for raw in raws):
-            return None
+            raws = self._held_by_rows(chunk_id, index, raws)
+            if any(raw is None for raw in raws):
+                return None
         return ExtractionResult(
             chunk_id=chunk_id, warnings=index.warnings,
             entities=[unpack_entity_fragment(r, name, chunk_id) for name, r in zip(index.names, raws, strict=False)],
             relations=[unpack_relation_fragment(r, src, tgt, chunk_id)
                        for (src, tgt), r in zip(index.pairs, raws[len(index.names):], strict=True)])
+
+    def _held_by_rows(self, chunk_id: str, index, raws: list) -> list:
+        """``raws`` with the fragments missing from their hashes read from the rows that hold them
+        (``held_fragments``), in one round trip."""
+        keys = [*index.names, *(rel_field(*pair) for pair in index.pairs)]
+        missing = [i for i, raw in enumerate(raws) if raw is None]
+        pipe = self.redis.pipeline(transaction=False)
+        for i in missing:
+            pipe.hget(self.k.entities() if i < len(index.names) else self.k.relations(), keys[i])
+        raws = list(raws)
+        for i, row in zip(missing, pipe.execute(), strict=True):
+            if row:
+                model = Entity if i < len(index.names) else Relation
+                held = held_fragment(model.model_validate_json(unpack_bytes(row)))
+                if held is not None and held.chunk_id == chunk_id:
+                    raws[i] = held.value
+        return raws
 
     def extracted(self, chunk_ids: list[str]) -> set[str]:
         """The chunks whose extraction is stored (extracted before, by any job), in one round trip."""

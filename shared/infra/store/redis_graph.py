@@ -27,11 +27,12 @@ from shared.infra.redis.keys import Keys
 from shared.infra.redis.text_codec import unpack_bytes
 from shared.infra.store import index_codec
 from shared.infra.store.graph_codec import field_chunk, longest_first, unpack_entity_fragment, unpack_relation_fragment
-from shared.infra.store.graph_edges import take_deltas, write_edges
+from shared.infra.store.graph_edges import take_deltas
+from shared.infra.store.held_fragments import holding, read_fragments
 from shared.infra.store.index_snapshots import IndexSnapshots, version_tag
 from shared.infra.store.lru import CACHED_TENANTS, LRU
 from shared.infra.store.merge_write import row_json, write_merged  # noqa: F401 - row_json: where callers import it
-from shared.infra.store.redis_communities import CLUSTER_DIRTY, CommunityStore
+from shared.infra.store.redis_communities import CommunityStore
 from shared.infra.store.redis_documents import DocumentStore
 from shared.infra.store.redis_extractions import ExtractionStore, rel_field, split_rel_field
 from shared.infra.store.row_cache import VersionRows
@@ -44,6 +45,8 @@ _ENTITY_ROWS: VersionRows[Entity] = VersionRows()
 # Every entity name per tenant, keyed by the graph revision read before them (the gateway's entity search).
 _ENTITY_NAMES: LRU[str, tuple[tuple, list[str]]] = LRU(8)
 _RELATION_ROWS: VersionRows[Relation] = VersionRows()
+# one key merged under its lock tries again while writers keep adding fragments to it (each retry follows a write)
+_ONE_KEY_ATTEMPTS = 100
 
 
 class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
@@ -69,46 +72,18 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
             self.redis.srem(self.k.dirty(kind), *members)
 
     def merge_entity(self, name: str, merge: Callable[[str, list[EntityFragment]], Entity | None]) -> bool:
-        """Recompute one entity from all its fragments under a per-entity lock.
-
-        ``merge`` returns None to delete the entity (no fragments left). Returns True if written.
-        """
+        """Recompute one entity from all its fragments, under a per-entity lock (``merge_batch`` of one key, so
+        concurrent callers take turns instead of conflicting). ``merge`` returns None to delete the entity.
+        Returns True if written."""
         with self.redis.lock(self.k.lock("ent:" + name), timeout=self.lock_timeout_s, blocking_timeout=None):
-            # Clear the dirty mark *before* reading so a concurrent writer re-marks it.
-            self.redis.srem(self.k.dirty("entities"), name)
-            raw = self.redis.hgetall(self.k.entity_fragments(name))
-            frags = [unpack_entity_fragment(v, name, field_chunk(f)) for f, v in raw.items()]
-            entity = merge(name, frags) if frags else None
-            pipe = self.redis.pipeline(transaction=True)
-            if entity is None:
-                pipe.hdel(self.k.entities(), name)
-            else:
-                pipe.hset(self.k.entities(), name, row_json(entity))
-            pipe.sadd(self.k.dirty("embed_entities"), name)
-            pipe.sadd(self.k.dirty(CLUSTER_DIRTY[0]), name)
-            self._bump(pipe)
-            pipe.execute()
-            return entity is not None
+            return self.merge_batch("entities", [name], merge, max_attempts=_ONE_KEY_ATTEMPTS)[0] > 0
 
     def merge_relation(
         self, field: str, merge: Callable[[str, str, list[RelationFragment]], Relation | None]
     ) -> bool:
-        src, tgt = split_rel_field(field)
         with self.redis.lock(self.k.lock("rel:" + field), timeout=self.lock_timeout_s, blocking_timeout=None):
-            self.redis.srem(self.k.dirty("relations"), field)
-            raw = self.redis.hgetall(self.k.relation_fragments(src, tgt))
-            frags = [unpack_relation_fragment(v, src, tgt, field_chunk(f)) for f, v in raw.items()]
-            relation = merge(src, tgt, frags) if frags else None
-            pipe = self.redis.pipeline(transaction=True)
-            if relation is None:
-                pipe.hdel(self.k.relations(), field)
-            else:
-                pipe.hset(self.k.relations(), field, row_json(relation))
-            write_edges(pipe, self.k, {field: None if relation is None else relation.weight})
-            pipe.sadd(self.k.dirty(CLUSTER_DIRTY[1]), field)
-            self._bump(pipe)
-            pipe.execute()
-            return relation is not None
+            return self.merge_batch("relations", [field], lambda key, frags: merge(*split_rel_field(key), frags),
+                                    max_attempts=_ONE_KEY_ATTEMPTS)[0] > 0
 
     def merge_batch(self, kind: str, keys: list[str], merge: Callable[..., object | None],
                     max_attempts: int = 8, map_fn: Callable = map, previous: bool = False) -> tuple[int, int]:
@@ -117,11 +92,12 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
         Optimistic concurrency: the fragment hashes are WATCHed while read, the merged records are
         written in one MULTI/EXEC, and the keys a concurrent fragment write changed meanwhile are merged again
         (the others are written: ``merge_write``), so no update is lost without holding per-key locks across the
-        (possibly slow) merge function.
+        (possibly slow) merge function. A key's fragments are its hash's and the one its row may hold
+        (``held_fragments``); a row written from one fragment holds it, and its hash is deleted.
         ``map_fn`` applies it (e.g. a thread pool's ``map``, so LLM summaries overlap), to the keys with the
-        most fragment bytes first (``longest_first``). With ``previous`` the stored rows are read in the same
-        round trip and ``merge(key, fragments, stored row or None)`` is called (a summary already written from the
-        same fragments is reused). Returns (written, deleted).
+        most fragment bytes first (``longest_first``). With ``previous``, ``merge(key, fragments, stored row or
+        None)`` is called (a summary already written from the same fragments is reused). Returns (written,
+        deleted).
         """
         frag_key = self.k.entity_fragments if kind == "entities" else (
             lambda f: self.k.relation_fragments(*split_rel_field(f)))
@@ -133,27 +109,23 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
         if not pending:
             return 0, 0
         for _attempt in range(max_attempts):
-            pipe = self.redis.pipeline(transaction=False)
-            for key in pending:
-                pipe.hgetall(frag_key(key))
-            if previous and pending:
-                pipe.hmget(target, pending)
-            replies = pipe.execute()
-            raws = replies[:len(pending)]
-            stored = dict(zip(pending, replies[len(pending)], strict=True)) if previous and pending else {}
+            raws, rows, held = read_fragments(self, kind, pending, frag_key, target,
+                                              lambda _key, raw: model.model_validate_json(unpack_bytes(raw)))
+            stored = dict(zip(pending, rows, strict=True))
 
-            def merged(item: tuple[str, dict], stored: dict = stored) -> object | None:
-                frags = [unpack(item[0], field_chunk(f), v) for f, v in item[1].items()]
+            def merged(item: tuple[str, dict], stored: dict = stored, held: dict = held) -> object | None:
+                key, fields = item
+                if key in held:
+                    fields = {**fields, held[key].field: held[key].value}
+                frags = [unpack(key, field_chunk(f), v) for f, v in fields.items()]
                 if not frags:
                     return None
-                if not previous:
-                    return merge(item[0], frags)
-                row = stored.get(item[0])
-                return merge(item[0], frags, model.model_validate_json(unpack_bytes(row)) if row else None)
+                row = merge(key, frags, stored[key]) if previous else merge(key, frags)
+                return None if row is None else holding(row, fields)
 
             items = longest_first(list(zip(pending, raws, strict=True)))
             results = dict(zip((key for key, _ in items), map_fn(merged, items), strict=True))
-            done = self._write_merged(kind, pending, frag_key, target, raws, results)
+            done = self._write_merged(kind, pending, frag_key, target, raws, results, held)
             written += sum(results[k] is not None for k in done)
             deleted += sum(results[k] is None for k in done)
             pending = [k for k in pending if k not in done]
@@ -161,8 +133,8 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
                 return written, deleted
         raise RuntimeError(f"merge of {len(pending)} of {len(keys)} {kind} kept conflicting with concurrent writers")
 
-    def _write_merged(self, kind, keys, frag_key, target, raws, results) -> set[str]:
-        return write_merged(self, kind, keys, frag_key, target, raws, results)
+    def _write_merged(self, kind, keys, frag_key, target, raws, results, held) -> set[str]:
+        return write_merged(self, kind, keys, frag_key, target, raws, results, held)
 
     # ---------------------------------------------------------------- graph
     def entities(self, names: Iterable[str]) -> dict[str, Entity]:
