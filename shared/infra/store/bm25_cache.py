@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from shared.domain.models import Entity
 from shared.domain.retrieval.bm25 import BM25Index
 from shared.domain.retrieval.graph_walk import WalkIndex, passage_titles
 from shared.domain.storage import VECTOR_KINDS as KINDS
@@ -44,6 +45,7 @@ class BM25Cache:
         self.builds = 0  # BM25 indexes built by this cache (a cold query or a warm-up), for tests and logs
         self.walk_builds = 0  # passage-entity graphs built
         self.snapshot_loads = 0  # indexes loaded from their snapshot instead of built
+        self._warm_rows: dict | None = None  # inside ``warm``: the entity rows read for its builds (``_entities``)
 
     def _version(self, tenant: str, kind: str) -> tuple:
         """The collection's version and the graph's epoch (a tenant deleted and rebuilt counts from 0 again)."""
@@ -80,9 +82,23 @@ class BM25Cache:
         self.snapshot_loads += loaded
         return index
 
+    def _entities(self, store: GraphStore) -> dict[str, Entity]:
+        """Every entity row; inside ``warm`` read once for both of its builds that need them (the entity BM25 and
+        the walk), reused only while the graph's revision is the one read before them (a merge in between bumps
+        it, and the rows are read again)."""
+        memo = self._warm_rows
+        if memo is None:
+            return store.all_entities()
+        revision = store.revision()
+        if memo.get("key") == (store.tenant, revision) and revision[0] is not None:
+            return memo["rows"]
+        rows = store.all_entities()
+        memo.update(key=(store.tenant, revision), rows=rows)
+        return rows
+
     def _build_walk(self, tenant: str) -> WalkIndex:
         store = GraphStore(self.redis, tenant)
-        sources = {name: e.source_ids for name, e in store.all_entities().items()}
+        sources = {name: e.source_ids for name, e in self._entities(store).items()}
         self.walk_builds += 1
         edges = store.edge_list()
         if self.synonyms:
@@ -92,7 +108,7 @@ class BM25Cache:
     def _build(self, tenant: str, kind: str) -> BM25Index:
         store = GraphStore(self.redis, tenant)
         if kind == "entities":
-            pairs = [(n, f"{n} {e.description}") for n, e in store.all_entities().items()]
+            pairs = [(n, f"{n} {e.description}") for n, e in self._entities(store).items()]
         else:
             pairs = [(c.id, c.text) for c in store.chunks(store.all_chunk_ids()).values()]
         self.builds += 1
@@ -117,6 +133,10 @@ class BM25Cache:
 
     def warm(self, tenant: str) -> None:
         """Build the tenant's stale indexes now, so the next query finds them ready."""
-        for kind in KINDS:
-            self(tenant, kind)
-        self.walk(tenant)
+        self._warm_rows = {}
+        try:
+            for kind in KINDS:
+                self(tenant, kind)
+            self.walk(tenant)
+        finally:
+            self._warm_rows = None  # the rows are not kept past the warm-up: the indexes hold what they need
