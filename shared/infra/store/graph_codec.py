@@ -25,12 +25,14 @@ The doc id inside a value (``pack_doc_id`` / ``unpack_doc_id``): ``doc-<32 lower
 stored as ``~`` and the 16 bytes in unpadded base64url (23 characters instead of 36); another doc id starting with
 ``~`` gets a second ``~`` in front; any other is stored as written. A doc id the service accepts (``doc_id_for``
 or the API's pattern, which starts with a letter or digit) never starts with ``~``, so values written before read
-as they were.
+as they were. ``pack_hex_id`` / ``unpack_hex_id`` are the same rule for any such prefix (the merged rows' chunk ids,
+``row_codec``).
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import re
 from dataclasses import dataclass, field
@@ -39,10 +41,10 @@ from shared.domain.models import EntityFragment, ExtractionResult, RelationFragm
 from shared.infra.redis.text_codec import pack_text, unpack_bytes
 
 _STANDARD_CHUNK = re.compile(r"chunk-([0-9a-f]{32})\Z")
-_STANDARD_DOC = re.compile(r"doc-([0-9a-f]{32})\Z")
+_HEX_ID = re.compile(r"[0-9a-f]{32}\Z")
 _RAW_ID_BYTES = 16
 _FIELD_ESCAPE = b"\x00"
-_DOC_MARK = "~"
+_ID_MARK = "~"
 
 _ENTITY_DEFAULTS = ("unknown", "", "")  # type, description, doc_id
 _RELATION_DEFAULTS = ("", "", 1.0, 1.0, "")  # description, keywords, weight, strength, doc_id
@@ -76,21 +78,29 @@ def legacy_field(chunk_id: str) -> bytes | None:
     return chunk_id.encode() if _STANDARD_CHUNK.match(chunk_id) else None
 
 
+def pack_hex_id(value: str, prefix: str) -> str:
+    """``value`` as stored in a value: ``<prefix><32 lowercase hex>`` compact (the rule is in the module docstring)."""
+    if value.startswith(prefix) and _HEX_ID.match(value, len(prefix)):
+        return _ID_MARK + base64.urlsafe_b64encode(bytes.fromhex(value[len(prefix):])).decode().rstrip("=")
+    return _ID_MARK + value if value.startswith(_ID_MARK) else value
+
+
+def unpack_hex_id(stored: str, prefix: str) -> str:
+    if not stored.startswith(_ID_MARK):
+        return stored
+    rest = stored[1:]
+    if rest.startswith(_ID_MARK):
+        return rest
+    return prefix + binascii.a2b_base64((rest + "==").replace("-", "+").replace("_", "/")).hex()  # base64url
+
+
 def pack_doc_id(doc_id: str) -> str:
     """The doc id as stored in a fragment's value (the rule is in the module docstring)."""
-    match = _STANDARD_DOC.match(doc_id)
-    if match:
-        return _DOC_MARK + base64.urlsafe_b64encode(bytes.fromhex(match.group(1))).decode().rstrip("=")
-    return _DOC_MARK + doc_id if doc_id.startswith(_DOC_MARK) else doc_id
+    return pack_hex_id(doc_id, "doc-")
 
 
 def unpack_doc_id(stored: str) -> str:
-    if not stored.startswith(_DOC_MARK):
-        return stored
-    rest = stored[1:]
-    if rest.startswith(_DOC_MARK):
-        return rest
-    return "doc-" + base64.urlsafe_b64decode(rest + "==").hex()
+    return unpack_hex_id(stored, "doc-")
 
 
 def _dumps(value) -> str:
