@@ -67,6 +67,7 @@ class ExtractionResult(BaseModel):
 
 
 class Entity(BaseModel):
+    # stored by position (``row_codec``), as is Relation: a new field goes last; none is reordered or removed
     name: str
     type: str = "unknown"
     description: str = ""

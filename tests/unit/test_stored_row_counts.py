@@ -348,10 +348,9 @@ def test_the_warm_ups_whole_graph_read_leaves_a_first_query_no_row_to_parse(redi
     redis_graph._RELATION_ROWS.clear()
     warmup._count_rows(store, cfg.llm_model, True)
     parsed: list[str] = []
-    for model in (Entity, Relation):
-        real = model.model_validate_json
-        monkeypatch.setattr(model, "model_validate_json", classmethod(
-            lambda cls, raw, _real=real, **kw: parsed.append(cls.__name__) or _real(raw, **kw)))
+    real = redis_graph.unpack_row  # every row the store parses goes through it
+    monkeypatch.setattr(redis_graph, "unpack_row",
+                        lambda model, raw, key: parsed.append(model.__name__) or real(model, raw, key))
     entities = store.entities([f"N{i}" for i in range(4)])
     relations = store.relations([("N0", f"N{i}") for i in range(1, 4)])
     assert parsed == []  # every row came from the warm-up's read

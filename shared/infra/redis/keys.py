@@ -48,10 +48,10 @@ class Keys:
     def relation_fragments(self, src: str, tgt: str) -> str:
         return f"{self.p}relfrag:{src}{SEP}{tgt}"
 
-    def entities(self) -> str:  # hash name -> Entity json
+    def entities(self) -> str:  # hash name -> Entity row (``row_codec``)
         return f"{self.p}entities"
 
-    def relations(self) -> str:  # hash "src\x1ftgt" -> Relation json
+    def relations(self) -> str:  # hash "src\x1ftgt" -> Relation row (``row_codec``)
         return f"{self.p}relations"
 
     def edges(self) -> str:  # hash "src\x1ftgt" -> weight (compact, for clustering)

@@ -6,15 +6,15 @@ from __future__ import annotations
 import redis as redis_lib
 
 from shared.domain.models import Entity, Relation
-from shared.infra.redis.text_codec import pack_text
 from shared.infra.store.graph_edges import write_edges
 from shared.infra.store.redis_communities import CLUSTER_DIRTY
+from shared.infra.store.row_codec import pack_row
 
 
 def row_json(row: Entity | Relation) -> bytes:
-    """A merged row as stored: its fields at their defaults left out (they read back as the defaults), deflated
-    when long (``text_codec``; rows written before, plain JSON, still read)."""
-    return pack_text(row.model_dump_json(exclude_defaults=True))
+    """A merged row as stored (``row_codec.pack_row``: a compact JSON array; ``unpack_row`` reads it back, and
+    the JSON objects written before)."""
+    return pack_row(row)
 
 
 def write_merged(store, kind, keys, frag_key, target, raws, results, held=None) -> set[str]:

@@ -23,6 +23,7 @@ from shared.infra.store.graph_codec import (
     unpack_relation_fragment,
 )
 from shared.infra.store.held_fragments import held_fragment
+from shared.infra.store.row_codec import unpack_row
 
 
 def rel_field(src: str, tgt: str) -> str:
@@ -90,7 +91,7 @@ class ExtractionStore:
         for i, row in zip(missing, pipe.execute(), strict=True):
             if row:
                 model = Entity if i < len(index.names) else Relation
-                held = held_fragment(model.model_validate_json(unpack_bytes(row)))
+                held = held_fragment(unpack_row(model, row, keys[i]))
                 if held is not None and held.chunk_id == chunk_id:
                     raws[i] = held.value
         return raws

@@ -24,7 +24,6 @@ from shared.domain.models import (
 from shared.domain.retrieval.edge_index import EdgeIndex, Ranked
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
-from shared.infra.redis.text_codec import unpack_bytes
 from shared.infra.store import index_codec
 from shared.infra.store.graph_codec import field_chunk, longest_first, unpack_entity_fragment, unpack_relation_fragment
 from shared.infra.store.graph_edges import take_deltas
@@ -36,6 +35,7 @@ from shared.infra.store.redis_communities import CommunityStore
 from shared.infra.store.redis_documents import DocumentStore
 from shared.infra.store.redis_extractions import ExtractionStore, rel_field, split_rel_field
 from shared.infra.store.row_cache import VersionRows
+from shared.infra.store.row_codec import unpack_row
 
 # Neighbour lists per tenant (``EdgeIndex``), keyed by the graph revision, with the relations queries ranked
 # heaviest first (``EdgeIndex.ranked``, kept as queries ask for them). Read cache, never coordination.
@@ -110,7 +110,7 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
             return 0, 0
         for _attempt in range(max_attempts):
             raws, rows, held = read_fragments(self, kind, pending, frag_key, target,
-                                              lambda _key, raw: model.model_validate_json(unpack_bytes(raw)))
+                                              lambda key, raw: unpack_row(model, raw, key))
             stored = dict(zip(pending, rows, strict=True))
 
             def merged(item: tuple[str, dict], stored: dict = stored, held: dict = held) -> object | None:
@@ -149,8 +149,8 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
         pipe.hmget(self.k.degrees(), names)
         *revision, degrees = pipe.execute()
         rows = _ENTITY_ROWS.rows(self.k.p, tuple(revision), self.redis, names, lambda missing: [
-            Entity.model_validate_json(unpack_bytes(raw)) if raw else None
-            for raw in self.redis.hmget(self.k.entities(), missing)])
+            unpack_row(Entity, raw, name) if raw else None
+            for name, raw in zip(missing, self.redis.hmget(self.k.entities(), missing), strict=True)])
         out = {}
         for name, deg in zip(names, degrees, strict=True):
             if (ent := rows.get(name)) is not None:
@@ -182,15 +182,17 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
         degrees = self.all_degrees() if degrees is None else degrees
         out = {}
         for k, v in self.redis.hscan_iter(self.k.entities(), count=2000):
-            ent = Entity.model_validate_json(unpack_bytes(v))
-            ent.degree = degrees.get(to_str(k), 0)
-            out[to_str(k)] = ent
+            name = to_str(k)
+            ent = unpack_row(Entity, v, name)
+            ent.degree = degrees.get(name, 0)
+            out[name] = ent
         return out
 
     def all_relations(self) -> dict[tuple[str, str], Relation]:
         out = {}
         for k, v in self.redis.hscan_iter(self.k.relations(), count=2000):
-            out[split_rel_field(to_str(k))] = Relation.model_validate_json(unpack_bytes(v))
+            field = to_str(k)
+            out[split_rel_field(field)] = unpack_row(Relation, v, field)
         return out
 
     def read_whole_graph(self) -> tuple[dict[str, Entity], dict[tuple[str, str], Relation]]:
@@ -220,8 +222,8 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
         if not fields:
             return {}
         rows = _RELATION_ROWS.rows(self.k.p, revision or self.revision(), self.redis, fields, lambda missing: [
-            Relation.model_validate_json(unpack_bytes(raw)) if raw else None
-            for raw in self.redis.hmget(self.k.relations(), missing)])
+            unpack_row(Relation, raw, field) if raw else None
+            for field, raw in zip(missing, self.redis.hmget(self.k.relations(), missing), strict=True)])
         return {split_rel_field(f): rel for f in fields if (rel := rows.get(f)) is not None}
 
     def adjacency(self) -> EdgeIndex:
