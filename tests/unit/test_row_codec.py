@@ -32,12 +32,12 @@ _names = st.text(min_size=0, max_size=20).filter(lambda s: "\x1f" not in s)
 entities = st.builds(
     Entity, name=_names, type=st.sampled_from(["unknown", "person", "", "ünï"]), description=st.text(max_size=200),
     source_ids=_id_lists, doc_ids=_id_lists, summarized=st.booleans(), text_tokens=_counts, row_tokens=_counts,
-    row_digest=_ints, summary_of=st.text(max_size=16), merged_of=st.text(max_size=16))
+    row_digest=_ints, summary_of=st.text(max_size=16), merged_of=st.text(max_size=16), sole=st.text(max_size=40))
 relations = st.builds(
     Relation, src=_names, tgt=_names, description=st.text(max_size=200), keywords=st.text(max_size=30),
     weight=st.floats(allow_nan=False, allow_infinity=False) | st.just(1.0), source_ids=_id_lists, doc_ids=_id_lists,
     rank=_ints, text_tokens=_counts, row_tokens=_counts, row_digest=_ints, summary_of=st.text(max_size=16),
-    merged_of=st.text(max_size=16))
+    merged_of=st.text(max_size=16), sole=st.text(max_size=40))
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -80,10 +80,10 @@ def test_defaults_are_trimmed_from_the_end_and_the_degree_is_not_stored():
 
 def test_fields_keep_their_positions():
     """Stored rows are positional: a new field goes after these (a row written before reads its default)."""
-    assert layout(Entity).names[:10] == ("type", "description", "source_ids", "doc_ids", "summarized", "text_tokens",
-                                         "row_tokens", "row_digest", "summary_of", "merged_of")
-    assert layout(Relation).names[:11] == ("description", "keywords", "weight", "source_ids", "doc_ids", "rank",
-                                           "text_tokens", "row_tokens", "row_digest", "summary_of", "merged_of")
+    assert layout(Entity).names[:11] == ("type", "description", "source_ids", "doc_ids", "summarized", "text_tokens",
+                                         "row_tokens", "row_digest", "summary_of", "merged_of", "sole")
+    assert layout(Relation).names[:12] == ("description", "keywords", "weight", "source_ids", "doc_ids", "rank",
+                                           "text_tokens", "row_tokens", "row_digest", "summary_of", "merged_of", "sole")
 
 
 def _example() -> Relation:
