@@ -1,0 +1,39 @@
+"""A warm-up builds the entity BM25 and the walk from one read of the entity rows (``BM25Cache._entities``)."""
+
+from __future__ import annotations
+
+from shared.domain.models import Entity
+from shared.infra.redis.keys import Keys
+from shared.infra.store.bm25_cache import BM25Cache
+from shared.infra.store.redis_graph import GraphStore
+from tests.unit.test_query_warmup import _fill
+
+
+def test_a_warm_up_reads_the_entity_rows_once_for_both_builds_unless_the_graph_changes_between(
+        redis_client, tenant, monkeypatch):
+    _fill(redis_client, tenant, "grey goose")
+    reads = []
+    real = GraphStore.all_entities
+    monkeypatch.setattr(GraphStore, "all_entities", lambda self, *a: reads.append(1) or real(self, *a))
+    cache = BM25Cache(redis_client, capacity=2, snapshot_bytes=0)
+    cache.warm(tenant)
+    assert len(reads) == 1 and cache.builds == 2 and cache.walk_builds == 1
+    assert [name for name, _ in cache(tenant, "entities").query("goose")] == ["GREY GOOSE"]
+    assert cache._warm_rows is None  # nothing kept past the warm-up
+
+    real_build = BM25Cache._build
+
+    def merge_between(self, t, kind):  # a merge lands after the entity index is built, before the walk is
+        index = real_build(self, t, kind)
+        if kind == "entities":
+            GraphStore(redis_client, t).merge_entity("GREY GOOSE", lambda name, frags: Entity(
+                name=name, description="a goose, merged again", source_ids=[f.source_id for f in frags]))
+        return index
+
+    monkeypatch.setattr(BM25Cache, "_build", merge_between)
+    for kind in ("entities", "chunks"):
+        redis_client.incr(Keys(tenant).vector_version(kind))
+    redis_client.incr(Keys(tenant).graph_version())
+    reads.clear()
+    cache.warm(tenant)
+    assert len(reads) == 2  # the walk read the rows again: the graph's revision had changed
