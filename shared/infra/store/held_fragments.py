@@ -43,18 +43,19 @@ def held_fragment(row: Entity | Relation | None) -> Held | None:
     if row is None or not row.sole or len(row.source_ids) != 1:
         return None
     chunk_id = row.source_ids[0]
-    fragment = _fragment(row, unpack_text(row.sole), chunk_id)
-    packer = pack_entity_fragment if isinstance(row, Entity) else pack_relation_fragment
-    return Held(chunk_id, fragment_field(chunk_id), packer(fragment, chunk_id))
+    fragment = _unpack(row, row.sole, chunk_id).model_copy(update={"description": row.description})
+    return Held(chunk_id, fragment_field(chunk_id), _pack(row, fragment, chunk_id))
 
 
-def _fragment(row: Entity | Relation, sole: str, chunk_id: str) -> EntityFragment | RelationFragment:
-    """The fragment ``sole`` stands for, its description the row's."""
+def _unpack(row: Entity | Relation, value: bytes | str, chunk_id: str) -> EntityFragment | RelationFragment:
+    """A stored fragment value of ``row``'s key (``graph_codec``)."""
     if isinstance(row, Entity):
-        frag = unpack_entity_fragment(sole, row.name, chunk_id)
-    else:
-        frag = unpack_relation_fragment(sole, row.src, row.tgt, chunk_id)
-    return frag.model_copy(update={"description": row.description})
+        return unpack_entity_fragment(value, row.name, chunk_id)
+    return unpack_relation_fragment(value, row.src, row.tgt, chunk_id)
+
+
+def _pack(row: Entity | Relation, fragment, chunk_id: str) -> bytes:
+    return (pack_entity_fragment if isinstance(row, Entity) else pack_relation_fragment)(fragment, chunk_id)
 
 
 def holding(row: Entity | Relation, fields: dict) -> Entity | Relation:
@@ -64,15 +65,11 @@ def holding(row: Entity | Relation, fields: dict) -> Entity | Relation:
         (field, value), = fields.items()
         chunk_id = field_chunk(field)
         if chunk_id == row.source_ids[0]:
-            if isinstance(row, Entity):
-                frag = unpack_entity_fragment(value, row.name, chunk_id)
-                sole = pack_entity_fragment(frag.model_copy(update={"description": ""}), chunk_id)
-            else:
-                frag = unpack_relation_fragment(value, row.src, row.tgt, chunk_id)
-                sole = pack_relation_fragment(frag.model_copy(update={"description": ""}), chunk_id)
-            text = unpack_text(sole)
-            if not text.startswith("{") and _fragment(row, text, chunk_id) == frag:
-                return row if row.sole == text else row.model_copy(update={"sole": text})
+            frag = _unpack(row, value, chunk_id)
+            sole = unpack_text(_pack(row, frag.model_copy(update={"description": ""}), chunk_id))
+            held = _unpack(row, sole, chunk_id).model_copy(update={"description": row.description})
+            if not sole.startswith("{") and held == frag:
+                return row if row.sole == sole else row.model_copy(update={"sole": sole})
     return row.model_copy(update={"sole": ""}) if row.sole else row
 
 

@@ -2,7 +2,8 @@
 
 Concurrency model: what a chunk says about an entity or relation is one *field* (chunk id) of a
 per-entity fragment hash, so concurrent writers never overwrite each other and re-running a chunk
-rewrites the same field. The merged record is recomputed from all fragments under a per-key lock.
+rewrites the same field (a merged row may hold its only fragment instead: ``held_fragments``). The merged
+record is recomputed from all fragments with optimistic concurrency (``merge_batch``).
 
 ``GraphStore`` is composed of four parts: documents and chunks (``redis_documents``), communities
 and reports (``redis_communities``), extractions and their fragments (``redis_extractions``) and, here,
