@@ -125,7 +125,7 @@ def own_versions() -> dict:
 
     installed = {(d.metadata["Name"] or "").lower(): d.version for d in md.distributions()}
     out = {dist: installed.get(dist) for dist in ("graphfleet", "celery", "kombu", "redis", "igraph", "leidenalg",
-                                                  "tiktoken", "openai", "numpy", "bm25s", "pydantic")}
+                                                  "tiktoken", "openai", "numpy", "pydantic")}
     try:
         server = subprocess.run([redis_server_binary(), "--version"], capture_output=True, text=True, timeout=10)
         out["redis-server"] = next((w.split("=", 1)[1] for w in server.stdout.split() if w.startswith("v=")), None)

@@ -14,7 +14,7 @@ from shared.infra.redis.text_codec import MARK, pack_text, unpack_bytes
 from shared.infra.store.merge_write import row_json
 from shared.infra.store.redis_extractions import rel_field
 from shared.infra.store.redis_graph import GraphStore
-from shared.infra.store.row_codec import layout, pack_row, unpack_row
+from shared.infra.store.row_codec import layout, pack_row, row_field, unpack_row
 
 CHUNK = "chunk-cece2568e193b583cda3d0b24fa151de"
 DOC = "doc-c3e67d9f5b1cf09c5a0e54e06d28bd01"
@@ -46,6 +46,8 @@ def test_every_entity_row_reads_back_as_written(row):
     stored = pack_row(row)
     assert unpack_bytes(stored).startswith(b"[")
     assert unpack_row(Entity, stored, row.name) == row
+    for field in ("description", "source_ids", "doc_ids", "summarized", "sole"):  # one field, no model built
+        assert row_field(Entity, stored, row.name, field) == getattr(row, field)
     if not stored.startswith(MARK):  # a client that decodes responses hands over str
         assert unpack_row(Entity, stored.decode(), row.name) == row
 
@@ -112,6 +114,7 @@ def test_rows_written_before_as_json_objects_are_still_read():
         assert unpack_row(Relation, old, "CALIFORNIA\x1fLEE TIMBERLAKE") == rel
     assert unpack_row(Entity, ent.model_dump_json(exclude_defaults=True), "ü") == ent
     assert unpack_row(Entity, ent.model_dump_json().encode(), "ü") == ent
+    assert row_field(Entity, ent.model_dump_json().encode(), "ü", "source_ids") == ["c1"]
 
 
 def test_every_store_reader_reads_both_forms(redis_client, tenant):

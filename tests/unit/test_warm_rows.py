@@ -1,4 +1,4 @@
-"""A warm-up builds the entity BM25 and the walk from one read of the entity rows (``BM25Cache._entities``)."""
+"""A warm-up builds the entity BM25 and the walk from one read of the entity rows (``BM25Cache._entity_rows``)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ def test_a_warm_up_reads_the_entity_rows_once_for_both_builds_unless_the_graph_c
         redis_client, tenant, monkeypatch):
     _fill(redis_client, tenant, "grey goose")
     reads = []
-    real = GraphStore.all_entities
-    monkeypatch.setattr(GraphStore, "all_entities", lambda self, *a: reads.append(1) or real(self, *a))
+    real = GraphStore.raw_entity_rows
+    monkeypatch.setattr(GraphStore, "raw_entity_rows", lambda self: reads.append(1) or real(self))
     cache = BM25Cache(redis_client, capacity=2, snapshot_bytes=0)
     cache.warm(tenant)
     assert len(reads) == 1 and cache.builds == 2 and cache.walk_builds == 1
@@ -23,8 +23,8 @@ def test_a_warm_up_reads_the_entity_rows_once_for_both_builds_unless_the_graph_c
 
     real_build = BM25Cache._build
 
-    def merge_between(self, t, kind):  # a merge lands after the entity index is built, before the walk is
-        index = real_build(self, t, kind)
+    def merge_between(self, t, kind, former):  # a merge lands after the entity index is built, before the walk is
+        index = real_build(self, t, kind, former)
         if kind == "entities":
             GraphStore(redis_client, t).merge_entity("GREY GOOSE", lambda name, frags: Entity(
                 name=name, description="a goose, merged again", source_ids=[f.source_id for f in frags]))

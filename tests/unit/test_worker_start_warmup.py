@@ -1,24 +1,11 @@
-"""What a worker readies before its first task, in a fresh process as it starts: a query worker's BM25 library, a
-prefork child's own runtime (each otherwise paid on an ingestion's path)."""
+"""What a worker readies before its first task, in a fresh process as it starts: a prefork child's own runtime
+(otherwise paid on an ingestion's path)."""
 
 import json
 import subprocess
 import sys
 
 from tests.unit.test_secure_defaults import worker_env
-
-
-def test_a_query_worker_imports_the_bm25_library_before_consuming(redis_server):
-    """A fresh stack's first index build (the warm-up its first ingestion waits for) would import bm25s: a query
-    worker imports it in ``prepare_query_worker``, before it consumes. In a fresh process, as a worker starts."""
-    code = ("import json, sys\nimport workers.celery_app\nfrom workers.runtime import runtime\n"
-            "from shared.infra.store import warmup as q\n"
-            "before = 'bm25s' in sys.modules\nq.prepare_query_worker(runtime)\n"
-            "print(json.dumps([before, 'bm25s' in sys.modules]))")
-    out = subprocess.run([sys.executable, "-c", code], env=worker_env(redis_server.url), capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == [False, True]
 
 
 def test_a_prefork_child_builds_its_own_runtime_before_its_first_task(redis_server):

@@ -1,1 +1,1 @@
-"""Hybrid retrieval: a BM25 index (bm25s), score fusion, and hybrid search over a VectorStore."""
+"""Hybrid retrieval: a BM25 index, score fusion, and hybrid search over a VectorStore."""

@@ -4,10 +4,16 @@ and the passage-entity graph that the graph walk ranks passages on.
 A process that builds an index also stores a snapshot of it in Redis, tagged with the versions it was built for
 (``index_snapshots``); a cold process (a fresh worker, or a tenant evicted from this cache) loads that snapshot
 when its tag is current instead of rebuilding the index from the tenant's rows. The ingestion's warm-up builds
-them, so a user's first query on a new worker loads them."""
+them, so a user's first query on a new worker loads them.
+
+A BM25 index of a version gone stale is updated, not rebuilt: the documents added, changed or removed since are
+found (chunks by id; entities by a digest of their stored row) and only those are tokenized, so the warm-up after a
+batch indexes what the batch wrote, not everything the tenant holds."""
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from collections.abc import Callable
 
 from shared.domain.models import Entity
@@ -19,10 +25,17 @@ from shared.infra.store import index_codec
 from shared.infra.store.index_snapshots import DEFAULT_SNAPSHOT_BYTES, IndexSnapshots, version_tag
 from shared.infra.store.lru import LRU
 from shared.infra.store.redis_graph import GraphStore
+from shared.infra.store.row_codec import row_field
 from shared.infra.store.synonym_store import SynonymStore
 
 WALK = "walk"  # the cache key's kind for a tenant's walk graph
 DEFAULT_MAX_BYTES = 1024 * 2**20  # ``QuerySettings.index_cache_mb``'s default
+log = logging.getLogger(__name__)
+
+
+def row_digest(raw: bytes) -> int:
+    """A 64-bit fingerprint of a stored row: the same in every process (Python's ``hash`` of bytes is not)."""
+    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "little")
 
 
 class BM25Cache:
@@ -45,7 +58,8 @@ class BM25Cache:
         self.builds = 0  # BM25 indexes built by this cache (a cold query or a warm-up), for tests and logs
         self.walk_builds = 0  # passage-entity graphs built
         self.snapshot_loads = 0  # indexes loaded from their snapshot instead of built
-        self._warm_rows: dict | None = None  # inside ``warm``: the entity rows read for its builds (``_entities``)
+        self.documents_indexed = 0  # documents the BM25 builds tokenized (an update: only those new or changed)
+        self._warm_rows: dict | None = None  # inside ``warm``: the entity rows read for its builds (``_entity_rows``)
 
     def _version(self, tenant: str, kind: str) -> tuple:
         """The collection's version and the graph's epoch (a tenant deleted and rebuilt counts from 0 again)."""
@@ -57,7 +71,8 @@ class BM25Cache:
 
         def build() -> tuple:
             return version, self._load_or_build(tenant, kind, version, index_codec.bm25_from_bytes,
-                                                index_codec.bm25_to_bytes, lambda: self._build(tenant, kind))
+                                                index_codec.bm25_to_bytes,
+                                                lambda: self._build(tenant, kind, self._former(tenant, kind)))
 
         return self._cache.get_or_build((tenant, kind), lambda hit: hit[0] == version, build)[1]
 
@@ -82,37 +97,69 @@ class BM25Cache:
         self.snapshot_loads += loaded
         return index
 
-    def _entities(self, store: GraphStore) -> dict[str, Entity]:
-        """Every entity row; inside ``warm`` read once for both of its builds that need them (the entity BM25 and
-        the walk), reused only while the graph's revision is the one read before them (a merge in between bumps
-        it, and the rows are read again)."""
+    def _entity_rows(self, store: GraphStore) -> dict[str, bytes]:
+        """Every entity row as stored (name -> bytes); inside ``warm`` read once for both of its builds that need
+        them (the entity BM25 and the walk), reused only while the graph's revision is the one read before them (a
+        merge in between bumps it, and the rows are read again)."""
         memo = self._warm_rows
         if memo is None:
-            return store.all_entities()
+            return store.raw_entity_rows()
         revision = store.revision()
         if memo.get("key") == (store.tenant, revision) and revision[0] is not None:
             return memo["rows"]
-        rows = store.all_entities()
+        rows = store.raw_entity_rows()
         memo.update(key=(store.tenant, revision), rows=rows)
         return rows
 
+    def _former(self, tenant: str, kind: str) -> BM25Index | None:
+        """The index of ``kind`` this process held for an earlier version, else the one last snapshotted in Redis
+        (a cold process): what a rebuild updates instead of indexing every document again."""
+        held = self._cache.get((tenant, kind))
+        if held is not None:
+            return held[1]
+        if self.snapshots is None:
+            return None
+        try:
+            data = self.snapshots.load_latest(tenant, kind)
+            return None if data is None else index_codec.bm25_from_bytes(data)
+        except Exception:  # noqa: BLE001 - an unreadable snapshot only costs indexing every document
+            log.warning("index snapshot %s of tenant %s unreadable: indexing every document", kind, tenant,
+                        exc_info=True)
+            return None
+
     def _build_walk(self, tenant: str) -> WalkIndex:
         store = GraphStore(self.redis, tenant)
-        sources = {name: e.source_ids for name, e in self._entities(store).items()}
+        sources = {name: row_field(Entity, raw, name, "source_ids") for name, raw in self._entity_rows(store).items()}
         self.walk_builds += 1
         edges = store.edge_list()
         if self.synonyms:
             edges += SynonymStore(self.redis, tenant).edges()
         return WalkIndex.build(store.all_chunk_ids(), sources, edges, passage_titles(store))
 
-    def _build(self, tenant: str, kind: str) -> BM25Index:
+    def _build(self, tenant: str, kind: str, former: BM25Index | None) -> BM25Index:
+        """The index of ``kind`` for the tenant's documents now: ``former`` less what is gone, with what is new or
+        changed (re-)indexed; every document when there is no ``former``. Chunks never change under their id (it
+        is their text's hash), so the chunk index adds and drops ids; an entity's text changes when a merge
+        rewrites its row, which its digest (a hash of the stored row) tells without parsing the row."""
         store = GraphStore(self.redis, tenant)
-        if kind == "entities":
-            pairs = [(n, f"{n} {e.description}") for n, e in self._entities(store).items()]
-        else:
-            pairs = [(c.id, c.text) for c in store.chunks(store.all_chunk_ids()).values()]
         self.builds += 1
-        return BM25Index.build(pairs)
+        if kind == "entities":
+            rows = self._entity_rows(store)
+            digests = {name: row_digest(raw) for name, raw in rows.items()}
+            if former is None or former.digests is None:
+                former, held = BM25Index([], []), {}
+            else:
+                held = dict(zip(former.ids, former.digests.tolist(), strict=True))
+            changed = [name for name, digest in digests.items() if held.get(name) != digest]
+            pairs = [(name, f"{name} {row_field(Entity, rows[name], name, 'description')}") for name in changed]
+            self.documents_indexed += len(pairs)
+            return former.updated([name for name in held if name not in rows], pairs, [digests[n] for n in changed])
+        ids = store.all_chunk_ids()
+        former = former if former is not None and former.digests is None else BM25Index([], [])
+        held, now = set(former.ids), set(ids)
+        pairs = [(c.id, c.text) for c in store.chunks([i for i in ids if i not in held]).values()]
+        self.documents_indexed += len(pairs)
+        return former.updated(held - now, pairs)
 
     def tenants(self) -> set[str]:
         return {tenant for tenant, _kind in self._cache}

@@ -4,15 +4,12 @@
 The container is named arrays of numbers only (``array_pack``), read back as views of the snapshot's bytes. A
 list of strings (a ``StringTable``) is three arrays: its UTF-8 bytes joined, the end offset of each string and
 the order that sorts them, so any string (a name with a newline, a comma) round-trips and loading one decodes
-nothing. A BM25 index is its bm25s score arrays (``scores``: the CSC matrix of each word's per-document
-scores), its parameters as JSON and its ids and vocabulary as tables; it is read back into a ``bm25s.BM25`` made
-with those parameters, as bm25s's own ``load`` does from files (it reads only files, and a snapshot is bytes in
-memory). Any malformed input raises ``ValueError``: the caller then builds the index afresh.
+nothing. A BM25 index is its postings (each word's documents and term frequencies), its documents' lengths and
+fingerprints, its two parameters and its ids and vocabulary as tables; its scores are computed again on loading.
+Any malformed input raises ``ValueError``: the caller then builds the index afresh.
 """
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 
@@ -22,11 +19,12 @@ from shared.domain.retrieval.graph_walk import NameIndex, WalkIndex
 from shared.domain.retrieval.strings import StringTable
 from shared.infra.store.array_pack import pack, unpack
 
-_FORMAT = 3  # bumped when the layout below changes: older snapshots then read as unusable
+_FORMAT = 4  # bumped when the layout below changes: older snapshots then read as unusable
 _WALK_ARRAYS = ("indptr", "indices", "prob", "degree", "entity_passages")
 _NAME_ARRAYS = ("post_ptr", "postings", "word_ptr", "words")  # the entities' name words (``NameIndex``)
-_BM25_SCORES = ("data", "indices", "indptr")  # bm25s's ``scores`` arrays (with ``num_docs``)
-_BM25_PARAMS = ("k1", "b", "delta", "method", "idf_method", "dtype", "int_dtype", "backend")
+_BM25_ARRAYS = ("indptr", "docs", "tf", "lengths")  # a BM25 index's postings and document lengths
+
+
 def table_arrays(name: str, table: StringTable) -> dict[str, np.ndarray]:
     """The arrays of a table, named ``name``, ``name_ends`` and ``name_order``."""
     blob, ends, order = table.arrays()
@@ -102,14 +100,11 @@ def edges_from_bytes(data: bytes) -> EdgeIndex:
 
 # ------------------------------------------------------------------ BM25
 def bm25_to_bytes(index: BM25Index) -> bytes:
-    arrays = {"format": _header("bm25"), **table_arrays("ids", index.ids), **table_arrays("vocab", index.vocab)}
-    retriever = index._retriever
-    if retriever is not None:
-        if retriever.nonoccurrence_array is not None:
-            raise ValueError(f"bm25 method {retriever.method} is not snapshotted")  # BM25L / BM25+: never ours
-        params = {name: getattr(retriever, name) for name in _BM25_PARAMS}
-        arrays["params"] = np.frombuffer(json.dumps(params).encode(), dtype=np.uint8)
-        arrays.update({"score_" + name: retriever.scores[name] for name in _BM25_SCORES})
+    arrays = {"format": _header("bm25"), **table_arrays("ids", index.ids), **table_arrays("vocab", index.vocab),
+              "params": np.asarray([index.k1, index.b], dtype=np.float64)}
+    arrays.update({name: getattr(index, name) for name in _BM25_ARRAYS})
+    if index.digests is not None:
+        arrays["digests"] = index.digests
     return pack(arrays)
 
 
@@ -118,25 +113,8 @@ def bm25_from_bytes(data: bytes) -> BM25Index:
     _check(a, "bm25")
     try:
         ids, vocab = table_from(a, "ids"), table_from(a, "vocab")
-    except KeyError as exc:
-        raise ValueError(f"bm25 snapshot lacks {exc}") from exc
-    index = BM25Index([], [])
-    index.ids, index.vocab = ids, vocab
-    if len(ids):
-        import bm25s  # lazy, as bm25.py imports it
-
-        try:
-            params = json.loads(a["params"].tobytes())
-            retriever = bm25s.BM25(**{name: params[name] for name in _BM25_PARAMS})
-            scores = {name: a["score_" + name] for name in _BM25_SCORES}
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"bm25 snapshot unreadable: {exc}") from exc
-        # what bm25s's ``load`` sets beside the parameters, the vocabulary left out: words are found in ``vocab``
-        retriever.scores = {**scores, "num_docs": len(ids)}
-        retriever.vocab_dict, retriever.unique_token_ids_set, retriever.nonoccurrence_array = {}, set(), None
-        indptr, indices = scores["indptr"], scores["indices"]
-        if (len(indptr) - 1 > len(vocab) or scores["data"].shape != indices.shape  # bm25s may add "" after the words
-                or not _csr_fits(indptr, indices, len(indptr) - 1, len(ids))):
-            raise ValueError("bm25 snapshot scores do not fit its ids and vocabulary")
-        index._retriever = retriever
-    return index
+        k1, b = (float(x) for x in a["params"])
+        arrays = [a[name] for name in _BM25_ARRAYS]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"bm25 snapshot unreadable: {exc}") from exc
+    return BM25Index.of_arrays(ids, vocab, *arrays, digests=a.get("digests"), k1=k1, b=b)

@@ -65,6 +65,12 @@ class IndexSnapshots:
             raise ValueError(f"index snapshot {kind} of tenant {tenant} is damaged (size or checksum)")
         return data
 
+    def load_latest(self, tenant: str, kind: str) -> memoryview | None:
+        """The snapshot of ``kind`` whatever versions it was built for (an earlier version's index, to update);
+        None when there is none. ``ValueError`` when it is damaged."""
+        tag = self.stored_tag(tenant, kind)
+        return None if tag is None else self.load(tenant, kind, tag)
+
     def stored_tag(self, tenant: str, kind: str) -> str | None:
         raw = self.redis.hget(Keys(tenant).index_snapshot(kind), "tag")
         return None if raw is None else to_str(raw)

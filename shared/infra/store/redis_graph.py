@@ -189,6 +189,10 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
             out[name] = ent
         return out
 
+    def raw_entity_rows(self) -> dict[str, bytes]:
+        """Every entity row as stored (name -> bytes; ``row_codec.unpack_row`` reads one), unparsed."""
+        return {to_str(k): v for k, v in self.redis.hscan_iter(self.k.entities(), count=2000)}
+
     def all_relations(self) -> dict[tuple[str, str], Relation]:
         out = {}
         for k, v in self.redis.hscan_iter(self.k.relations(), count=2000):

@@ -94,3 +94,20 @@ def unpack_row(model: type[Entity] | type[Relation], raw: bytes | str, key: str)
     row = dict(zip(shape.names, values, strict=False))  # the trailing fields left out read as their defaults
     row.update(zip(KEY_FIELDS[model], key.split(SEP, 1) if model is Relation else (key,), strict=True))
     return model.model_validate(row)
+
+
+def row_field(model: type[Entity] | type[Relation], raw: bytes | str, key: str, field: str):
+    """One field of the row stored as ``raw``, read without building the model: what a reader of every row that
+    needs one field (the walk: each entity's passages; the entity index: its description) pays per row."""
+    data = unpack_bytes(raw)
+    if data.startswith(b"{"):
+        return getattr(unpack_row(model, data, key), field)
+    shape = layout(model)
+    at = shape.names.index(field)
+    values = from_json(data)
+    if at >= len(values):
+        return model.model_fields[field].get_default(call_default_factory=True)
+    prefix = dict(shape.ids).get(at)
+    if prefix is not None:
+        return [unpack_hex_id(x, prefix) for x in values[at]]
+    return bool(values[at]) if shape.flags[at] else values[at]

@@ -317,14 +317,11 @@ def _warmer(runtime: Callable[[], object], warm_recent: int = 0, warmed: dict[st
 
 
 def prepare_query_worker(runtime: Callable[[], object]) -> None:
-    """Before a query worker consumes (``worker_init``): the BM25 library, the memory its index loads read into
+    """Before a query worker consumes (``worker_init``): the memory its index loads read into
     (``pretouched``, when configured), the LLM connection and the most recent tenants, so that a worker reported
     ready answers its first query warm. Best effort: a failure leaves it cold."""
-    from shared.domain.retrieval import bm25
-
     started = time.monotonic()
     try:
-        bm25.preload()
         rt = runtime()
         if touched_s := reserve(rt.settings.query.pretouch_mb):
             log.info("%d MiB touched for index loads in %.2f s", rt.settings.query.pretouch_mb, touched_s)
