@@ -1,6 +1,7 @@
 """Cluster the tenant's graph into hierarchical Leiden communities: the whole graph, or, when the job changed
 little of it since the last whole-graph Leiden (``ClusterSettings.incremental_max_growth``), only what the job
-added (``shared.domain.incremental_clustering``), reading and writing the communities it touches and no more.
+added (``shared.domain.incremental_clustering``), reading and writing the communities it touches and no more; the
+extractive reports of those are written from the rows it read (``report_prewrite``).
 Past that bound the job is still clustered incrementally when the whole-graph clustering is left to a
 ``recluster`` job (``shared.pipeline.recluster``), which this stage then runs with ``whole_due``, or to the first
 job of the tenant clustered once the mark is ``cluster.recluster_max_delay_s`` old (``overdue``).
@@ -23,6 +24,7 @@ from shared.domain.reports import own_rows_fit, report_waves
 from shared.infra.store.redis_extractions import split_rel_field
 from shared.infra.store.redis_graph import GraphStore
 from shared.pipeline.recluster import clear_due, deferring, mark_due, overdue, past_bound
+from shared.pipeline.report_prewrite import cache_extractive_reports
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +178,9 @@ def _extend(store: GraphStore, settings, version: int, meta: dict[str, str], tak
     removals = store.removals_pending(meta)
     if not removals:
         _inherit(touched, store.reports_by_ids(c.id for c in touched), entities, relations, settings)
+    written = cache_extractive_reports(store, touched, entities, relations, deltas, settings)
+    if written:
+        log.info("%d extractive reports written from the rows read to cluster", written)
     waves = report_waves(touched, _independent(settings, entities, relations))
     new_meta = {"waves": _waves_meta(waves), "full_size": meta["full_size"],
                 "changed": int(meta.get("changed", 0)) + len(names) + len(fields),

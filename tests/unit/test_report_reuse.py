@@ -81,8 +81,9 @@ def _groups(store: GraphStore, settings, groups: int = 4, size: int = 9) -> None
 
 
 def _settings(growth: float = 0.5, drift: float = 0.1):
+    """An LLM configured (its reports come from the fake ``chat`` below; the clustering counts on one)."""
     s = get_settings()
-    return s.model_copy(update={
+    return s.model_copy(update={"llm_base_url": "http://127.0.0.1:9/v1",
         "cluster": s.cluster.model_copy(update={"incremental_max_growth": growth}),
         "report": s.report.model_copy(update={"reuse_max_drift": drift, "reuse_max_text_growth": 10.0})})
 

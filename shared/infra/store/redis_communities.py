@@ -225,6 +225,12 @@ class CommunityStore:
         raws = self.redis.hmget(self.k.report_cache(), sigs) if sigs else []
         return {sig: unpack_report(r) for sig, r in zip(sigs, raws, strict=True) if r}
 
+    def cache_reports(self, reports: Iterable[CommunityReport]) -> None:
+        """Put reports in the report cache under their signatures only (no community refers to them yet)."""
+        items = [(r.signature, pack_report(r)) for r in reports if r.signature]
+        for i in range(0, len(items), 500):
+            self.redis.hset(self.k.report_cache(), mapping=dict(items[i:i + 500]))
+
     def save_reports(self, reports: Iterable[CommunityReport]) -> None:
         """A report with a signature is written once, in the report cache under its signature; the community's
         entry refers to it (``@<level>@<signature>``). One without (a fallback) is written whole."""
