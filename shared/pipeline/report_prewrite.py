@@ -1,12 +1,13 @@
 """Extractive reports written by the clustering that has just read their rows.
 
-An incremental clustering reads every row of the communities a job touched, to give each its chunk ids and its
-signature (``cluster_stage._extend``). The report stage then read the same rows again for each community reported
-without an LLM (all of them on the LLM-free path), and a hub's communities, touched by every batch, grow with the
-tenant. This writes those reports into the report cache under their signatures while the rows are in hand; the
-report stage finds them there (``CommunityStore.cached_reports``) and reads no row for them. Only the cache is
-written, before the communities are saved: an entry is keyed by its content's signature, so a clustering run
-again writes the same entries, and a job that stops before its report stage leaves entries the next prune drops.
+A clustering reads every row of the communities it writes, to give each its chunk ids and its signature: those a
+job touched (``cluster_stage._extend``), or all of them (``_recluster``). The report stage then read the same rows
+again for each community reported without an LLM (all of them on the LLM-free path), and a hub's communities,
+touched by every batch, grow with the tenant. This writes those reports into the report cache under their
+signatures while the rows are in hand; the report stage finds them there (``CommunityStore.cached_reports``) and
+reads no row for them. Only the cache is written, before the communities are saved: an entry is keyed by its
+content's signature, so a clustering run again writes the same entries, and a job that stops before its report
+stage leaves entries the next prune drops.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from shared.pipeline.report_stage import asks_llm
 
 
 def cache_extractive_reports(store: GraphStore, touched: Sequence[Community], entities: Mapping[str, Entity],
-                             relations: Mapping[tuple[str, str], Relation], deltas: Mapping[str, int],
+                             relations: Mapping[tuple[str, str], Relation], degrees: Mapping[str, int],
                              settings) -> int:
     """Write the reports of the ``touched`` communities reported without an LLM whose signature has no current or
     cached report, as the report stage would make them: deepest first, each listing its children's current
-    reports, the members' degrees as they are once the clustering's pending counts (``deltas``) are added. Returns
-    how many were written."""
+    reports, with the members' ``degrees`` as the clustering stores them (absent: 0). Returns how many were
+    written."""
     cheap = [c for c in touched if c.signature and not asks_llm(c, settings, settings.llm_enabled)]
     if not cheap:
         return 0
@@ -44,7 +45,7 @@ def cache_extractive_reports(store: GraphStore, touched: Sequence[Community], en
         if community.signature in known:
             current[community.id] = known[community.signature]
             continue
-        ents = {n: _degree_now(entities[n], deltas) for n in community.nodes if n in entities}
+        ents = {n: _with_degree(entities[n], degrees.get(n, 0)) for n in community.nodes if n in entities}
         rels = {key: relations[key] for key in (tuple(sorted(e)) for e in community.edges) if key in relations}
         subs = {k: current[k] for k in community.children if k in current}
         report = extractive_report(community, ents, rels, subs)
@@ -56,6 +57,5 @@ def cache_extractive_reports(store: GraphStore, touched: Sequence[Community], en
     return len(fresh)
 
 
-def _degree_now(entity: Entity, deltas: Mapping[str, int]) -> Entity:
-    by = deltas.get(entity.name, 0)
-    return entity.model_copy(update={"degree": max(0, entity.degree + by)}) if by else entity
+def _with_degree(entity: Entity, degree: int) -> Entity:
+    return entity if entity.degree == degree else entity.model_copy(update={"degree": degree})
