@@ -10,7 +10,7 @@ dl / avgdl))``), as bm25s computes it by default, to the same float32 scores. It
 from bm25s because bm25s stores only the final scores, with the idf and the average length folded in: it cannot take
 a new document without indexing the whole corpus again, and a tenant's index would then be rebuilt from all its
 text after every batch. This index keeps each word's postings (document, term frequency) and each document's
-length, so ``updated`` tokenizes only the documents that changed and recomputes the scores with numpy.
+length, so ``updated`` tokenizes only the documents that changed; a posting is scored when a query reads it.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class BM25Index:
         if len(ids) != len(texts):
             raise ValueError("ids and texts differ in length")
         self._set(StringTable.of([]), StringTable.of([]), np.zeros(1, np.int64), np.zeros(0, np.int32),
-                  np.zeros(0, np.float32), np.zeros(0, np.float32), None, k1, b)
+                  np.zeros(0, np.uint16), np.zeros(0, np.float32), None, k1, b)
         if len(ids):
             self._set(*_merge(self, [], list(zip(ids, texts, strict=True)), None))
 
@@ -78,23 +78,22 @@ class BM25Index:
         self.ids, self.vocab, self.k1, self.b = ids, vocab, k1, b
         self.indptr = np.asarray(indptr, dtype=np.int64)
         self.docs = np.asarray(docs, dtype=np.int32)
-        self.tf = np.asarray(tf, dtype=np.float32)
+        self.tf = _counts(tf)
         self.lengths = np.asarray(lengths, dtype=np.float32)
         self.digests = None if digests is None else np.asarray(digests, dtype=np.uint64)
-        self._scores = self._score_postings()
+        self._idf, self._norm = self._weights()
 
-    def _score_postings(self) -> np.ndarray:
-        """Each posting's score (float32, as bm25s stores them): the idf of its word times its term part."""
+    def _weights(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each word's idf (float32, as bm25s keeps it) and each document's length norm ``k1 (1 - b + b dl /
+        avgdl)``: a posting scores ``idf * tf / (tf + norm)``, computed when a query reads it, as bm25s computed it
+        when indexing (so the scores are the same to the bit, and the index holds no score per posting)."""
         n = len(self.ids)
-        if not n or not self.docs.size:
-            return np.zeros(0, dtype=np.float32)
+        if not n:
+            return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.float64)
         df = np.diff(self.indptr).astype(np.float64)
-        idf = np.log(1 + (n - df + 0.5) / (df + 0.5)).astype(np.float32)  # bm25s keeps the idf as float32
-        words = np.repeat(np.arange(len(df)), np.diff(self.indptr))
-        tf = self.tf.astype(np.float64)
-        norm = self.k1 * ((1 - self.b) + self.b * self.lengths[self.docs].astype(np.float64)
-                          / float(self.lengths.astype(np.float64).mean()))
-        return (idf[words].astype(np.float64) * (tf / (norm + tf))).astype(np.float32)
+        idf = np.log(1 + (n - df + 0.5) / (df + 0.5)).astype(np.float32)
+        lengths = self.lengths.astype(np.float64)
+        return idf, self.k1 * ((1 - self.b) + self.b * lengths / float(lengths.mean()))
 
     def updated(self, removed: Iterable[str], added: Iterable[tuple[str, str]],
                 digests: Sequence[int] | None = None) -> BM25Index:
@@ -110,9 +109,9 @@ class BM25Index:
 
     @property
     def nbytes(self) -> int:
-        """What the index holds in memory: postings, scores, lengths, vocabulary and ids (what a byte-bounded
-        cache counts)."""
-        arrays = (self.indptr, self.docs, self.tf, self.lengths, self._scores)
+        """What the index holds in memory: postings, lengths and norms, idf, vocabulary and ids (what a
+        byte-bounded cache counts)."""
+        arrays = (self.indptr, self.docs, self.tf, self.lengths, self._idf, self._norm)
         return (sum(a.nbytes for a in arrays) + (0 if self.digests is None else self.digests.nbytes)
                 + self.vocab.nbytes + self.ids.nbytes)
 
@@ -123,7 +122,8 @@ class BM25Index:
         for t in map(self.vocab.find, tokenize(query)):
             if t >= 0:
                 lo, hi = int(self.indptr[t]), int(self.indptr[t + 1])
-                s[self.docs[lo:hi]] += self._scores[lo:hi]
+                docs, tf = self.docs[lo:hi], self.tf[lo:hi].astype(np.float64)
+                s[docs] += (float(self._idf[t]) * (tf / (self._norm[docs] + tf))).astype(np.float32)
         return s
 
     def query(self, text: str, top_k: int = 10) -> list[tuple[str, float]]:
@@ -168,6 +168,14 @@ def _merge(index: BM25Index, removed: Iterable[str], added: list[tuple[str, str]
     return ids, vocab, indptr, docs, tf, lengths, kept_digests, index.k1, index.b
 
 
+def _counts(tf) -> np.ndarray:
+    """Term frequencies as the smallest unsigned integers that hold them (two bytes a posting, nearly always)."""
+    tf = np.asarray(tf)
+    if tf.dtype.kind not in "ui" or (tf.dtype.kind == "i" and tf.size and int(tf.min()) < 0):
+        raise ValueError("term frequencies are counts")
+    return tf.astype(np.uint16 if not tf.size or tf.max() < 2**16 else np.uint32)
+
+
 def _extend_vocab(vocab: StringTable, tokens: list[list[str]]) -> tuple[StringTable, dict[str, int]]:
     """The vocabulary with the words of ``tokens`` it lacks appended, and each of those words' token id."""
     words = {w for doc in tokens for w in doc}
@@ -182,12 +190,12 @@ def _postings(tokens: list[list[str]], word_ids: dict[str, int], first_doc: int,
     """(word, document, term frequency) of each distinct word of each document, sorted by word then document;
     documents numbered from ``first_doc``."""
     if not tokens:
-        return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32)
+        return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int64)
     flat = np.fromiter((word_ids[w] for doc in tokens for w in doc), dtype=np.int64)
     doc = np.repeat(np.arange(first_doc, first_doc + len(tokens), dtype=np.int64), [len(t) for t in tokens])
     span = first_doc + len(tokens)
     keys, counts = np.unique(flat * span + doc, return_counts=True)
-    return keys // span, (keys % span).astype(np.int32), counts.astype(np.float32)
+    return keys // span, (keys % span).astype(np.int32), counts
 
 
 def top_positive(scores: np.ndarray, k: int) -> np.ndarray:

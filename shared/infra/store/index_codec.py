@@ -5,7 +5,7 @@ The container is named arrays of numbers only (``array_pack``), read back as vie
 list of strings (a ``StringTable``) is three arrays: its UTF-8 bytes joined, the end offset of each string and
 the order that sorts them, so any string (a name with a newline, a comma) round-trips and loading one decodes
 nothing. A BM25 index is its postings (each word's documents and term frequencies), its documents' lengths and
-fingerprints, its two parameters and its ids and vocabulary as tables; its scores are computed again on loading.
+fingerprints, its two parameters and its ids and vocabulary as tables (it stores no score: queries compute them).
 Any malformed input raises ``ValueError``: the caller then builds the index afresh.
 """
 
