@@ -1,7 +1,7 @@
 """Cluster the tenant's graph into hierarchical Leiden communities: the whole graph, or, when the job changed
 little of it since the last whole-graph Leiden (``ClusterSettings.incremental_max_growth``), only what the job
-added (``shared.domain.incremental_clustering``), reading and writing the communities it touches and no more.
-Either way the extractive reports of the communities it writes come from the rows it read (``report_prewrite``).
+added (``shared.domain.incremental_clustering``), reading and writing the communities it touches and no more; the
+extractive reports of those come from the rows it read (``report_prewrite``).
 Past that bound the job is still clustered incrementally when the whole-graph clustering is left to a
 ``recluster`` job (``shared.pipeline.recluster``), which this stage then runs with ``whole_due``, or to the first
 job of the tenant clustered once the mark is ``cluster.recluster_max_delay_s`` old (``overdue``).
@@ -116,7 +116,6 @@ def _recluster(store: GraphStore, settings, version: int, taken, removals: int) 
         former, reports = store.community_rows()
         closest = closest_former(communities, former.values())
         _inherit(communities, {cid: reports.get(old) for cid, old in closest.items()}, entities, relations, settings)
-    _prewrite(store, communities, entities, relations, degrees, settings)
     waves = report_waves(communities, _independent(settings, entities, relations))
     top: dict[int, int] = {}
     for c in communities:
@@ -135,12 +134,6 @@ def _inherit(communities, candidates, entities, relations, settings) -> None:
                             cfg.reuse_max_text_growth)
     if taken:
         log.info("%d changed communities keep their reports (within the drift bounds)", taken)
-
-
-def _prewrite(store: GraphStore, communities, entities, relations, degrees: dict[str, int], settings) -> None:
-    written = cache_extractive_reports(store, communities, entities, relations, degrees, settings)
-    if written:
-        log.info("%d extractive reports written from the rows read to cluster", written)
 
 
 def _extend(store: GraphStore, settings, version: int, meta: dict[str, str], taken) -> dict[int, list[str]] | None:
@@ -185,8 +178,9 @@ def _extend(store: GraphStore, settings, version: int, meta: dict[str, str], tak
     removals = store.removals_pending(meta)
     if not removals:
         _inherit(touched, store.reports_by_ids(c.id for c in touched), entities, relations, settings)
-    _prewrite(store, touched, entities, relations,
-              {n: e.degree + deltas.get(n, 0) for n, e in entities.items()}, settings)
+    degrees = {n: e.degree + deltas.get(n, 0) for n, e in entities.items()}  # as saved below
+    if written := cache_extractive_reports(store, touched, entities, relations, degrees, settings):
+        log.info("%d extractive reports written from the rows read to cluster", written)
     waves = report_waves(touched, _independent(settings, entities, relations))
     new_meta = {"waves": _waves_meta(waves), "full_size": meta["full_size"],
                 "changed": int(meta.get("changed", 0)) + len(names) + len(fields),

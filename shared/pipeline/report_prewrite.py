@@ -1,13 +1,14 @@
 """Extractive reports written by the clustering that has just read their rows.
 
-A clustering reads every row of the communities it writes, to give each its chunk ids and its signature: those a
-job touched (``cluster_stage._extend``), or all of them (``_recluster``). The report stage then read the same rows
-again for each community reported without an LLM (all of them on the LLM-free path), and a hub's communities,
-touched by every batch, grow with the tenant. This writes those reports into the report cache under their
-signatures while the rows are in hand; the report stage finds them there (``CommunityStore.cached_reports``) and
-reads no row for them. Only the cache is written, before the communities are saved: an entry is keyed by its
-content's signature, so a clustering run again writes the same entries, and a job that stops before its report
-stage leaves entries the next prune drops.
+An incremental clustering reads every row of the communities a job touched, to give each its chunk ids and its
+signature (``cluster_stage._extend``). The report stage then read the same rows again for each community reported
+without an LLM (all of them on the LLM-free path), and the communities of an entity every batch names again grow
+with the tenant. This writes those reports into the report cache under their signatures while the rows are in
+hand; the report stage finds them there (``CommunityStore.cached_reports``) and reads no row for them. Only the
+cache is written, before the communities are saved: an entry is keyed by its content's signature, so a clustering
+run again writes the same entries, and a job that stops before its report stage leaves entries the next prune
+drops. The whole-graph clustering does not write them: there the report waves spread the work over the report
+workers, and a large tenant's clustering task stays well within its time limit.
 """
 
 from __future__ import annotations

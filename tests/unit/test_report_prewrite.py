@@ -94,16 +94,3 @@ def test_a_clustering_run_again_writes_the_same_cache_entries(redis_client, tena
     cache = dict(redis_client.hgetall(store.k.report_cache()))
     assert run_cluster(store, settings) == waves and dict(redis_client.hgetall(store.k.report_cache())) == cache
 
-
-def test_a_whole_graph_clustering_writes_its_extractive_reports_too(redis_client, tenant, settings, monkeypatch):
-    store = GraphStore(redis_client, tenant)
-    _batches(store, settings)
-    store.redis.delete(store.k.report_cache(), store.k.reports())  # nothing to keep or inherit
-    _ingest(store, "c-last", ["LAST", "NEW0"], [("LAST", "NEW0")])
-    waves = run_cluster(store, _settings(growth=0.0))  # no incremental clustering: the whole graph
-    assert store.cluster_meta()["changed"] == "0"
-    assert store.cached_reports(c.signature for c in store.communities().values()).keys() == {
-        c.signature for c in store.communities().values()}
-    asked = _rows_asked(monkeypatch)
-    _report_all(store, waves, settings)
-    assert asked == [] and len(store.reports()) == len(store.communities())
