@@ -33,8 +33,9 @@ DEFAULT_MAX_BYTES = 1024 * 2**20  # ``QuerySettings.index_cache_mb``'s default
 log = logging.getLogger(__name__)
 
 
-def row_digest(raw: bytes) -> int:
-    """A 64-bit fingerprint of a stored row: the same in every process (Python's ``hash`` of bytes is not)."""
+def stored_fingerprint(raw: bytes) -> int:
+    """A 64-bit fingerprint of a stored row's bytes, the same in every process (Python's ``hash`` of bytes is not); not
+    ``row_counts.row_digest``, which checks a row's token counts."""
     return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "little")
 
 
@@ -145,7 +146,7 @@ class BM25Cache:
         self.builds += 1
         if kind == "entities":
             rows = self._entity_rows(store)
-            digests = {name: row_digest(raw) for name, raw in rows.items()}
+            digests = {name: stored_fingerprint(raw) for name, raw in rows.items()}
             if former is None or former.digests is None:
                 former, held = BM25Index([], []), {}
             else:
