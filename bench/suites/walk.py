@@ -14,7 +14,7 @@ import numpy as np
 
 from bench.harness.results import emit, machine, median, parser, timed
 from bench.harness.synthetic_graph import synthetic
-from shared.domain.retrieval.graph_walk import WalkIndex
+from shared.domain.retrieval.walk_build import build_walk
 from shared.infra.store.index_codec import walk_from_bytes, walk_to_bytes
 
 
@@ -27,7 +27,7 @@ def main() -> None:
     rng = np.random.default_rng(11)
     for n in args.passages:
         pids, sources, edges = synthetic(n)
-        index, build_s = timed(WalkIndex.build, pids, sources, edges)
+        index, build_s = timed(build_walk, pids, sources, edges)
         names, times, snapshot = index.entities, [], walk_to_bytes(index)
         load_s = timed(walk_from_bytes, snapshot)[1]
         for _ in range(args.queries):

@@ -10,7 +10,7 @@ import pytest
 
 from shared.config import Settings
 from shared.domain.retrieval.bm25 import BM25Index
-from shared.domain.retrieval.graph_walk import WalkIndex
+from shared.domain.retrieval.walk_build import build_walk
 from shared.infra.store.bm25_cache import BM25Cache
 from shared.infra.store.lru import LRU
 from tests.unit.test_query_warmup import _fill
@@ -35,7 +35,7 @@ def test_index_sizes_are_near_what_they_allocate():
     assert 0.5 * allocated <= index.nbytes <= 2 * allocated
     entities = {f"ENTITY {k}": [docs[rnd.randrange(len(docs))][0] for _ in range(3)] for k in range(4000)}
     edges = [(f"ENTITY {rnd.randrange(4000)}", f"ENTITY {rnd.randrange(4000)}", 1.0) for _ in range(10000)]
-    walk, allocated = _allocated(lambda: WalkIndex.build([d for d, _ in docs], entities, edges))
+    walk, allocated = _allocated(lambda: build_walk([d for d, _ in docs], entities, edges))
     assert 0.5 * allocated <= walk.nbytes <= 2 * allocated
 
 

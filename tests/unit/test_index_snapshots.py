@@ -9,7 +9,7 @@ import pytest
 from shared.domain.merge import merge_relation
 from shared.domain.models import Chunk, Entity, EntityFragment, ExtractionResult, RelationFragment
 from shared.domain.retrieval.bm25 import BM25Index
-from shared.domain.retrieval.graph_walk import WalkIndex
+from shared.domain.retrieval.walk_build import build_walk
 from shared.infra.redis.keys import Keys
 from shared.infra.store import index_codec
 from shared.infra.store.bm25_cache import BM25Cache
@@ -150,7 +150,7 @@ def test_snapshots_split_into_parts_and_round_trip_any_string(redis_client, tena
 
     monkeypatch.setattr(index_snapshots, "PART_BYTES", 1000)
     names = ["A,B", "NEW\nLINE", "ÉCOLE", "名前", ""]
-    walk = WalkIndex.build(["p1", "p,2", "p\n3"], {n: ["p1", "p\n3"] for n in names[:-1]},
+    walk = build_walk(["p1", "p,2", "p\n3"], {n: ["p1", "p\n3"] for n in names[:-1]},
                            [("A,B", "名前", 2.0)])
     data = index_codec.walk_to_bytes(walk)
     snapshots = IndexSnapshots(redis_client, 2**30)
@@ -174,7 +174,7 @@ def test_snapshots_split_into_parts_and_round_trip_any_string(redis_client, tena
 def test_a_loaded_walk_names_the_entities_a_built_one_names_and_refuses_name_arrays_out_of_range():
     names = {"SPACEDEV": ["p1"], "SIERRA NEVADA CORPORATION": ["p2"], "NEVADA": ["p2", "p3"],
              "THE ONE OF A VERY LONG NAME THAT IS A SENTENCE": ["p3"], "ÉCOLE NORMALE": ["p1"]}
-    walk = WalkIndex.build(["p1", "p2", "p3"], names, [("NEVADA", "SPACEDEV", 1.0)])
+    walk = build_walk(["p1", "p2", "p3"], names, [("NEVADA", "SPACEDEV", 1.0)])
     loaded = index_codec.walk_from_bytes(index_codec.walk_to_bytes(walk))
     for question in ("Who owns Space Dev in Nevada?", "Which Sierra Nevada corporation?", "école normale",
                      "the one of a very long name that is a sentence", "nothing here"):

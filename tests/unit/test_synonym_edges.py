@@ -9,8 +9,8 @@ import pytest
 
 from shared.config import Settings
 from shared.domain.models import Chunk, Entity, EntityFragment, ExtractionResult
-from shared.domain.retrieval.graph_walk import WalkIndex
 from shared.domain.retrieval.synonyms import SynonymPolicy, name_text, synonym_edges, synonym_links
+from shared.domain.retrieval.walk_build import build_walk
 from shared.domain.storage import NAME_VECTORS, VectorHit
 from shared.infra.llm.local_embedder import LocalEmbedder
 from shared.infra.store.bm25_cache import BM25Cache
@@ -46,7 +46,7 @@ def test_a_pair_found_from_both_sides_is_one_undirected_edge():
 
 def graph(edges=()):
     """p1 names ED WOOD, p2 names only EDWARD D. WOOD JR., p3 names ORSON WELLES; no relation joins them."""
-    return WalkIndex.build(["p1", "p2", "p3"], {WOOD: ["p1"], FULL: ["p2"], WELLES: ["p3"]}, edges)
+    return build_walk(["p1", "p2", "p3"], {WOOD: ["p1"], FULL: ["p2"], WELLES: ["p3"]}, edges)
 
 
 def test_the_walk_crosses_a_synonym_edge_to_the_passage_of_the_other_form():

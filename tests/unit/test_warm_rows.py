@@ -1,4 +1,5 @@
-"""A warm-up builds the entity BM25 and the walk from one read of the entity rows (``BM25Cache._entity_rows``)."""
+"""A warm-up builds the entity BM25 and the walk from one read of the entity rows (``BM25Cache._entity_rows``),
+also when it builds them side by side (``warmup.warm_tenant``)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def test_a_warm_up_reads_the_entity_rows_once_for_both_builds_unless_the_graph_c
     cache.warm(tenant)
     assert len(reads) == 1 and cache.builds == 2 and cache.walk_builds == 1
     assert [name for name, _ in cache(tenant, "entities").query("goose")] == ["GREY GOOSE"]
-    assert cache._warm_rows is None  # nothing kept past the warm-up
+    assert cache._shared is None  # nothing kept past the warm-up
 
     real_build = BM25Cache._build
 
@@ -37,3 +38,16 @@ def test_a_warm_up_reads_the_entity_rows_once_for_both_builds_unless_the_graph_c
     reads.clear()
     cache.warm(tenant)
     assert len(reads) == 2  # the walk read the rows again: the graph's revision had changed
+
+
+def test_a_query_workers_warm_up_reads_the_entity_rows_once_though_its_builds_run_side_by_side(
+        redis_client, tenant, monkeypatch):
+    from shared.infra.store.warmup import warm_tenant
+
+    _fill(redis_client, tenant, "grey goose")
+    reads = []
+    real = GraphStore.raw_entity_rows
+    monkeypatch.setattr(GraphStore, "raw_entity_rows", lambda self: reads.append(1) or real(self))
+    cache = BM25Cache(redis_client, capacity=2, snapshot_bytes=0)
+    warm_tenant(redis_client, tenant, cache)
+    assert len(reads) == 1 and cache.builds == 2 and cache.walk_builds == 1 and cache._shared is None

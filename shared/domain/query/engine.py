@@ -38,8 +38,9 @@ from shared.domain.query.result import FormatCheck, QueryResult, UsageMeter, ext
 from shared.domain.query.sentence_pages import sentence_citations
 from shared.domain.query.truncation import iterative_refinement, map_reduce, relevance_truncate
 from shared.domain.retrieval.bm25 import BM25Index, tokenize
-from shared.domain.retrieval.graph_walk import WalkIndex, passage_titles
+from shared.domain.retrieval.graph_walk import WalkIndex
 from shared.domain.retrieval.hybrid import hybrid_search
+from shared.domain.retrieval.walk_build import build_walk, passage_titles
 from shared.domain.tokens import count_tokens
 
 Embed = Callable[[list[str]], list[list[float]]]
@@ -107,7 +108,7 @@ def walk_index_of(reader) -> WalkIndex | None:
     if not all(hasattr(reader, a) for a in ("all_entities", "edge_list", "all_chunk_ids")):
         return None
     sources = {name: e.source_ids for name, e in reader.all_entities().items()}
-    return WalkIndex.build(reader.all_chunk_ids(), sources, reader.edge_list(), passage_titles(reader))
+    return build_walk(reader.all_chunk_ids(), sources, reader.edge_list(), passage_titles(reader))
 
 
 def _system_template(mode: str, instructions: str, ctx: str) -> str:

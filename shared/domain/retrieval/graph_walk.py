@@ -21,19 +21,18 @@ rest to its neighbours in proportion to the edge weights. The work is bounded by
 damping)) arc updates whatever the graph's size, and every node's score is below the exact personalized
 PageRank by less than EPSILON times its weighted degree. Nodes are pushed a round at a time (every node over
 the threshold at once, with numpy over the graph's CSR arrays), which keeps the Python loop to a few dozen
-rounds. Pure: the index is built from plain lists and knows no store.
+rounds. Pure: the index is built from plain lists (``walk_build``) and knows no store.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from shared.domain.extraction.records import normalise_name
 from shared.domain.retrieval.bm25 import tokenize
 from shared.domain.retrieval.strings import StringTable
 
@@ -48,6 +47,24 @@ MAX_ROUNDS = 200  # push rounds at most (with damping 0.5 the residual roughly h
 
 
 @dataclass
+class WalkInputs:
+    """What a walk graph was built from, per entity in the graph's order: whether it has a stored row (a title's
+    own node has none), that row's fingerprint, and the passages the row names (``src_idx[src_ptr[j]:src_ptr[j +
+    1]]``, passage numbers, titles not included); per passage, its document's title ("" for none)."""
+
+    rowed: np.ndarray  # bool
+    digests: np.ndarray  # uint64
+    src_ptr: np.ndarray
+    src_idx: np.ndarray
+    titles: StringTable
+
+    @property
+    def nbytes(self) -> int:
+        arrays = self.rowed.nbytes + self.digests.nbytes + self.src_ptr.nbytes + self.src_idx.nbytes
+        return arrays + self.titles.nbytes
+
+
+@dataclass
 class WalkIndex:
     """Passage-entity graph of one tenant, ready for personalized PageRank."""
 
@@ -59,48 +76,7 @@ class WalkIndex:
     entities: StringTable  # node len(passages) + j is entity j (sorted)
     entity_passages: np.ndarray  # passages per entity (specificity = 1 / this)
     names: NameIndex | None = None  # the entities' name words (``named_entities``)
-
-    @classmethod
-    def build(cls, passages: Sequence[str], entity_sources: dict[str, Sequence[str]],
-              edges: Iterable[tuple[str, str, float]], titles: dict[str, str] | None = None) -> WalkIndex:
-        """``entity_sources``: entity name -> ids of the passages it was extracted from; ``edges``:
-        (entity, entity, weight) relations. Entities with no known passage still join through relations.
-        ``titles``: passage id -> its document's title (see ``with_titles``)."""
-        passages = list(dict.fromkeys(passages))
-        if titles:
-            entity_sources = with_titles(entity_sources, titles)
-        p_index = {p: i for i, p in enumerate(passages)}
-        entities = sorted(entity_sources)
-        e_index = {e: len(passages) + j for j, e in enumerate(entities)}
-        pairs: list[tuple[int, int]] = []
-        weights: list[float] = []
-        counts = np.zeros(len(entities), dtype=np.float64)
-        for name in entities:
-            node = e_index[name]
-            linked = {p_index[s] for s in entity_sources[name] if s in p_index}
-            counts[node - len(passages)] = len(linked)
-            pairs.extend((p, node) for p in linked)
-            weights.extend([1.0] * len(linked))
-        for a, b, w in edges:
-            if a in e_index and b in e_index and a != b:
-                pairs.append((e_index[a], e_index[b]))
-                weights.append(_edge_weight(w))
-        n = len(passages) + len(entities)
-        ends = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-        w = np.asarray(weights, dtype=np.float64)
-        src = np.concatenate([ends[:, 0], ends[:, 1]])
-        order = np.argsort(src, kind="stable")
-        src = src[order]
-        dst = np.concatenate([ends[:, 1], ends[:, 0]])[order]
-        ww = np.concatenate([w, w])[order]
-        strength = np.bincount(src, weights=ww, minlength=n)
-        indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
-        degree = np.where(strength > 0, strength, 1.0)
-        index = cls(indptr, dst.astype(np.int32 if n < 2**31 else np.int64), ww / strength[src], degree,
-                    StringTable.of(passages), StringTable.of(entities), np.maximum(counts, 1.0))
-        index.names = NameIndex.build(entities)
-        return index
+    inputs: WalkInputs | None = None  # what it was built from, for the next version's build (not in a snapshot)
 
     def __len__(self) -> int:
         return len(self.passages)
@@ -111,7 +87,8 @@ class WalkIndex:
         cache counts)."""
         arrays = sum(a.nbytes for a in (self.indptr, self.indices, self.prob, self.degree, self.entity_passages))
         names = self.passages.nbytes + self.entities.nbytes
-        return arrays + names + (self.names.nbytes if self.names is not None else 0)
+        return (arrays + names + (self.names.nbytes if self.names is not None else 0)
+                + (self.inputs.nbytes if self.inputs is not None else 0))
 
     @property
     def node_count(self) -> int:
@@ -212,19 +189,41 @@ class NameIndex:
     words: np.ndarray
 
     @classmethod
-    def build(cls, entities: Sequence[str]) -> NameIndex:
+    def build(cls, entities: Sequence[str], former: tuple[NameIndex, Sequence[str]] | None = None) -> NameIndex:
+        """The name words of ``entities``; with ``former`` (an index and the entities it was built for), the names
+        it held keep their words and word numbers and only new names are split (its words no name uses any more
+        stay in the vocabulary, matching nothing)."""
         vocab: dict[str, int] = {}
+        at: dict[str, int] = {}
+        if former is not None:
+            vocab = {w: i for i, w in enumerate(former[0].vocab)}
+            at = {name: j for j, name in enumerate(former[1])}
         lengths = np.zeros(len(entities), dtype=np.int64)
-        flat: list[int] = []
+        held = np.full(len(entities), -1, dtype=np.int64)  # each entity's place in ``former``, or -1
+        new: list[tuple[int, list[int]]] = []
         for j, name in enumerate(entities):
+            if (fj := at.get(name)) is not None:
+                held[j] = fj
+                continue
             toks = dict.fromkeys(tokenize(name))
             if toks and len(toks) <= MAX_NAME_TOKENS:
-                flat.extend(vocab.setdefault(t, len(vocab)) for t in toks)
+                new.append((j, [vocab.setdefault(t, len(vocab)) for t in toks]))
                 lengths[j] = len(toks)
-        words = np.asarray(flat, dtype=np.int32)
-        offset = np.int32 if len(flat) < 2**31 else np.int64
+        mask = held >= 0
+        if former is not None:
+            old_ptr = former[0].word_ptr.astype(np.int64)
+            lengths[mask] = np.diff(old_ptr)[held[mask]]
+        offset = np.int32 if int(lengths.sum()) < 2**31 else np.int64
         word_ptr = np.zeros(len(entities) + 1, dtype=offset)
         np.cumsum(lengths, out=word_ptr[1:])
+        words = np.zeros(int(word_ptr[-1]), dtype=np.int32)
+        if former is not None and mask.any():  # the held names' words, copied a run per entity
+            runs = lengths[mask]
+            within = np.arange(int(runs.sum())) - np.repeat(np.cumsum(runs) - runs, runs)
+            words[np.repeat(word_ptr[:-1][mask].astype(np.int64), runs) + within] = (
+                former[0].words[np.repeat(old_ptr[held[mask]], runs) + within])
+        for j, ws in new:
+            words[int(word_ptr[j]):int(word_ptr[j + 1])] = ws
         owner = np.repeat(np.arange(len(entities), dtype=np.int32), lengths)
         order = np.lexsort((owner, words))  # by word, then entity
         post_ptr = np.zeros(len(vocab) + 1, dtype=offset)
@@ -283,41 +282,12 @@ def _top(scores: np.ndarray, nodes: np.ndarray, ids: Sequence[str], k: int) -> l
             if score > 0]
 
 
-def passage_titles(reader) -> dict[str, str]:
-    """chunk id -> the title of its document (documents without a title are left out)."""
-    chunks = reader.chunks(reader.all_chunk_ids())
-    docs = reader.documents({c.doc_id for c in chunks.values()})
-    return {cid: docs[c.doc_id].title for cid, c in chunks.items() if c.doc_id in docs and docs[c.doc_id].title}
-
-
-def with_titles(entity_sources: dict[str, Sequence[str]], titles: dict[str, str]) -> dict[str, list[str]]:
-    """Link each passage to its document's title as an entity: the entity of that name when the extractor
-    found one (a title's trailing qualifier in parentheses, "Ed Wood (film)", may be dropped to find it),
-    else a title node of its own. A document is about its title, even when the extractor missed the name
-    in its text (a title run into the first line, "Samuel Fuller\nSamuel Michael Fuller", reads as one
-    longer name); and the chunks of one document are then one hop apart."""
-    out = {name: list(ps) for name, ps in entity_sources.items()}
-    for pid, raw in titles.items():
-        title = _FILE_NAME.sub("", raw).replace("_", " ") if _FILE_NAME.search(raw or "") else raw
-        name = normalise_name(title or "")
-        if not name:
-            continue
-        plain = normalise_name(_QUALIFIER.sub("", title))
-        key = name if name in out or not plain or plain not in out else plain
-        linked = out.setdefault(key, [])
-        if pid not in linked:
-            linked.append(pid)
-    return out
-
-
 _WORD = re.compile(r"\w+")
-_QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
-_FILE_NAME = re.compile(r"(?<=\w)\.(txt|md|markdown|pdf|html?|docx?|rst|csv|json)$", re.IGNORECASE)  # a_b.txt
 
 
-def _edge_weight(w: float) -> float:
+def edge_weights(w: np.ndarray) -> np.ndarray:
     """Relation weights are summed over mentions: damp them so one chatty pair does not trap the walk."""
-    return 1.0 + math.log1p(max(0.0, float(w)))
+    return 1.0 + np.log1p(np.maximum(0.0, w))
 
 
 def _known(nodes: StringTable, seeds: Sequence[tuple[str, float]]) -> list[tuple[int, float]]:

@@ -12,13 +12,16 @@ batch indexes what the batch wrote, not everything the tenant holds."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+import threading
 from collections.abc import Callable
 
 from shared.domain.models import Entity
 from shared.domain.retrieval.bm25 import BM25Index
-from shared.domain.retrieval.graph_walk import WalkIndex, passage_titles
+from shared.domain.retrieval.graph_walk import WalkIndex
+from shared.domain.retrieval.walk_build import assemble, passage_titles
 from shared.domain.storage import VECTOR_KINDS as KINDS
 from shared.infra.redis.keys import Keys
 from shared.infra.store import index_codec
@@ -60,7 +63,9 @@ class BM25Cache:
         self.walk_builds = 0  # passage-entity graphs built
         self.snapshot_loads = 0  # indexes loaded from their snapshot instead of built
         self.documents_indexed = 0  # documents the BM25 builds tokenized (an update: only those new or changed)
-        self._warm_rows: dict | None = None  # inside ``warm``: the entity rows read for its builds (``_entity_rows``)
+        self._shared: dict | None = None  # inside ``sharing_rows``: the entity rows read for its builds
+        self._sharers = 0
+        self._reading = threading.RLock()
 
     def _version(self, tenant: str, kind: str) -> tuple:
         """The collection's version and the graph's epoch (a tenant deleted and rebuilt counts from 0 again)."""
@@ -98,19 +103,39 @@ class BM25Cache:
         self.snapshot_loads += loaded
         return index
 
-    def _entity_rows(self, store: GraphStore) -> dict[str, bytes]:
-        """Every entity row as stored (name -> bytes); inside ``warm`` read once for both of its builds that need
-        them (the entity BM25 and the walk), reused only while the graph's revision is the one read before them (a
-        merge in between bumps it, and the rows are read again)."""
-        memo = self._warm_rows
-        if memo is None:
-            return store.raw_entity_rows()
-        revision = store.revision()
-        if memo.get("key") == (store.tenant, revision) and revision[0] is not None:
-            return memo["rows"]
-        rows = store.raw_entity_rows()
-        memo.update(key=(store.tenant, revision), rows=rows)
-        return rows
+    def _entity_rows(self, store: GraphStore) -> tuple[dict[str, bytes], dict[str, int]]:
+        """Every entity row as stored (name -> bytes) and its fingerprint. Inside ``sharing_rows`` (a warm-up,
+        whose entity BM25 and walk builds run side by side) read once for both: the second build waits for the
+        first's read and reuses it while the graph's revision is the one read before it (a merge in between bumps
+        it, and the rows are read again)."""
+        if self._shared is None:
+            rows = store.raw_entity_rows()
+            return rows, {name: stored_fingerprint(raw) for name, raw in rows.items()}
+        with self._reading:
+            memo, revision = self._shared, store.revision()
+            if memo is not None and memo.get("key") == (store.tenant, revision) and revision[0] is not None:
+                return memo["rows"], memo["digests"]
+            rows = store.raw_entity_rows()
+            digests = {name: stored_fingerprint(raw) for name, raw in rows.items()}
+            if memo is not None:
+                memo.update(key=(store.tenant, revision), rows=rows, digests=digests)
+            return rows, digests
+
+    @contextlib.contextmanager
+    def sharing_rows(self):
+        """While inside, builds share one read of a tenant's entity rows (``_entity_rows``); the rows are let go
+        when the last one leaves (the indexes keep what they need of them)."""
+        with self._reading:
+            self._sharers += 1
+            if self._shared is None:
+                self._shared = {}
+        try:
+            yield
+        finally:
+            with self._reading:
+                self._sharers -= 1
+                if not self._sharers:
+                    self._shared = None
 
     def _former(self, tenant: str, kind: str) -> BM25Index | None:
         """The index of ``kind`` this process held for an earlier version, else the one last snapshotted in Redis
@@ -129,13 +154,18 @@ class BM25Cache:
             return None
 
     def _build_walk(self, tenant: str) -> WalkIndex:
-        store = GraphStore(self.redis, tenant)
-        sources = {name: row_field(Entity, raw, name, "source_ids") for name, raw in self._entity_rows(store).items()}
+        """The walk graph now, from the one this process held for an earlier version when it has one: only the
+        entity rows whose fingerprint changed are parsed, only the new passages' titles read
+        (``walk_build.assemble``); the relations come from the neighbour lists queries use (``adjacency``)."""
+        store = GraphStore(self.redis, tenant, snapshots=self.snapshots)
+        held = self._cache.get((tenant, WALK))
+        rows, digests = self._entity_rows(store)
         self.walk_builds += 1
-        edges = store.edge_list()
-        if self.synonyms:
-            edges += SynonymStore(self.redis, tenant).edges()
-        return WalkIndex.build(store.all_chunk_ids(), sources, edges, passage_titles(store))
+        extra = SynonymStore(self.redis, tenant).edges() if self.synonyms else []
+        return assemble(store.all_chunk_ids(), digests,
+                        lambda names: {n: row_field(Entity, rows[n], n, "source_ids") for n in names},
+                        store.adjacency(), lambda ids: passage_titles(store, ids),
+                        None if held is None else held[1], extra)
 
     def _build(self, tenant: str, kind: str, former: BM25Index | None) -> BM25Index:
         """The index of ``kind`` for the tenant's documents now: ``former`` less what is gone, with what is new or
@@ -145,8 +175,7 @@ class BM25Cache:
         store = GraphStore(self.redis, tenant)
         self.builds += 1
         if kind == "entities":
-            rows = self._entity_rows(store)
-            digests = {name: stored_fingerprint(raw) for name, raw in rows.items()}
+            rows, digests = self._entity_rows(store)
             if former is None or former.digests is None:
                 former, held = BM25Index([], []), {}
             else:
@@ -181,10 +210,7 @@ class BM25Cache:
 
     def warm(self, tenant: str) -> None:
         """Build the tenant's stale indexes now, so the next query finds them ready."""
-        self._warm_rows = {}
-        try:
+        with self.sharing_rows():
             for kind in KINDS:
                 self(tenant, kind)
             self.walk(tenant)
-        finally:
-            self._warm_rows = None  # the rows are not kept past the warm-up: the indexes hold what they need

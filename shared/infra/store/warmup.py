@@ -54,8 +54,9 @@ def warm_tenant(redis, tenant: str, bm25: BM25Cache, vectors=None, model: str | 
     local copy (the embedded store's matrices; Weaviate keeps none)."""
     started = time.perf_counter()
     store = GraphStore(redis, tenant, snapshots=bm25.snapshots)
-    for load in load_side_by_side(store, bm25, vectors):
-        load.result()
+    with bm25.sharing_rows():  # the entity BM25 and the walk read the entity rows once between them
+        for load in load_side_by_side(store, bm25, vectors):
+            load.result()
     warm_global_index(store)
     warm_query_path(store, bm25, vectors, model)
     return time.perf_counter() - started
