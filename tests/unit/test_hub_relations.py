@@ -10,6 +10,7 @@ from shared.domain.retrieval.bm25 import BM25Index, top_positive
 from shared.domain.retrieval.edge_index import EdgeIndex
 from shared.infra.redis.keys import Keys
 from shared.infra.store import index_codec, redis_graph
+from shared.infra.store.graph_edges import write_edges
 from shared.infra.store.index_snapshots import IndexSnapshots
 from shared.infra.store.redis_extractions import rel_field
 from shared.infra.store.redis_graph import GraphStore, row_json
@@ -20,7 +21,7 @@ def _write(store: GraphStore, relations: list[Relation]) -> None:
     pipe = store.redis.pipeline(transaction=True)
     for r in relations:
         pipe.hset(store.k.relations(), rel_field(r.src, r.tgt), row_json(r))
-        pipe.hset(store.k.edges(), rel_field(r.src, r.tgt), r.weight)
+    write_edges(pipe, store.k, {rel_field(r.src, r.tgt): r.weight for r in relations})
     store._bump(pipe)
     pipe.execute()
 

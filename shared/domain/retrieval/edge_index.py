@@ -36,8 +36,44 @@ class EdgeIndex:
         names = sorted({x for pair in pairs for x in pair})
         index = {n: i for i, n in enumerate(names)}
         ends = np.fromiter((index[x] for pair in pairs for x in pair), dtype=np.int64, count=2 * len(pairs))
-        ends = ends.reshape(-1, 2)
-        w = np.fromiter(pairs.values(), dtype=np.float64, count=len(pairs))
+        return cls._of(names, ends.reshape(-1, 2), np.fromiter(pairs.values(), dtype=np.float64, count=len(pairs)))
+
+    def updated(self, changes: dict[tuple[str, str], float | None]) -> EdgeIndex:
+        """This index with ``changes`` applied: (a, b) -> the relation's weight now, or None when it is gone. The
+        same index ``build`` gives for the relations it then holds; only the changed pairs are handled in Python."""
+        if not changes:
+            return self
+        names = list(self.names)
+        ends, w = self._pairs()
+        at = {n: i for i, n in enumerate(names)}
+        changed = np.fromiter((at.get(x, -1) for pair in changes for x in sorted(pair)), dtype=np.int64,
+                              count=2 * len(changes)).reshape(-1, 2)
+        changed = changed[(changed >= 0).all(axis=1)]  # a pair with a name not held was not a relation here
+        width = max(len(names), 1)
+        gone = np.isin(ends[:, 0] * width + ends[:, 1], changed[:, 0] * width + changed[:, 1])
+        added = {tuple(sorted(pair)): float(weight) for pair, weight in changes.items() if weight is not None}
+        every = sorted(at.keys() | {x for pair in added for x in pair})
+        renumber = {n: i for i, n in enumerate(every)}
+        old_to_new = np.fromiter((renumber[n] for n in names), dtype=np.int64, count=len(names))
+        new_ends = np.fromiter((renumber[x] for pair in added for x in pair), dtype=np.int64, count=2 * len(added))
+        ends = np.concatenate([old_to_new[ends[~gone]].reshape(-1, 2), new_ends.reshape(-1, 2)])
+        w = np.concatenate([w[~gone], np.fromiter(added.values(), dtype=np.float64, count=len(added))])
+        linked = np.zeros(len(every), dtype=bool)  # a name whose relations are all gone leaves the index
+        linked[ends.ravel()] = True
+        keep = np.cumsum(linked) - 1
+        return EdgeIndex._of([n for n, on in zip(every, linked.tolist(), strict=True) if on], keep[ends], w)
+
+    def _pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each relation once, as (entity number, entity number) with the first not above the second, and its
+        weight."""
+        src = np.repeat(np.arange(len(self.names), dtype=np.int64), np.diff(self.indptr))
+        dst = self.neighbours.astype(np.int64)
+        once = src <= dst  # each relation is listed from both ends (a relation with itself once)
+        return np.stack([src[once], dst[once]], axis=1), self.weights[once]
+
+    @classmethod
+    def _of(cls, names: list[str], ends: np.ndarray, w: np.ndarray) -> EdgeIndex:
+        """The index of sorted ``names`` and the relations ``ends`` (pairs of name numbers) of weights ``w``."""
         loops = ends[:, 0] == ends[:, 1]  # a relation of an entity with itself is one arc, not two
         src = np.concatenate([ends[:, 0], ends[~loops, 1]])
         dst = np.concatenate([ends[:, 1], ends[~loops, 0]])

@@ -57,6 +57,12 @@ class Keys:
     def edges(self) -> str:  # hash "src\x1ftgt" -> weight (compact, for clustering)
         return f"{self.p}edges"
 
+    def edge_log(self) -> str:  # list of the edge fields whose weight changed, newest last (``graph_edges``)
+        return f"{self.p}edges:log"
+
+    def edge_logged(self) -> str:  # how many fields were ever appended to ``edge_log`` (less its length: the first's)
+        return f"{self.p}edges:logged"
+
     def lock(self, name: str) -> str:
         return f"{self.p}lock:{name}"
 

@@ -1,30 +1,59 @@
-"""The compact edge hash, and what its changes do to the entity degrees.
+"""The compact edge hash, what its changes do to the entity degrees, and the log of its changes.
 
 The degrees are counted by a clustering. Between clusterings, a merge that adds an edge (a relation field new to
 the edge hash) counts one more pending degree for each end, and one that removes an edge one less, in the same
 step (a script: exact with concurrent writers). A clustering that only extends the communities (no whole-graph
 read) then applies the pending counts to the degrees of the entities they name; a whole-graph one recounts every
-degree and drops the pending counts it read."""
+degree and drops the pending counts it read.
+
+Every field whose weight a write changes (added, reweighted or removed) is also appended to the tenant's change
+log, in the same script, and counted. The neighbour lists a query worker holds then take a later version's
+changes from the log instead of reading every edge again (``edge_changes``). The log keeps the last
+``LOG_KEPT`` fields, or an eighth of the tenant's edges when more: a reader that fell further behind reads the
+whole hash."""
 
 from __future__ import annotations
 
+from shared.infra.redis.conn import to_str
 from shared.infra.store.redis_extractions import split_rel_field
 
-# KEYS[1] the edge hash, KEYS[2] the pending degree counts; ARGV: field, src, tgt, weight ("" removes the edge), ...
+# KEYS[1] the edge hash, KEYS[2] the pending degree counts, KEYS[3] the change log, KEYS[4] its count; ARGV[1] the
+# log's least length kept; then field, src, tgt, weight ("" removes the edge), ...
 _WRITE_EDGES = """
 local function add(name, by)
   if redis.call('HINCRBY', KEYS[2], name, by) == 0 then redis.call('HDEL', KEYS[2], name) end
 end
-for i = 1, #ARGV, 4 do
+local changed = 0
+for i = 2, #ARGV, 4 do
   local field, a, b, w = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   if w == '' then
-    if redis.call('HDEL', KEYS[1], field) == 1 then add(a, -1) add(b, -1) end
-  elseif redis.call('HSET', KEYS[1], field, w) == 1 then
-    add(a, 1) add(b, 1)
+    if redis.call('HDEL', KEYS[1], field) == 1 then
+      add(a, -1) add(b, -1)
+      redis.call('RPUSH', KEYS[3], field) changed = changed + 1
+    end
+  elseif redis.call('HGET', KEYS[1], field) ~= w then
+    if redis.call('HSET', KEYS[1], field, w) == 1 then add(a, 1) add(b, 1) end
+    redis.call('RPUSH', KEYS[3], field) changed = changed + 1
   end
+end
+if changed > 0 then
+  redis.call('INCRBY', KEYS[4], changed)
+  local keep = math.max(tonumber(ARGV[1]), math.floor(redis.call('HLEN', KEYS[1]) / 8))
+  if redis.call('LLEN', KEYS[3]) > keep then redis.call('LTRIM', KEYS[3], -keep, -1) end
 end
 return 0
 """
+# KEYS[1] the change log, KEYS[2] its count; ARGV[1] a count read before: {the count now, 1 and the fields appended
+# since, or 0 when the log no longer holds them all}
+_READ_LOG = """
+local logged = tonumber(redis.call('GET', KEYS[2]) or '0')
+local length = redis.call('LLEN', KEYS[1])
+local since = tonumber(ARGV[1])
+if since < logged - length or since > logged then return {logged, 0} end
+if since == logged then return {logged, 1, {}} end
+return {logged, 1, redis.call('LRANGE', KEYS[1], length - (logged - since), -1)}
+"""
+LOG_KEPT = 10_000  # the change log keeps at least this many fields, else an eighth of the tenant's edges
 # KEYS[1] the pending degree counts, KEYS[2] the degrees; ARGV[1] "1" to add the counts to the degrees ("0": only
 # drop them), then name, count, ...: the counts read are taken off the pending ones (what a merge added since stays)
 _TAKE_DELTAS = """
@@ -44,8 +73,25 @@ def write_edges(pipe, keys, weights: dict[str, float | None]) -> None:
     for field, weight in weights.items():
         args.extend((field, *split_rel_field(field), "" if weight is None else repr(float(weight))))
     for i in range(0, len(args), 4000):
-        pipe.execute_command("EVAL", _WRITE_EDGES, 2, keys.edges(), keys.degree_delta(),
-                  *args[i : i + 4000])
+        pipe.execute_command("EVAL", _WRITE_EDGES, 4, keys.edges(), keys.degree_delta(), keys.edge_log(),
+                             keys.edge_logged(), LOG_KEPT, *args[i : i + 4000])
+
+
+def edge_changes(redis, keys, since: int) -> tuple[int, dict[tuple[str, str], float | None] | None]:
+    """(the change log's count now, each edge changed since the count ``since`` -> its weight now, None when gone),
+    the changes None when the log no longer holds them all (trimmed, or taken back by a restore): the caller then
+    reads the whole edge hash. Weights are read after the log, so a change written meanwhile may be seen early;
+    it is read again from the log next time, to the same weight."""
+    logged, complete, *rest = redis.execute_command("EVAL", _READ_LOG, 2, keys.edge_log(), keys.edge_logged(), since)
+    if not int(complete):
+        return int(logged), None
+    fields = list(dict.fromkeys(to_str(f) for f in rest[0]))
+    changes: dict[tuple[str, str], float | None] = {}
+    for i in range(0, len(fields), 5000):
+        part = fields[i : i + 5000]
+        for field, raw in zip(part, redis.hmget(keys.edges(), part), strict=True):
+            changes[split_rel_field(field)] = None if raw is None else float(raw)
+    return int(logged), changes
 
 
 def take_deltas(pipe, keys, deltas: dict[str, int], apply: bool) -> None:

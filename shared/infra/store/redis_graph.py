@@ -27,7 +27,7 @@ from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
 from shared.infra.store import index_codec
 from shared.infra.store.graph_codec import field_chunk, longest_first, unpack_entity_fragment, unpack_relation_fragment
-from shared.infra.store.graph_edges import take_deltas
+from shared.infra.store.graph_edges import edge_changes, take_deltas
 from shared.infra.store.held_fragments import holding, read_fragments
 from shared.infra.store.index_snapshots import IndexSnapshots, version_tag
 from shared.infra.store.lru import CACHED_TENANTS, LRU
@@ -40,7 +40,8 @@ from shared.infra.store.row_codec import unpack_row
 
 # Neighbour lists per tenant (``EdgeIndex``), keyed by the graph revision, with the relations queries ranked
 # heaviest first (``EdgeIndex.ranked``, kept as queries ask for them). Read cache, never coordination.
-_ADJACENCY: LRU[str, tuple[tuple, object, tuple[EdgeIndex, dict[str, Ranked]]]] = LRU(CACHED_TENANTS)
+# The entry's last field is the edge change log's count its lists include (``graph_edges.edge_changes``).
+_ADJACENCY: LRU[str, tuple[tuple, object, tuple[EdgeIndex, dict[str, Ranked]], int]] = LRU(CACHED_TENANTS)
 EDGES = "edges"  # the index snapshot kind of the neighbour lists
 _ENTITY_ROWS: VersionRows[Entity] = VersionRows()
 # Every entity name per tenant, keyed by the graph revision read before them (the gateway's entity search).
@@ -237,17 +238,26 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
 
     def _graph_index(self) -> tuple[tuple, EdgeIndex, dict[str, Ranked]]:
         """(revision read, neighbour lists, each entity's relations heaviest first as queries asked for them),
-        cached per process per graph version; a cold process loads the lists' snapshot when it is current."""
-        version = self.revision()
+        cached per process per graph version. A later version's lists are this process's former ones with the
+        edges changed since applied (``graph_edges.edge_changes``); a cold process loads the lists' snapshot when it
+        is current; else (or when the change log no longer reaches back) every edge is read."""
+        *version, logged = self.revision(self.k.edge_logged())  # one read: the log's count is that of this version
+        version, logged = tuple(version), int(logged or 0)
 
         def build() -> tuple:
+            held = _ADJACENCY.get(self.k.p)
+            if (held is not None and held[1] is self.redis and version[0] is not None and held[0][0] is not None
+                    and held[0][1] == version[1] and int(held[0][0]) <= int(version[0])):  # the same graph, later
+                now, changes = edge_changes(self.redis, self.k, held[3])
+                if changes is not None:
+                    return version, self.redis, (held[2][0].updated(changes), {}), now
             if self.snapshots is None or version[0] is None:
                 edges = EdgeIndex.build(self.edge_list())
             else:
                 edges, _ = self.snapshots.load_or_build(self.tenant, EDGES, version_tag(*version),
                                                         index_codec.edges_from_bytes, index_codec.edges_to_bytes,
                                                         lambda: EdgeIndex.build(self.edge_list()))
-            return version, self.redis, (edges, {})  # the ranked lists: the cached entry's, filled by queries
+            return version, self.redis, (edges, {}), logged  # the ranked lists: the cached entry's, filled by queries
 
         cached = _ADJACENCY.get_or_build(self.k.p, lambda hit: hit[0] == version and hit[1] is self.redis, build)
         return (version, *cached[2])
