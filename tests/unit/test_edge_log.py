@@ -101,3 +101,22 @@ def test_a_reader_the_trimmed_log_no_longer_reaches_reads_every_edge(redis_clien
     _write(store, {("B", "N0"): None})
     _same(store.adjacency(), EdgeIndex.build(edge_list(store)))
     assert reads == [1]  # one change: from the log
+
+
+def test_lists_updated_from_the_log_are_stored_for_a_cold_process(redis_client, tenant, monkeypatch):
+    from shared.infra.store.index_snapshots import IndexSnapshots
+
+    _fresh_process(monkeypatch)
+    store = GraphStore(redis_client, tenant, snapshots=IndexSnapshots(redis_client, 2**26))
+    _write(store, {("A", f"N{i}"): 1.0 for i in range(20)})
+    store.adjacency()
+    _write(store, {("A", "N0"): 5.0, ("B", "N1"): 1.0})
+    reads = []
+    edge_list = GraphStore.edge_list
+    monkeypatch.setattr(GraphStore, "edge_list", lambda self: reads.append(1) or edge_list(self))
+    updated = store.adjacency()  # from the log, and stored as this version's snapshot
+    _fresh_process(monkeypatch)
+    cold = GraphStore(redis_client, tenant, snapshots=IndexSnapshots(redis_client, 2**26)).adjacency()
+    assert reads == []
+    _same(cold, updated)
+    _same(cold, EdgeIndex.build(edge_list(store)))

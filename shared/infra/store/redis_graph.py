@@ -245,19 +245,25 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
         version, logged = tuple(version), int(logged or 0)
 
         def build() -> tuple:
-            held = _ADJACENCY.get(self.k.p)
-            if (held is not None and held[1] is self.redis and version[0] is not None and held[0][0] is not None
-                    and held[0][1] == version[1] and int(held[0][0]) <= int(version[0])):  # the same graph, later
-                now, changes = edge_changes(self.redis, self.k, held[3])
-                if changes is not None:
-                    return version, self.redis, (held[2][0].updated(changes), {}), now
+            position = [logged]  # the log's count the lists will include
+
+            def current() -> EdgeIndex:
+                held = _ADJACENCY.get(self.k.p)
+                if (held is not None and held[1] is self.redis and version[0] is not None and held[0][0] is not None
+                        and held[0][1] == version[1] and int(held[0][0]) <= int(version[0])):  # the same graph, later
+                    position[0], changes = edge_changes(self.redis, self.k, held[3])
+                    if changes is not None:
+                        return held[2][0].updated(changes)
+                    position[0] = logged
+                return EdgeIndex.build(self.edge_list())
+
             if self.snapshots is None or version[0] is None:
-                edges = EdgeIndex.build(self.edge_list())
-            else:
+                edges = current()
+            else:  # a snapshot of this version when one is stored, else built here and stored for cold processes
                 edges, _ = self.snapshots.load_or_build(self.tenant, EDGES, version_tag(*version),
                                                         index_codec.edges_from_bytes, index_codec.edges_to_bytes,
-                                                        lambda: EdgeIndex.build(self.edge_list()))
-            return version, self.redis, (edges, {}), logged  # the ranked lists: the cached entry's, filled by queries
+                                                        current)
+            return version, self.redis, (edges, {}), position[0]  # the ranked lists: filled by queries
 
         cached = _ADJACENCY.get_or_build(self.k.p, lambda hit: hit[0] == version and hit[1] is self.redis, build)
         return (version, *cached[2])
