@@ -8,7 +8,9 @@ them, so a user's first query on a new worker loads them.
 
 A BM25 index of a version gone stale is updated, not rebuilt: the documents added, changed or removed since are
 found (chunks by id; entities by a digest of their stored row) and only those are tokenized, so the warm-up after a
-batch indexes what the batch wrote, not everything the tenant holds."""
+batch indexes what the batch wrote, not everything the tenant holds. The walk graph likewise parses only the entity
+rows whose digest changed and reads only the new passages' titles (``walk_build.assemble``), and takes the
+relations from the neighbour lists, which follow the edge change log (``GraphStore.adjacency``)."""
 
 from __future__ import annotations
 
