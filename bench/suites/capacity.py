@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import time
 
+import redis
+
 from bench.harness import capacity_probe as probe
 from bench.harness.capacity_corpus import batches, corpus
 from bench.harness.cpu import cpu_seconds
@@ -94,12 +96,16 @@ def recluster(client, rec: StageRecorder, timeout: float) -> tuple[dict, float] 
 
 def follow(client, rec: StageRecorder, job_id: str, started: float, timeout: float) -> tuple[dict, float]:
     while True:
-        view = client.job("cap", job_id)
+        if time.perf_counter() - started > timeout:
+            raise TimeoutError(f"ingestion not finished after {timeout} s")
+        try:
+            view = client.job("cap", job_id)
+        except (redis.exceptions.TimeoutError, redis.exceptions.ConnectionError):  # the state Redis is busy (a
+            time.sleep(POLL_S)  # large tenant's whole-graph read): the job goes on, and so does the poll
+            continue
         rec.poll(view)
         if view and view["status"] in ("succeeded", "failed", "cancelled"):
             break
-        if time.perf_counter() - started > timeout:
-            raise TimeoutError(f"ingestion not finished after {timeout} s")
         time.sleep(POLL_S)
     seconds = time.perf_counter() - started
     rec.mark("end")
