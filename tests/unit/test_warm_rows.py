@@ -10,13 +10,18 @@ from shared.infra.store.redis_graph import GraphStore
 from tests.unit.test_query_warmup import _fill
 
 
-def test_a_warm_up_reads_the_entity_rows_once_for_both_builds_unless_the_graph_changes_between(
-        redis_client, tenant, monkeypatch):
+def _counted(redis_client, tenant: str, monkeypatch) -> tuple[list, BM25Cache]:
+    """A tenant with one entity, a list that gets an item per read of every entity row, and a cold cache."""
     _fill(redis_client, tenant, "grey goose")
-    reads = []
+    reads: list = []
     real = GraphStore.raw_entity_rows
     monkeypatch.setattr(GraphStore, "raw_entity_rows", lambda self: reads.append(1) or real(self))
-    cache = BM25Cache(redis_client, capacity=2, snapshot_bytes=0)
+    return reads, BM25Cache(redis_client, capacity=2, snapshot_bytes=0)
+
+
+def test_a_warm_up_reads_the_entity_rows_once_for_both_builds_unless_the_graph_changes_between(
+        redis_client, tenant, monkeypatch):
+    reads, cache = _counted(redis_client, tenant, monkeypatch)
     cache.warm(tenant)
     assert len(reads) == 1 and cache.builds == 2 and cache.walk_builds == 1
     assert [name for name, _ in cache(tenant, "entities").query("goose")] == ["GREY GOOSE"]
@@ -44,10 +49,6 @@ def test_a_query_workers_warm_up_reads_the_entity_rows_once_though_its_builds_ru
         redis_client, tenant, monkeypatch):
     from shared.infra.store.warmup import warm_tenant
 
-    _fill(redis_client, tenant, "grey goose")
-    reads = []
-    real = GraphStore.raw_entity_rows
-    monkeypatch.setattr(GraphStore, "raw_entity_rows", lambda self: reads.append(1) or real(self))
-    cache = BM25Cache(redis_client, capacity=2, snapshot_bytes=0)
+    reads, cache = _counted(redis_client, tenant, monkeypatch)
     warm_tenant(redis_client, tenant, cache)
     assert len(reads) == 1 and cache.builds == 2 and cache.walk_builds == 1 and cache._shared is None
