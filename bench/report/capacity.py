@@ -133,6 +133,14 @@ def job_stages_table(rows: list[dict]) -> list[str]:
                     out) if out else ["(no batched run with stage times)"]
 
 
+def probe_table(rows: list[dict]) -> list[str]:
+    """Batched runs with ``--probe-queries``: the context-only local queries a user sent while each job ran."""
+    out = [[label(r), job_label(j), q["queries"], q.get("p50_s", "-"), q.get("p95_s", "-"), q.get("max_s", "-")]
+           for r in rows for j in r.get("jobs") or [] if (q := j.get("queries_meanwhile"))]
+    return md_table(["run", "job", "queries", "p50 s", "p95 s", "slowest s"], out) if out else [
+        "(no run with --probe-queries)"]
+
+
 def capacity_section(before: list[dict], after: list[dict]) -> list[str]:
     """The section "Capacity" of docs/benchmarks.md: the runs before and after the ``MISSING`` script, per chunk."""
     before, after = ([r for r in rows if r.get("bench") == "capacity"] for rows in (before, after))
@@ -163,6 +171,8 @@ def render(rows: list[dict]) -> str:
         "\n## Batched ingestion: each job as the tenant grows\n", *jobs_table(rows),
         "\n## Batched ingestion: each job's seconds by stage (a stage's first start to the next's), LLM work\n",
         *job_stages_table(rows),
+        "\n## Queries while the tenant ingests (--probe-queries: context-only local, submit to result)\n",
+        *probe_table(rows),
     ]
     return "\n".join(parts) + "\n"
 

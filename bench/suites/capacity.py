@@ -3,13 +3,14 @@ ingested chunk (by stage) and per query (by mode and stage), broker messages per
 
     .venv/bin/python -m bench.suites.capacity [--sizes 1000 10000 50000] [--llm-up-to 1000] [--both-at 1000] [--no-llm]
         [--size-tokens 300] [--overlap 30] [--batch-chunks 0] [--processes 1] [--concurrency 16]
-        [--query-repeat 3] [--out bench/results/capacity.jsonl]
+        [--query-repeat 3] [--probe-queries 0] [--out bench/results/capacity.jsonl]
     .venv/bin/python -m bench.report.capacity bench/results/capacity.jsonl
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import redis
@@ -112,6 +113,56 @@ def follow(client, rec: StageRecorder, job_id: str, started: float, timeout: flo
     return view, seconds
 
 
+class QueryProbe:
+    """A user querying the tenant while it ingests: a context-only local query every ``every_s`` seconds (the next
+    one sent when the last has answered, at the earliest), each one's seconds (submit to result) filed under the
+    job running when it was sent (``window``)."""
+
+    def __init__(self, state_url: str, every_s: float):
+        self.every_s, self.state_url = every_s, state_url
+        self.seconds: dict[int, list[float]] = {}
+        self.failed = 0
+        self.window = -1  # the job now running (-1: none: no query sent)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="query-probe", daemon=True)
+
+    def __enter__(self) -> QueryProbe:
+        if self.every_s > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(900)
+
+    def _run(self) -> None:
+        client, n = LocalClient(self.state_url), 0
+        while not self._stop.wait(self.every_s):
+            job = self.window
+            if job < 0:
+                continue
+            n += 1
+            started = time.perf_counter()
+            try:
+                status = client.query("cap", QueryParam(query=f"{QUERIES['local']} (probe {n})", mode="local",
+                                                        only_need_context=True), timeout=900)["status"]
+            except Exception:  # noqa: BLE001 - a busy Redis's timeout counts as a failed query, the probe goes on
+                status = "error"
+            if status == "succeeded":
+                self.seconds.setdefault(job, []).append(time.perf_counter() - started)
+            else:
+                self.failed += 1
+
+    def summary(self, job: int) -> dict:
+        """The queries sent during ``job``: how many, p50, p95 and the slowest (s)."""
+        got = sorted(self.seconds.get(job, []))
+        if not got:
+            return {"queries": 0}
+        pick = lambda q: round(got[min(len(got) - 1, int(q * len(got)))], 3)  # noqa: E731
+        return {"queries": len(got), "p50_s": pick(0.5), "p95_s": pick(0.95), "max_s": round(got[-1], 3)}
+
+
 def per_view_cost(client, state, job_id: str, n: int = 20) -> dict:
     """The state-Redis commands of one job read by the bench (subtracted from the stages)."""
     before = probe.snapshot(state)
@@ -168,13 +219,19 @@ def run_size(target: int, fast: bool, args) -> dict:
             rec = StageRecorder(st, sim, state, broker, state_url)
             sim0 = sim_stats(sim)
             views, jobs = [], []
-            for i, docs in enumerate(batches(built, args.batch_chunks)):
-                before, b_before, chunks_before = probe.snapshot(state), probe.snapshot(broker), stored(client)
-                view, seconds = ingest(client, rec, docs, args.timeout)
-                views.append(view)
-                jobs.append(job_record(i, chunks_before, stored(client), seconds, view,
-                                       probe.delta(before, probe.snapshot(state)),
-                                       probe.broker_messages(probe.delta(b_before, probe.snapshot(broker)))))
+            with QueryProbe(state_url, args.probe_queries) as querying:
+                for i, docs in enumerate(batches(built, args.batch_chunks)):
+                    before, b_before, chunks_before = probe.snapshot(state), probe.snapshot(broker), stored(client)
+                    querying.window = i
+                    view, seconds = ingest(client, rec, docs, args.timeout)
+                    views.append(view)
+                    jobs.append(job_record(i, chunks_before, stored(client), seconds, view,
+                                           probe.delta(before, probe.snapshot(state)),
+                                           probe.broker_messages(probe.delta(b_before, probe.snapshot(broker)))))
+            if args.probe_queries > 0:
+                for record in jobs:
+                    record["queries_meanwhile"] = querying.summary(record["job"])
+                jobs[-1]["queries_meanwhile"]["failed_in_run"] = querying.failed
             before, b_before, held = probe.snapshot(state), probe.snapshot(broker), stored(client)
             if (deferred := recluster(client, rec, args.timeout)) is not None:  # per chunk: of the chunks held
                 views.append(deferred[0])
@@ -257,6 +314,9 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument("--batch-chunks", type=int, default=0,
                     help="ingest in consecutive jobs of about this many chunks (0: one job)")
+    ap.add_argument("--probe-queries", type=float, default=0.0,
+                    help="while the jobs run, a context-only local query every this many seconds (0: none); each "
+                         "job's record gets their seconds (queries_meanwhile)")
     ap.add_argument("--no-llm", action="store_true",
                     help="workers with no LLM configured (LLM-free extraction, summaries and reports; every size)")
     args = ap.parse_args()
