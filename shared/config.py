@@ -167,6 +167,10 @@ class QuerySettings(BaseModel):
     # the largest snapshot of one of those indexes stored in Redis for cold processes to load instead of building
     # it (one per tenant and index; 0: none stored or read; shared.infra.store.index_snapshots)
     index_snapshot_mb: int = Field(1024, ge=0)
+    # a user's query that finds a tenant's index being rebuilt for a newer version (after a batch, on a large
+    # tenant: seconds) waits this long for it, then is served the index of the version before while the rebuild
+    # goes on (shared.infra.store.stale_reads); null: it waits for the rebuild (every query reads its own writes)
+    stale_index_after_s: float | None = Field(1.0, ge=0)
     # memory a query worker process touches before it consumes and reads cold tenants' indexes into (0: none;
     # for hosts that back a VM's memory only when first touched; shared.infra.pretouched)
     pretouch_mb: int = Field(0, ge=0)
@@ -225,8 +229,10 @@ class LLMModeError(RuntimeError):
 
 
 class Settings(BaseSettings):
+    # "null" sets an optional setting to None (``GRAPHFLEET_QUERY__STALE_INDEX_AFTER_S=null``)
     model_config = SettingsConfigDict(
-        env_prefix="GRAPHFLEET_", env_nested_delimiter="__", extra="ignore", case_sensitive=False
+        env_prefix="GRAPHFLEET_", env_nested_delimiter="__", extra="ignore", case_sensitive=False,
+        env_parse_none_str="null",
     )
 
     # Contract names (used by outside scripts; keep them).

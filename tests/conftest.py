@@ -174,7 +174,11 @@ def worker_env(simulator_url: str | None, **extra) -> dict:
     # no recluster jobs in the background (``shared.pipeline.recluster``) unless a test asks for them
     # (test_document_lifecycle): they call the LLM outside the jobs a test waits for, and a tenant one module's
     # stack marked due on the shared Redis would get its job from the next module's stack
-    env = {"GRAPHFLEET_LLM_API_KEY": "sk-test", "GRAPHFLEET_CLUSTER__RECLUSTER_QUIET_S": "0"}
+    # a query that meets an index rebuild is served the version before only after a minute: a query a test sends
+    # after its ingestion reads that ingestion's writes however slow the machine (tests/unit/test_stale_reads.py
+    # checks the stale reads themselves)
+    env = {"GRAPHFLEET_LLM_API_KEY": "sk-test", "GRAPHFLEET_CLUSTER__RECLUSTER_QUIET_S": "0",
+           "GRAPHFLEET_QUERY__STALE_INDEX_AFTER_S": "60"}
     if simulator_url:
         env["GRAPHFLEET_LLM_BASE_URL"] = simulator_url
     else:

@@ -16,6 +16,7 @@ from shared.domain.query.global_run import answer_without_map, finish_global, st
 from shared.infra.jobs.query_record import query_param, save_result, tenant_preset
 from shared.infra.messaging.messages import GlobalMap, GlobalReduce, QueryDeadline, RunQuery
 from shared.infra.store.index_loads import prefetch_cold
+from shared.infra.store.stale_reads import serving_stale
 from workers.job import Job
 from workers.shell import job_task
 
@@ -66,10 +67,11 @@ def run_query(job: Job, msg: RunQuery) -> None:
         ctx = job.context("embed")
         indexes = job.rt.indexes()
         prefetch_cold(job.store, indexes, job.rt.vectors, param.mode)
-        result = answer_query(param, job.store, job.rt.vectors, job.embed(ctx), chat, indexes,
-                              prices=job.settings.llm.prices, walk_provider=indexes.walk,
-                              lexical_embedder=job.rt.lexical_embedder(ctx),
-                              tenant_preset=tenant_preset(job.rt.tenants(), job.settings, msg.tenant))
+        with serving_stale(job.settings.query.stale_index_after_s):  # a rebuild for a newer version goes on behind
+            result = answer_query(param, job.store, job.rt.vectors, job.embed(ctx), chat, indexes,
+                                  prices=job.settings.llm.prices, walk_provider=indexes.walk,
+                                  lexical_embedder=job.rt.lexical_embedder(ctx),
+                                  tenant_preset=tenant_preset(job.rt.tenants(), job.settings, msg.tenant))
     except Exception as exc:  # noqa: BLE001 - the job records the cause instead of hanging
         job.fail_query(exc)
         return
@@ -79,8 +81,13 @@ def run_query(job: Job, msg: RunQuery) -> None:
 def _entity_hits(job: Job, param):
     """The question's entity search, started now and read by ``start_global`` once it loaded the reports."""
     ctx, indexes = job.context("embed"), job.rt.indexes()
-    return _POOL.submit(global_entity_hits, param, job.store, job.rt.vectors, job.embed(ctx), indexes,
-                        job.rt.lexical_embedder(ctx)).result
+    embed, lexical, after = job.embed(ctx), job.rt.lexical_embedder(ctx), job.settings.query.stale_index_after_s
+
+    def search():
+        with serving_stale(after):  # as a local query's: a rebuild for a newer version goes on behind it
+            return global_entity_hits(param, job.store, job.rt.vectors, embed, indexes, lexical)
+
+    return _POOL.submit(search).result
 
 
 def _answer_global(job: Job, param, chat) -> None:

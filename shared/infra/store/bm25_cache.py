@@ -10,7 +10,10 @@ A BM25 index of a version gone stale is updated, not rebuilt: the documents adde
 found (chunks by id; entities by a digest of their stored row) and only those are tokenized, so the warm-up after a
 batch indexes what the batch wrote, not everything the tenant holds. The walk graph likewise parses only the entity
 rows whose digest changed and reads only the new passages' titles (``walk_build.assemble``), and takes the
-relations from the neighbour lists, which follow the edge change log (``GraphStore.adjacency``)."""
+relations from the neighbour lists, which follow the edge change log (``GraphStore.adjacency``).
+
+A user's query is not held up by a rebuild: it is served the index of the version before once
+``QuerySettings.stale_index_after_s`` has passed, and the rebuild goes on behind it (``stale_reads``)."""
 
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from shared.infra.store.index_snapshots import DEFAULT_SNAPSHOT_BYTES, IndexSnap
 from shared.infra.store.lru import LRU
 from shared.infra.store.redis_graph import GraphStore
 from shared.infra.store.row_codec import row_field
+from shared.infra.store.stale_reads import may_stand, stale_after
 from shared.infra.store.synonym_store import SynonymStore
 
 WALK = "walk"  # the cache key's kind for a tenant's walk graph
@@ -82,7 +86,8 @@ class BM25Cache:
                                                 index_codec.bm25_to_bytes,
                                                 lambda: self._build(tenant, kind, self._former(tenant, kind)))
 
-        return self._cache.get_or_build((tenant, kind), lambda hit: hit[0] == version, build)[1]
+        return self._cache.get_or_build((tenant, kind), lambda hit: hit[0] == version, build, stale_after(),
+                                        lambda hit: may_stand(hit[0], version))[1]
 
     def walk(self, tenant: str) -> WalkIndex:
         """The tenant's passage-entity graph, valid while its graph and both collections are unchanged."""
@@ -94,7 +99,8 @@ class BM25Cache:
             return version, self._load_or_build(tenant, WALK, version, index_codec.walk_from_bytes,
                                                 index_codec.walk_to_bytes, lambda: self._build_walk(tenant))
 
-        return self._cache.get_or_build((tenant, WALK), lambda hit: hit[0] == version, build)[1]
+        return self._cache.get_or_build((tenant, WALK), lambda hit: hit[0] == version, build, stale_after(),
+                                        lambda hit: may_stand(hit[0], version))[1]
 
     def _load_or_build(self, tenant: str, kind: str, version: tuple, decode: Callable, encode: Callable,
                        build: Callable):

@@ -37,6 +37,7 @@ from shared.infra.store.redis_documents import DocumentStore
 from shared.infra.store.redis_extractions import ExtractionStore, rel_field, split_rel_field
 from shared.infra.store.row_cache import VersionRows
 from shared.infra.store.row_codec import unpack_row
+from shared.infra.store.stale_reads import may_stand, stale_after
 
 # Neighbour lists per tenant (``EdgeIndex``), keyed by the graph revision, with the relations queries ranked
 # heaviest first (``EdgeIndex.ranked``, kept as queries ask for them). Read cache, never coordination.
@@ -265,7 +266,8 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
                                                         current)
             return version, self.redis, (edges, {}), position[0]  # the ranked lists: filled by queries
 
-        cached = _ADJACENCY.get_or_build(self.k.p, lambda hit: hit[0] == version and hit[1] is self.redis, build)
+        cached = _ADJACENCY.get_or_build(self.k.p, lambda hit: hit[0] == version and hit[1] is self.redis, build,
+                                         stale_after(), lambda hit: hit[1] is self.redis and may_stand(hit[0], version))
         return (version, *cached[2])
 
     def neighbors(self, names: Iterable[str]) -> dict[str, list[str]]:

@@ -38,6 +38,7 @@ from shared.infra.store.array_pack import pack, unpack
 from shared.infra.store.half_rows import DTYPE, HalfRows
 from shared.infra.store.index_snapshots import DEFAULT_SNAPSHOT_BYTES, IndexSnapshots, version_tag
 from shared.infra.store.lru import CACHED_TENANTS, LRU
+from shared.infra.store.stale_reads import stale_after
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +99,8 @@ class RedisVectorStore:
         """``snapshot_bytes``: the largest row-id snapshot stored (0: none stored or read)."""
         self.redis = redis
         self.snapshots = IndexSnapshots(redis, snapshot_bytes) if snapshot_bytes > 0 else None
-        # (version, id per stored row ("" for a free one), the rows, the free rows' numbers)
-        self._cache: LRU[tuple[str, str], tuple[int, StringTable, HalfRows, np.ndarray]] = LRU(
+        # (version, id per stored row ("" for a free one), the rows, the free rows' numbers, the graph's epoch)
+        self._cache: LRU[tuple[str, str], tuple[int, StringTable, HalfRows, np.ndarray, bytes | None]] = LRU(
             CACHED_TENANTS * len(KINDS))
         self.loads = 0  # collections read from Redis by this process (a cold search or a warm-up)
         self.rowid_snapshot_loads = 0  # of those, the ones whose row ids came from their snapshot
@@ -177,37 +178,43 @@ class RedisVectorStore:
         raw = self.redis.hmget(Keys(tenant).vector_meta(kind), [ids[i] for i in top]) if top else []
         return [VectorHit(ids[i], score[i], json.loads(p) if p else {}) for i, p in zip(top, raw, strict=True)]
 
-    def _load(self, tenant: str, kind: str):
-        version = int(self.redis.get(Keys(tenant).vector_version(kind)) or 0)
-        return self._cache.get_or_build((tenant, kind), lambda entry: entry[0] == version,
-                                        lambda: self._read(tenant, kind))
+    def _load(self, tenant: str, kind: str) -> tuple[int, StringTable, HalfRows, np.ndarray]:
+        """(version, ids, rows, free rows) of the tenant's collection now; inside ``stale_reads.serving_stale``,
+        those of an earlier version of the same graph while the current one is read behind the caller."""
+        k = Keys(tenant)
+        raw, epoch = self.redis.mget([k.vector_version(kind), k.graph_epoch()])
+        version = int(raw or 0)
+        entry = self._cache.get_or_build(
+            (tenant, kind), lambda hit: hit[0] == version, lambda: self._read(tenant, kind), stale_after(),
+            lambda hit: epoch is not None and hit[4] == epoch and 0 <= hit[0] <= version)
+        return entry[:4]
 
-    def _version(self, k: Keys, kind: str) -> tuple[int, str]:
+    def _version(self, k: Keys, kind: str) -> tuple[int, str, bytes | None]:
         """(the collection's version counter, the row-id snapshot tag: that counter and the graph's epoch, so a
-        tenant deleted and rebuilt, whose counter starts again, never meets an earlier snapshot)."""
+        tenant deleted and rebuilt, whose counter starts again, never meets an earlier snapshot; the epoch)."""
         version, epoch = self.redis.mget([k.vector_version(kind), k.graph_epoch()])
-        return int(version or 0), version_tag(version, epoch)
+        return int(version or 0), version_tag(version, epoch), epoch
 
     def _read(self, tenant: str, kind: str):
-        """(version, ids, rows, free rows) read in bulk. Read again while a write changes the collection
-        meanwhile; after ``READS_BEFORE_UNCACHED`` tries the last read is used with version -1, so the next search
-        reads again. Only a read no write raced stores its row ids' snapshot."""
+        """(version, ids, rows, free rows, the graph's epoch) read in bulk. Read again while a write changes the
+        collection meanwhile; after ``READS_BEFORE_UNCACHED`` tries the last read is used with version -1, so the
+        next search reads again. Only a read no write raced stores its row ids' snapshot."""
         k = Keys(tenant)
         if self.redis.exists(k.vectors(kind)):
             self._move_earlier_layout(tenant, kind)
-        version, tag = self._version(k, kind)  # before the rows: a snapshot is never tagged newer than its ids
+        version, tag, epoch = self._version(k, kind)  # before the rows: a snapshot is never tagged newer than its ids
         for _attempt in range(READS_BEFORE_UNCACHED):
             self.loads += 1
             ids, free, rows, store = self._read_rows(k, kind, tag)
-            now, now_tag = self._version(k, kind)
+            now, now_tag, epoch = self._version(k, kind)
             if now_tag == tag:
                 break
             version, tag = now, now_tag
         else:
-            return -1, ids, rows, free
+            return -1, ids, rows, free, epoch
         if store:
             self._store_rowids(k, kind, tag, ids, free, store == "damaged")
-        return version, ids, rows, free
+        return version, ids, rows, free, epoch
 
     def _read_rows(self, k: Keys, kind: str, tag: str) -> tuple[StringTable, np.ndarray, HalfRows, str]:
         """(the id of each stored row, "" for a free one; the free rows' numbers; the rows; "" when the ids came
