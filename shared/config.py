@@ -168,8 +168,8 @@ class QuerySettings(BaseModel):
     # it (one per tenant and index; 0: none stored or read; shared.infra.store.index_snapshots)
     index_snapshot_mb: int = Field(1024, ge=0)
     # a user's query that finds a tenant's index being rebuilt for a newer version (after a batch, on a large
-    # tenant: seconds) waits this long for it, then is served the index of the version before while the rebuild
-    # goes on (shared.infra.store.stale_reads); null: it waits for the rebuild (every query reads its own writes)
+    # tenant: seconds) waits this long in all, then is served the indexes of the version before while the rebuilds
+    # go on (shared.infra.store.stale_reads); null: it waits for the rebuilds (every query reads its own writes)
     stale_index_after_s: float | None = Field(1.0, ge=0)
     # memory a query worker process touches before it consumes and reads cold tenants' indexes into (0: none;
     # for hosts that back a VM's memory only when first touched; shared.infra.pretouched)

@@ -2,37 +2,43 @@
 
 A batch bumps a tenant's versions; each query worker then rebuilds (updates) its indexes, in the warm-up the batch
 announces or on the first query that finds them stale. On a large tenant that takes tens of seconds, and a user's
-query that came meanwhile waited for it. A user's query runs inside :func:`serving_stale` instead: an index being
-rebuilt for a newer version keeps serving the version before once ``QuerySettings.stale_index_after_s`` has passed
-(never across a tenant deleted and rebuilt: the caches check the graph's epoch), and the rebuild goes on behind it.
-Everything else (the warm-ups, the ingestion's own reads, the builds that feed one index from another) reads
-outside it and always gets the current version.
+query that came meanwhile waited for it. A user's query runs inside :func:`serving_stale` instead: once it has
+waited ``QuerySettings.stale_index_after_s`` for rebuilds, over all the indexes it reads, an index being rebuilt for
+a newer version serves it the version before (never across a tenant deleted and rebuilt: the caches check the
+graph's epoch), and the rebuild goes on behind it. Everything else (the warm-ups, the ingestion's own reads, the
+builds that feed one index from another) reads outside it and always gets the current version.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-_AFTER: ContextVar[float | None] = ContextVar("graphfleet_stale_index_after_s", default=None)
+# the monotonic time until which this caller waits for rebuilds, summed over every index it reads
+_UNTIL: ContextVar[float | None] = ContextVar("graphfleet_stale_index_until", default=None)
 
 
 def stale_after() -> float | None:
-    """Seconds this caller waits for a rebuild before it is served the held index; None: it waits for the rebuild."""
-    return _AFTER.get()
+    """Seconds this caller may still wait for a rebuild before it is served the held index (0 once its wait is
+    spent); None: it waits for the rebuild."""
+    until = _UNTIL.get()
+    return None if until is None else max(0.0, until - time.monotonic())
 
 
 @contextlib.contextmanager
 def serving_stale(after_s: float | None) -> Iterator[None]:
-    """Within: the caches may serve the index held for an earlier version after ``after_s`` seconds (None: never).
+    """Within: the caches may serve the index held for an earlier version once ``after_s`` seconds (None: never)
+    have passed waiting for rebuilds, counted over every index read within (a query reads half a dozen: each
+    waiting its own ``after_s`` would add up).
     A build always reads the current versions (``LRU`` runs it under ``serving_stale(None)``): an index built from
     another one held for an earlier version would be stored as current."""
-    token = _AFTER.set(after_s)
+    token = _UNTIL.set(None if after_s is None else time.monotonic() + after_s)
     try:
         yield
     finally:
-        _AFTER.reset(token)
+        _UNTIL.reset(token)
 
 
 def may_stand(held: tuple, now: tuple) -> bool:
