@@ -244,3 +244,22 @@ def test_neighbour_lists_and_vectors_serve_the_version_before_while_they_are_rea
             break
     else:
         pytest.fail(f"the rebuilt lists and vectors never came: {lists}, {[h.id for h in hits]}")
+
+
+def test_vectors_of_a_tenant_deleted_and_rebuilt_are_read_again_at_the_same_version(redis_client, tenant):
+    vectors = RedisVectorStore(redis_client, snapshot_bytes=0)
+
+    def incarnation(item: str) -> None:
+        store = GraphStore(redis_client, tenant)
+        pipe = redis_client.pipeline(transaction=True)
+        store._bump(pipe)  # a new graph epoch when the tenant has none
+        pipe.execute()
+        vectors.upsert(tenant, "chunks", [VectorItem(item, [1.0, 0.0])])
+
+    incarnation("old")
+    assert [h.id for h in vectors.search(tenant, "chunks", [1.0, 0.0], 5)] == ["old"]
+    redis_client.delete(*redis_client.keys(Keys(tenant).p + "*"))  # the tenant deleted: every key of its slot
+    incarnation("new")  # its collection's version counts from 0 again: the same number as the one held
+    with serving_stale(WAIT):
+        assert [h.id for h in vectors.search(tenant, "chunks", [1.0, 0.0], 5)] == ["new"]
+    assert [h.id for h in vectors.search(tenant, "chunks", [1.0, 0.0], 5)] == ["new"]

@@ -184,9 +184,9 @@ class RedisVectorStore:
         k = Keys(tenant)
         raw, epoch = self.redis.mget([k.vector_version(kind), k.graph_epoch()])
         version = int(raw or 0)
-        entry = self._cache.get_or_build(
-            (tenant, kind), lambda hit: hit[0] == version, lambda: self._read(tenant, kind), stale_after(),
-            lambda hit: epoch is not None and hit[4] == epoch and 0 <= hit[0] <= version)
+        entry = self._cache.get_or_build(  # the epoch: a tenant deleted and rebuilt counts its versions again
+            (tenant, kind), lambda hit: hit[0] == version and hit[4] == epoch, lambda: self._read(tenant, kind),
+            stale_after(), lambda hit: epoch is not None and hit[4] == epoch and 0 <= hit[0] <= version)
         return entry[:4]
 
     def _version(self, k: Keys, kind: str) -> tuple[int, str, bytes | None]:
