@@ -114,9 +114,8 @@ def follow(client, rec: StageRecorder, job_id: str, started: float, timeout: flo
 
 
 class QueryProbe:
-    """A user querying the tenant while it ingests: a context-only local query every ``every_s`` seconds (the next
-    one sent when the last has answered, at the earliest), each one's seconds (submit to result) filed under the
-    job running when it was sent (``window``)."""
+    """A user querying the tenant while it ingests: a context-only local query ``every_s`` seconds after the last one
+    answered, each one's seconds (submit to result) filed under the job running when it was sent (``window``)."""
 
     def __init__(self, state_url: str, every_s: float):
         self.every_s, self.state_url = every_s, state_url
@@ -153,6 +152,7 @@ class QueryProbe:
                 self.seconds.setdefault(job, []).append(time.perf_counter() - started)
             else:
                 self.failed += 1
+        client.close()
 
     def summary(self, job: int) -> dict:
         """The queries sent during ``job``: how many, p50, p95 and the slowest (s)."""
