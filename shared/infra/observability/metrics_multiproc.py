@@ -81,6 +81,9 @@ def _fold_locked(pid: str, path: str) -> bool:
         src = os.path.join(path, f"{typ}_{pid}.db")
         if not os.path.exists(src):
             continue
+        if os.path.getsize(src) == 0:  # killed between creating its file and sizing it: it recorded nothing (and
+            os.unlink(src)  # prometheus_client cannot read an empty file: a scrape or a stack's stop would fail)
+            continue
         try:
             _fold_file(src, os.path.join(path, f"{typ}_{ARCHIVE}.db"))
         except (OSError, ValueError) as exc:  # unreadable file: keep it, it is still counted by scrapes
