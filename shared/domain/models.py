@@ -122,6 +122,9 @@ class Community(BaseModel):
     children: list[str] = Field(default_factory=list)
     occurrence: float = 0.0
     signature: str = ""  # content hash of members + their descriptions: drives incremental reports
+    # at least the characters of its members' and links' descriptions (``report_reuse.input_chars``): exact when
+    # a clustering read its rows, grown by an upper bound when an incremental clustering kept its report unread
+    input_chars_max: int = 0
 
 
 class Finding(BaseModel):

@@ -82,6 +82,19 @@ def may_stand_for(report: CommunityReport | None, community: Community, entities
     return input_chars(community, entities, relations) <= report.basis_chars * (1.0 + max_text_growth)
 
 
+def stands_unread(report: CommunityReport | None, community: Community, grown_chars: int, max_drift: float,
+                  max_text_growth: float) -> bool:
+    """Whether ``report`` may stand for ``community`` by ``may_stand_for``'s bounds without the community's rows: its
+    members and links are known, and its description characters are at most the ``input_chars_max`` it was saved
+    with plus ``grown_chars`` (at least what its new and changed members and links added since). False decides
+    nothing: the caller reads the rows and asks ``may_stand_for``."""
+    if report is None or not report.signature or not report.basis or max_drift <= 0:
+        return False
+    if not community.input_chars_max or overlap(report.basis, community) < 1.0 - max_drift:
+        return False
+    return community.input_chars_max + grown_chars <= report.basis_chars * (1.0 + max_text_growth)
+
+
 def inherit_reports(communities: Iterable[Community], candidates: Mapping[str, CommunityReport | None],
                     entities: Mapping[str, Entity], relations: Mapping[tuple[str, str], Relation],
                     max_drift: float, max_text_growth: float) -> int:

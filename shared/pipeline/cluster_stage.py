@@ -17,9 +17,10 @@ import logging
 import time
 from collections import Counter
 
-from shared.domain.clustering import attach_chunk_ids, community_signature, hierarchical_leiden
+from shared.domain.clustering import attach_chunk_ids, community_signature, find_relation, hierarchical_leiden
 from shared.domain.incremental_clustering import extend_clustering
-from shared.domain.report_reuse import closest_former, inherit_reports
+from shared.domain.models import Community, CommunityReport, Entity
+from shared.domain.report_reuse import closest_former, inherit_reports, input_chars, stands_unread
 from shared.domain.reports import own_rows_fit, report_waves
 from shared.infra.store.redis_extractions import split_rel_field
 from shared.infra.store.redis_graph import GraphStore
@@ -112,6 +113,7 @@ def _recluster(store: GraphStore, settings, version: int, taken, removals: int) 
     attach_chunk_ids(communities, entities)
     for community in communities:
         community.signature = community_signature(community, entities, relations)
+        community.input_chars_max = input_chars(community, entities, relations)
     if not removals:  # the new communities are numbered afresh: each may take its closest former one's report
         former, reports = store.community_rows()
         closest = closest_former(communities, former.values())
@@ -124,6 +126,56 @@ def _recluster(store: GraphStore, settings, version: int, taken, removals: int) 
             "occurrence_max": json.dumps({str(k): v for k, v in top.items()})}
     store.replace_communities(communities, result.levels, version, meta=meta, taken=taken, removals=removals)
     return dict(enumerate(waves))
+
+
+def _kept_unread(store: GraphStore, touched: list[Community], reports: dict[str, CommunityReport],
+                 rows: dict[str, Entity], chains: dict[str, list[str]], changed: set[str],
+                 edges: list[tuple[str, str, float]], settings) -> set[str]:
+    """Ids of the ``touched`` communities whose report stands by the drift bounds without their rows being read
+    (``report_reuse.stands_unread``); each takes that report's signature and keeps its occurrence, and its
+    ``input_chars_max`` grows by the descriptions of its ``changed`` members (new ones and those merged again; read
+    already, in ``rows``) and of the job's ``edges`` filed in it (their rows are read here). A batch that names
+    again a few entities of a large community so reads what it changed, not the community: the community is read,
+    and its report and occurrence made again, once its changes pass the bounds."""
+    cfg = settings.report
+    maybe = {c.id for c in touched if c.input_chars_max and c.id in reports}
+    if not maybe:
+        return set()
+    grown = _grown_chars(store, maybe, rows, chains, changed, edges)
+    kept = set()
+    for c in touched:
+        if c.id in maybe and stands_unread(reports[c.id], c, grown[c.id], cfg.reuse_max_drift,
+                                           cfg.reuse_max_text_growth):
+            c.input_chars_max += grown[c.id]
+            c.signature = reports[c.id].signature
+            kept.add(c.id)
+    if kept:
+        log.info("%d of %d touched communities keep their reports unread (within the drift bounds): %d of %d "
+                 "members and links not read", len(kept), len(touched),
+                 sum(len(c.nodes) + len(c.edges) for c in touched if c.id in kept),
+                 sum(len(c.nodes) + len(c.edges) for c in touched))
+    return kept
+
+
+def _grown_chars(store: GraphStore, ids: set[str], rows: dict[str, Entity], chains: dict[str, list[str]],
+                 changed: set[str], edges: list[tuple[str, str, float]]) -> Counter[str]:
+    """Community id (of ``ids``) -> the description characters of its ``changed`` members and of the ``edges`` filed
+    in it: at least what they added to its report's input since its ``input_chars_max``."""
+    grown: Counter[str] = Counter()
+    for name in changed & rows.keys():
+        for cid in ids.intersection(chains.get(name, ())):
+            grown[cid] += len(rows[name].description)
+    pairs: dict[tuple[str, str], list[str]] = {}
+    for a, b, _w in edges:
+        cids = ids.intersection(chains[a]).intersection(chains[b]) if a != b and a in chains and b in chains else ()
+        if cids:
+            pairs[(a, b) if a < b else (b, a)] = sorted(cids)
+    relations = store.relations(list(pairs))
+    for pair, cids in pairs.items():
+        if (rel := find_relation(relations, *pair)) is not None:
+            for cid in cids:
+                grown[cid] += len(rel.description)
+    return grown
 
 
 def _inherit(communities, candidates, entities, relations, settings) -> None:
@@ -166,22 +218,28 @@ def _extend(store: GraphStore, settings, version: int, meta: dict[str, str], tak
         max_levels=settings.cluster.max_levels,
     )
     touched = sorted(ext.touched.values(), key=lambda c: (c.level, c.id))
-    entities = store.entities(n for c in touched for n in c.nodes)
-    relations = store.relations(e for c in touched for e in c.edges)
-    attach_chunk_ids(touched, entities)
+    removals = store.removals_pending(meta)
+    reports = {} if removals else store.reports_by_ids(c.id for c in touched)
+    unread = _kept_unread(store, touched, reports, rows, {**chains, **ext.chains}, set(names) | set(ext.chains),
+                          edges, settings)
+    read = [c for c in touched if c.id not in unread]
+    entities = store.entities(n for c in read for n in c.nodes)
+    relations = store.relations(e for c in read for e in c.edges)
+    attach_chunk_ids(read, entities)
     top = {int(k): v for k, v in json.loads(meta.get("occurrence_max") or "{}").items()}
-    for c in touched:
+    for c in read:
         top[c.level] = max(top.get(c.level, 0), len(c.chunk_ids))
-    for c in touched:
+    for c in read:
         c.occurrence = len(c.chunk_ids) / top[c.level] if top[c.level] else 0.0
         c.signature = community_signature(c, entities, relations)
-    removals = store.removals_pending(meta)
+        c.input_chars_max = input_chars(c, entities, relations)
     if not removals:
-        _inherit(touched, store.reports_by_ids(c.id for c in touched), entities, relations, settings)
+        _inherit(read, reports, entities, relations, settings)
     degrees = {n: e.degree + deltas.get(n, 0) for n, e in entities.items()}  # as saved below
-    if written := cache_extractive_reports(store, touched, entities, relations, degrees, settings):
+    if written := cache_extractive_reports(store, read, entities, relations, degrees, settings):
         log.info("%d extractive reports written from the rows read to cluster", written)
-    waves = report_waves(touched, _independent(settings, entities, relations))
+    independent = _independent(settings, entities, relations)
+    waves = report_waves(touched, lambda c: c.id in unread or independent(c))
     new_meta = {"waves": _waves_meta(waves), "full_size": meta["full_size"],
                 "changed": int(meta.get("changed", 0)) + len(names) + len(fields),
                 "occurrence_max": json.dumps({str(k): v for k, v in top.items()})}

@@ -159,3 +159,61 @@ def test_after_a_removal_no_changed_community_keeps_its_report(redis_client, ten
     # the removal taken in, the next small change may keep reports again
     _ingest(store, "c-new", ["NEW", "G0-0"], [("NEW", "G0-0")], settings)
     assert _cluster_and_report(store, settings) == []
+
+
+def _spy_reads(store: GraphStore, monkeypatch) -> tuple[set[str], set[tuple[str, str]]]:
+    """The entity names and relation pairs the store is asked for from now on."""
+    names: set[str] = set()
+    pairs: set[tuple[str, str]] = set()
+    entities, relations = store.entities, store.relations
+
+    def read_entities(keys, *a, **kw):
+        keys = list(keys)
+        names.update(keys)
+        return entities(keys, *a, **kw)
+
+    def read_relations(keys, *a, **kw):
+        keys = [tuple(sorted(k)) for k in keys]
+        pairs.update(keys)
+        return relations(keys, *a, **kw)
+
+    monkeypatch.setattr(store, "entities", read_entities)
+    monkeypatch.setattr(store, "relations", read_relations)
+    return names, pairs
+
+
+def test_a_community_whose_report_stands_by_its_bounds_is_not_read(redis_client, tenant, monkeypatch):
+    store, settings = GraphStore(redis_client, tenant), _settings()
+    _groups(store, settings)
+    _cluster_and_report(store, settings)
+    cid = store.entity_communities("G1-0")[-1]
+    held = store.communities_by_ids([cid])[cid]
+    assert held.input_chars_max == input_chars(held, store.entities(held.nodes), store.relations(held.edges))
+    _ingest(store, "c-new", ["NEW", "G1-0"], [("NEW", "G1-0")], settings)
+    names, pairs = _spy_reads(store, monkeypatch)
+    assert _cluster_and_report(store, settings) == []
+    assert names <= {"NEW", "G1-0"} and pairs == {("G1-0", "NEW")}  # the 8 other members and 36 links unread
+    kept = store.communities_by_ids([cid])[cid]
+    assert "NEW" in kept.nodes and kept.signature == _report_of(store, "NEW").signature
+    # what NEW and its link added, and G1-0's whole description (merged again: at most all of it is new)
+    assert kept.input_chars_max == held.input_chars_max + len("about NEW") + len("NEW knows G1-0") + len("about G1-0")
+
+
+def test_past_the_bound_on_unread_rows_a_community_is_read_and_decided_exactly(redis_client, tenant, monkeypatch):
+    """G1-0 merged again adds no text, but unread it counts whole: the bound (33 of 630 characters) is past a 4.5 %
+    growth allowance, the exact growth (23) is not. The rows are read and the report stands, as it would have without
+    the shortcut."""
+    s = _settings()
+    settings = s.model_copy(update={"report": s.report.model_copy(update={"reuse_max_text_growth": 0.045})})
+    store = GraphStore(redis_client, tenant)
+    _groups(store, settings)
+    _cluster_and_report(store, settings)
+    before = _report_of(store, "G1-0")
+    assert before.basis_chars == 9 * len("about G1-0") + 36 * len("G1-0 knows G1-1")
+    _ingest(store, "c-new", ["NEW", "G1-0"], [("NEW", "G1-0")], settings)
+    names, _pairs = _spy_reads(store, monkeypatch)
+    assert _cluster_and_report(store, settings) == []
+    assert {f"G1-{i}" for i in range(9)} <= names
+    cid = store.entity_communities("NEW")[-1]
+    kept = store.communities_by_ids([cid])[cid]
+    assert kept.signature == before.signature and kept.input_chars_max == before.basis_chars + 23
