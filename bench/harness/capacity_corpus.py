@@ -82,18 +82,21 @@ def corpus(target_chunks: int, size: int, overlap: int) -> dict:
             "real_documents": min(len(docs), len(pool))}
 
 
-def batches(built: dict, batch_chunks: int) -> list[list[tuple[str, str]]]:
-    """The corpus's documents in batches of about ``batch_chunks`` chunks (0: one batch), dealt in turn (each
-    document to the batch with the fewest chunks so far, in corpus order): every batch gets the same mix of the
-    book, the earnings calls, the dense Wikipedia passages and the renamed copies, so a later batch costs more
-    only because the tenant holds more, not because its text names more entities."""
-    if batch_chunks <= 0:
-        return [built["docs"]]
-    count = max(1, round(built["chunks"] / batch_chunks))
-    out: list[list[tuple[str, str]]] = [[] for _ in range(count)]
-    filled = [0] * count
+def batches(built: dict, batch_chunks: int, then: tuple[int, int] = (0, 0)) -> list[list[tuple[str, str]]]:
+    """The corpus's documents in batches of about ``batch_chunks`` chunks (0: one batch), then ``then`` (count, chunks)
+    smaller ones at the end, dealt in turn (each document to the batch least filled for its size, in corpus order):
+    every batch gets the same mix of the book, the earnings calls, the dense Wikipedia passages and the renamed
+    copies, so a later batch costs more only because the tenant holds more, not because its text names more
+    entities."""
+    extra = then[0] * then[1]
+    main = built["chunks"] - extra
+    sizes = [main] if batch_chunks <= 0 else [main / max(1, round(main / batch_chunks))] * max(1, round(
+        main / batch_chunks))
+    sizes += [then[1]] * then[0]
+    out: list[list[tuple[str, str]]] = [[] for _ in sizes]
+    filled = [0] * len(sizes)
     for doc, n in zip(built["docs"], built["doc_chunks"], strict=True):
-        i = filled.index(min(filled))
+        i = min(range(len(sizes)), key=lambda b: (filled[b] / sizes[b], b))
         out[i].append(doc)
         filled[i] += n
     return out

@@ -197,7 +197,7 @@ def measure_queries(client, state, broker, repeat: int) -> list[dict]:
 def run_size(target: int, fast: bool, args) -> dict:
     """One corpus size. ``fast``: the LLM-free extractor; with ``args.no_llm`` the workers have no LLM at all
     (summaries cut to their budget, extractive reports, the local embedder), the product's LLM-free path."""
-    built = corpus(target, args.size_tokens, args.overlap)
+    built = corpus(target + args.then_batches * args.then_chunks, args.size_tokens, args.overlap)
     extraction = "none" if args.no_llm else "fast" if fast else "llm"
     with simulator(latency_ms=0.0) as sim, redis_server() as state_url, redis_server() as broker_url:
         llm = None if args.no_llm else sim
@@ -220,7 +220,7 @@ def run_size(target: int, fast: bool, args) -> dict:
             sim0 = sim_stats(sim)
             views, jobs = [], []
             with QueryProbe(state_url, args.probe_queries) as querying:
-                for i, docs in enumerate(batches(built, args.batch_chunks)):
+                for i, docs in enumerate(batches(built, args.batch_chunks, (args.then_batches, args.then_chunks))):
                     before, b_before, chunks_before = probe.snapshot(state), probe.snapshot(broker), stored(client)
                     querying.window = i
                     view, seconds = ingest(client, rec, docs, args.timeout)
@@ -314,6 +314,10 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument("--batch-chunks", type=int, default=0,
                     help="ingest in consecutive jobs of about this many chunks (0: one job)")
+    ap.add_argument("--then-batches", type=int, default=0,
+                    help="after those jobs, this many smaller ones of --then-chunks chunks each (a tenant that holds "
+                         "the size receiving a small batch a day)")
+    ap.add_argument("--then-chunks", type=int, default=1000)
     ap.add_argument("--probe-queries", type=float, default=0.0,
                     help="while the jobs run, a context-only local query every this many seconds (0: none); each "
                          "job's record gets their seconds (queries_meanwhile)")
