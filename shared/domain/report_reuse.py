@@ -7,6 +7,11 @@ members) as long as the two member-and-link sets overlap by at least ``1 - max_d
 and links' descriptions have grown by at most ``max_text_growth`` since. The drift is always measured from what the
 report was written from, never from the last community that reused it, so reuse does not let a report wander.
 
+An incremental clustering first asks ``stands_unread``: the members and links are known without reading their rows,
+and the community keeps an upper bound of its description characters (``Community.input_chars_max``: exact when
+its rows were last read, then grown by the whole descriptions of the members and links a job changed in it), so a
+report that stands by that bound stands by the exact measure too, and the community's rows need not be read.
+
 The sketch (Broder's bottom-k MinHash) keeps the ``SKETCH_SIZE`` smallest 32-bit hashes of the set: exact for sets
 of at most that many items (most communities), an estimate for larger ones (standard error about
 ``sqrt(J (1 - J) / SKETCH_SIZE)``).

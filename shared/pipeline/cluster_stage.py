@@ -1,7 +1,9 @@
 """Cluster the tenant's graph into hierarchical Leiden communities: the whole graph, or, when the job changed
 little of it since the last whole-graph Leiden (``ClusterSettings.incremental_max_growth``), only what the job
 added (``shared.domain.incremental_clustering``), reading and writing the communities it touches and no more; the
-extractive reports of those come from the rows it read (``report_prewrite``).
+extractive reports of those come from the rows it read (``report_prewrite``). A touched community whose report
+stands by the drift bounds on what is known without its rows (``_kept_unread``) is not read at all, so a batch
+that names again a few members of a large community pays for those members, not for the community.
 Past that bound the job is still clustered incrementally when the whole-graph clustering is left to a
 ``recluster`` job (``shared.pipeline.recluster``), which this stage then runs with ``whole_due``, or to the first
 job of the tenant clustered once the mark is ``cluster.recluster_max_delay_s`` old (``overdue``).
