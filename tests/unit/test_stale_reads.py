@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from shared.domain.models import Chunk
+from shared.domain.models import Chunk, Community, CommunityReport
 from shared.domain.storage import VectorItem
 from shared.infra.redis.keys import Keys
-from shared.infra.store import redis_graph
+from shared.infra.store import redis_communities, redis_graph
 from shared.infra.store.bm25_cache import BM25Cache
 from shared.infra.store.graph_edges import write_edges
 from shared.infra.store.lru import LRU
@@ -263,3 +263,51 @@ def test_vectors_of_a_tenant_deleted_and_rebuilt_are_read_again_at_the_same_vers
     with serving_stale(WAIT):
         assert [h.id for h in vectors.search(tenant, "chunks", [1.0, 0.0], 5)] == ["new"]
     assert [h.id for h in vectors.search(tenant, "chunks", [1.0, 0.0], 5)] == ["new"]
+
+
+def test_a_global_query_while_reports_are_written_is_served_the_rows_before(redis_client, tenant, monkeypatch):
+    monkeypatch.setattr(redis_communities, "_COMMUNITY_ROWS", LRU(4))
+    store = GraphStore(redis_client, tenant)
+    pipe = redis_client.pipeline(transaction=True)
+    store._bump(pipe)  # the graph's epoch, as a merge sets it
+    pipe.execute()
+    store.replace_communities([Community(id="L0-0", level=0, nodes=["A", "B"])], {0: 1}, 1)
+    assert store.community_rows()[1] == {}
+    gate, started = threading.Event(), threading.Event()
+    read = GraphStore._read_community_rows
+
+    def gated(self):
+        started.set()
+        assert gate.wait(WAIT)
+        return read(self)
+
+    monkeypatch.setattr(GraphStore, "_read_community_rows", gated)
+    store.save_reports([CommunityReport(community_id="L0-0", level=0, title="A and B", summary="s")])
+    with serving_stale(0.05):
+        assert store.community_rows()[1] == {}  # the revision before: its report not yet in
+    assert started.is_set()
+    gate.set()
+    for _ in range(int(WAIT / 0.05)):
+        with serving_stale(0.05):
+            if store.community_rows()[1]:
+                break
+    assert store.community_rows()[1]["L0-0"].title == "A and B"
+
+    # the tenant deleted and clustered again under a new epoch: the rows held are never served
+    gate.clear()
+    redis_client.delete(store.k.graph_epoch(), store.k.community_meta(), store.k.reports())
+    pipe = redis_client.pipeline(transaction=True)
+    store._bump(pipe)
+    pipe.execute()
+    store.replace_communities([Community(id="L0-0", level=0, nodes=["C"])], {0: 1}, 1)
+    reader, got = _in_thread(lambda: _rows_serving_stale(store))
+    reader.join(0.2)
+    assert reader.is_alive() and not got  # it waits for the rows of the new epoch
+    gate.set()
+    reader.join(WAIT)
+    assert got[0][0]["L0-0"].nodes == ["C"] and got[0][1] == {}
+
+
+def _rows_serving_stale(store: GraphStore):
+    with serving_stale(0.01):
+        return store.community_rows()

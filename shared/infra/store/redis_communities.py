@@ -13,6 +13,7 @@ from shared.infra.redis.keys import REMOVALS, Keys
 from shared.infra.store.community_codec import pack_community, pack_report, unpack_community, unpack_report
 from shared.infra.store.graph_edges import take_deltas
 from shared.infra.store.lru import CACHED_TENANTS, LRU
+from shared.infra.store.stale_reads import stale_after
 
 # the merges mark what they wrote in these sets (entity names, relation fields); a clustering takes them in
 CLUSTER_DIRTY = ("cluster_entities", "cluster_relations")
@@ -33,9 +34,10 @@ redis.call('SET', KEYS[1], table.concat(out, ' '))
 return #out
 """
 REF = "@"  # a community's report entry that refers to the report cache: "@<level>@<signature>"
-# Parsed communities + reports per tenant, keyed by the random revision every write of either sets
-# (a counter could repeat after a tenant is deleted and rebuilt). Read cache only.
-_COMMUNITY_ROWS: LRU[str, tuple[str, object, dict[str, Community], dict[str, CommunityReport]]] = LRU(CACHED_TENANTS)
+# Parsed communities + reports per tenant: ((the random revision every write of either sets, the graph version
+# they were clustered at, the graph's epoch), the connection, communities, reports). Read cache only; a user's
+# query may be served the rows of the revision before while they are read again (``stale_reads``).
+_COMMUNITY_ROWS: LRU[str, tuple[tuple, object, dict[str, Community], dict[str, CommunityReport]]] = LRU(CACHED_TENANTS)
 
 # Drop the report cache's entries that no report refers to and no current community's signature names, in one step
 # (a report written between reading the references and deleting would otherwise be left dangling: ``save_reports``
@@ -161,22 +163,30 @@ class CommunityStore:
         pipe.hset(self.k.community_meta(), "rev", uuid.uuid4().hex)
 
     def _community_rows(self) -> tuple[dict[str, Community], dict[str, CommunityReport]]:
-        """All communities and reports, parsed once per revision per process: a global query reads
-        every report, and parsing thousands of them per query dominated its time."""
-        rev = self.redis.hget(self.k.community_meta(), "rev")
-        cached = _COMMUNITY_ROWS.get(self.k.p)
-        if rev is not None and cached and cached[0] == to_str(rev) and cached[1] is self.redis:
-            return cached[2], cached[3]
+        """All communities and reports, parsed once per revision per process: a global query reads every report,
+        and parsing thousands of them per query dominated its time. While a batch writes its reports, each write
+        is a new revision: a user's query (``serving_stale``) is served the revision before, of the same graph
+        epoch and no later clustering, once its wait for the rows is spent."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hmget(self.k.community_meta(), "rev", "graph_version")
+        pipe.get(self.k.graph_epoch())
+        (rev, clustered), epoch = pipe.execute()
+        now = _revision(rev, clustered, epoch)
+        hit = _COMMUNITY_ROWS.get_or_build(
+            self.k.p, lambda held: held[1] is self.redis and held[0][0] == now[0], self._read_community_rows,
+            stale_after(), lambda held: held[1] is self.redis and _may_stand(held[0], now))
+        return hit[2], hit[3]
+
+    def _read_community_rows(self) -> tuple[tuple, object, dict[str, Community], dict[str, CommunityReport]]:
         pipe = self.redis.pipeline(transaction=True)  # rows and revision from one snapshot
         pipe.hgetall(self.k.communities())
         pipe.hgetall(self.k.reports())
-        pipe.hget(self.k.community_meta(), "rev")
-        raw_c, raw_r, rev = pipe.execute()
+        pipe.hmget(self.k.community_meta(), "rev", "graph_version")
+        pipe.get(self.k.graph_epoch())
+        raw_c, raw_r, (rev, clustered), epoch = pipe.execute()
         communities = {to_str(k): unpack_community(v) for k, v in raw_c.items()}
         reports = self._resolve_reports({to_str(k): v for k, v in raw_r.items()})
-        if rev is not None:
-            _COMMUNITY_ROWS.put(self.k.p, (to_str(rev), self.redis, communities, reports))
-        return communities, reports
+        return _revision(rev, clustered, epoch), self.redis, communities, reports
 
     def community_rows(self) -> tuple[dict[str, Community], dict[str, CommunityReport]]:
         """Communities and reports of one revision, checked in one round trip (``communities()`` then ``reports()``
@@ -284,3 +294,13 @@ class CommunityStore:
         the cache holds what the current communities use, not every signature ever made. Returns how many went."""
         return int(self.redis.eval(_PRUNE_CACHE, 3, self.k.reports(), self.k.community_signatures(),
                                    self.k.report_cache()))
+
+
+def _revision(rev, clustered, epoch) -> tuple[str | None, int, str | None]:
+    return to_str(rev) if rev is not None else None, int(clustered or 0), to_str(epoch) if epoch is not None else None
+
+
+def _may_stand(held: tuple[str | None, int, str | None], now: tuple[str | None, int, str | None]) -> bool:
+    """Rows of another revision may serve a reader while the current ones are read: same graph epoch (set), and
+    clustered at no later graph version than the current ones."""
+    return held[2] is not None and held[2] == now[2] and held[1] <= now[1]
