@@ -19,7 +19,7 @@ from bench.harness import capacity_probe as probe
 from bench.harness.capacity_corpus import batches, corpus
 from bench.harness.cpu import cpu_seconds
 from bench.harness.peers.peer_run import sim_stats
-from bench.harness.results import emit, machine, own_versions, parser
+from bench.harness.results import emit, machine, own_versions, parser, percentile
 from bench.harness.stacks import redis_server, simulator, stack
 from graphfleet_cli.local_client import LocalClient
 from shared.config import reset_settings_cache
@@ -155,12 +155,12 @@ class QueryProbe:
         client.close()
 
     def summary(self, job: int) -> dict:
-        """The queries sent during ``job``: how many, p50, p95 and the slowest (s)."""
-        got = sorted(self.seconds.get(job, []))
+        """The queries sent during ``job``: how many, p50, p95 and the slowest, and each one's seconds."""
+        got = self.seconds.get(job, [])
         if not got:
             return {"queries": 0}
-        pick = lambda q: round(got[min(len(got) - 1, int(q * len(got)))], 3)  # noqa: E731
-        return {"queries": len(got), "p50_s": pick(0.5), "p95_s": pick(0.95), "max_s": round(got[-1], 3)}
+        return {"queries": len(got), "p50_s": round(percentile(got, 0.5), 3), "p95_s": round(percentile(got, 0.95), 3),
+                "max_s": round(max(got), 3), "seconds": [round(x, 3) for x in got]}
 
 
 def per_view_cost(client, state, job_id: str, n: int = 20) -> dict:
