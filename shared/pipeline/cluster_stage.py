@@ -24,7 +24,7 @@ from shared.domain.incremental_clustering import extend_clustering
 from shared.domain.models import Community, CommunityReport, Entity
 from shared.domain.report_reuse import closest_former, inherit_reports, input_chars, stands_unread
 from shared.domain.reports import own_rows_fit, report_waves
-from shared.infra.store.redis_extractions import split_rel_field
+from shared.infra.store.redis_extractions import rel_field, split_rel_field
 from shared.infra.store.redis_graph import GraphStore
 from shared.pipeline.recluster import clear_due, deferring, mark_due, overdue, past_bound
 from shared.pipeline.report_prewrite import cache_extractive_reports
@@ -91,6 +91,7 @@ def _recluster(store: GraphStore, settings, version: int, taken, removals: int) 
     """Leiden over the whole graph; only the degrees that changed are written. With no removal pending, a new
     community may keep the report of the former community it shares most members with (``_inherit``)."""
     deltas = store.degree_deltas()  # before the edges: the ones they count
+    chars = store.char_deltas()  # before the rows: every count they hold is in what is read below
     stored_degrees = store.all_degrees()
     entities = store.all_entities(stored_degrees)
     edges = [e for e in store.edge_list() if e[0] in entities and e[1] in entities]
@@ -126,24 +127,26 @@ def _recluster(store: GraphStore, settings, version: int, taken, removals: int) 
         top[c.level] = max(top.get(c.level, 0), len(c.chunk_ids))
     meta = {"waves": _waves_meta(waves), "full_size": len(entities) + len(relations), "changed": 0,
             "occurrence_max": json.dumps({str(k): v for k, v in top.items()})}
-    store.replace_communities(communities, result.levels, version, meta=meta, taken=taken, removals=removals)
+    store.replace_communities(communities, result.levels, version, meta=meta, taken=taken, removals=removals,
+                              chars=chars)
     return dict(enumerate(waves))
 
 
 def _kept_unread(store: GraphStore, touched: list[Community], reports: dict[str, CommunityReport],
                  rows: dict[str, Entity], chains: dict[str, list[str]], changed: set[str],
-                 edges: list[tuple[str, str, float]], settings) -> set[str]:
+                 edges: list[tuple[str, str, float]], chars: tuple[dict[str, int], dict[str, int]],
+                 settings) -> set[str]:
     """Ids of the ``touched`` communities whose report stands by the drift bounds without their rows being read
     (``report_reuse.stands_unread``); each takes that report's signature and keeps its occurrence, and its
-    ``input_chars_max`` grows by the descriptions of its ``changed`` members (new ones and those merged again; read
-    already, in ``rows``) and of the job's ``edges`` filed in it (their rows are read here). A batch that names
-    again a few entities of a large community so reads what it changed, not the community: the community is read,
-    and its report and occurrence made again, once its changes pass the bounds."""
+    ``input_chars_max`` grows by what its ``changed`` members (new ones and those merged again) and the job's
+    ``edges`` filed in it added to their descriptions (``chars``: the merges' counts, ``char_deltas``). A batch that
+    names again a few entities of a large community so reads what it changed, not the community: the community is
+    read, and its report and occurrence made again, once its changes pass the bounds."""
     cfg = settings.report
     maybe = {c.id for c in touched if c.input_chars_max and c.id in reports}
     if not maybe:
         return set()
-    grown = _grown_chars(store, maybe, rows, chains, changed, edges)
+    grown = _grown_chars(store, maybe, rows, chains, changed, edges, chars)
     kept = set()
     for c in touched:
         if c.id in maybe and stands_unread(reports[c.id], c, grown[c.id], cfg.reuse_max_drift,
@@ -160,20 +163,27 @@ def _kept_unread(store: GraphStore, touched: list[Community], reports: dict[str,
 
 
 def _grown_chars(store: GraphStore, ids: set[str], rows: dict[str, Entity], chains: dict[str, list[str]],
-                 changed: set[str], edges: list[tuple[str, str, float]]) -> Counter[str]:
-    """Community id (of ``ids``) -> the description characters of its ``changed`` members and of the ``edges`` filed
-    in it: at least what they added to its report's input since its ``input_chars_max``."""
+                 changed: set[str], edges: list[tuple[str, str, float]],
+                 chars: tuple[dict[str, int], dict[str, int]]) -> Counter[str]:
+    """Community id (of ``ids``) -> at least the description characters its ``changed`` members and the ``edges``
+    filed in it added since its ``input_chars_max``: the merges' counts (``chars``), else (a row no merge counted)
+    the row's whole description."""
+    by_name, by_field = chars
     grown: Counter[str] = Counter()
     for name in changed & rows.keys():
         for cid in ids.intersection(chains.get(name, ())):
-            grown[cid] += len(rows[name].description)
-    pairs: dict[tuple[str, str], list[str]] = {}
+            grown[cid] += by_name.get(name, len(rows[name].description))
+    uncounted: dict[tuple[str, str], list[str]] = {}
     for a, b, _w in edges:
         cids = ids.intersection(chains[a]).intersection(chains[b]) if a != b and a in chains and b in chains else ()
-        if cids:
-            pairs[(a, b) if a < b else (b, a)] = sorted(cids)
-    relations = store.relations(list(pairs))
-    for pair, cids in pairs.items():
+        pair = (a, b) if a < b else (b, a)
+        if cids and (counted := by_field.get(rel_field(*pair))) is not None:
+            for cid in cids:
+                grown[cid] += counted
+        elif cids:
+            uncounted[pair] = sorted(cids)
+    relations = store.relations(list(uncounted))
+    for pair, cids in uncounted.items():
         if (rel := find_relation(relations, *pair)) is not None:
             for cid in cids:
                 grown[cid] += len(rel.description)
@@ -195,6 +205,7 @@ def _extend(store: GraphStore, settings, version: int, meta: dict[str, str], tak
     removed an entity or an edge (the whole graph is clustered then)."""
     names, fields = taken
     deltas = store.degree_deltas()
+    chars = store.char_deltas(names, fields)  # before the rows, as in _recluster
     rows = store.entities(names)
     weights = store.edge_weights(fields)
     if len(rows) < len(names) or len(weights) < len(fields):
@@ -223,7 +234,7 @@ def _extend(store: GraphStore, settings, version: int, meta: dict[str, str], tak
     removals = store.removals_pending(meta)
     reports = {} if removals else store.reports_by_ids(c.id for c in touched)
     unread = _kept_unread(store, touched, reports, rows, {**chains, **ext.chains}, set(names) | set(ext.chains),
-                          edges, settings)
+                          edges, chars, settings)
     read = [c for c in touched if c.id not in unread]
     entities = store.entities(n for c in read for n in c.nodes)
     relations = store.relations(e for c in read for e in c.edges)
@@ -246,5 +257,5 @@ def _extend(store: GraphStore, settings, version: int, meta: dict[str, str], tak
                 "changed": int(meta.get("changed", 0)) + len(names) + len(fields),
                 "occurrence_max": json.dumps({str(k): v for k, v in top.items()})}
     store.update_communities(touched, ext.chains, ext.levels, version, new_meta, taken, deltas,
-                             sorted({former[c.id] for c in touched if former.get(c.id)}), removals)
+                             sorted({former[c.id] for c in touched if former.get(c.id)}), removals, chars)
     return dict(enumerate(waves))

@@ -11,6 +11,7 @@ import re
 from shared.config import get_settings
 from shared.domain.models import Community, CommunityReport, Entity
 from shared.domain.report_reuse import closest_former, input_chars, may_stand_for, overlap, sketch, with_basis
+from shared.infra.store.redis_extractions import rel_field
 from shared.infra.store.redis_graph import GraphStore
 from shared.pipeline.cluster_stage import run_cluster
 from shared.pipeline.merge_stage import run_merge_batch
@@ -192,17 +193,44 @@ def test_a_community_whose_report_stands_by_its_bounds_is_not_read(redis_client,
     _ingest(store, "c-new", ["NEW", "G1-0"], [("NEW", "G1-0")], settings)
     names, pairs = _spy_reads(store, monkeypatch)
     assert _cluster_and_report(store, settings) == []
-    assert names <= {"NEW", "G1-0"} and pairs == {("G1-0", "NEW")}  # the 8 other members and 36 links unread
+    assert names <= {"NEW", "G1-0"} and not pairs  # the 8 other members and 36 links unread
     kept = store.communities_by_ids([cid])[cid]
     assert "NEW" in kept.nodes and kept.signature == _report_of(store, "NEW").signature
-    # what NEW and its link added, and G1-0's whole description (merged again: at most all of it is new)
-    assert kept.input_chars_max == held.input_chars_max + len("about NEW") + len("NEW knows G1-0") + len("about G1-0")
+    # what NEW and its link added (the merges' counts); G1-0, merged again with the same description, added 0
+    assert kept.input_chars_max == held.input_chars_max + len("about NEW") + len("NEW knows G1-0")
+    assert store.char_deltas() == ({}, {})  # the counts taken in
+
+
+def test_the_merges_count_description_changes_and_a_clustering_takes_what_it_read(redis_client, tenant):
+    store, settings = GraphStore(redis_client, tenant), _settings()
+    _groups(store, settings)
+    assert store.char_deltas()[0]["G1-1"] == len("about G1-1")  # a new row: its whole description
+    _cluster_and_report(store, settings)
+    _ingest(store, "c-new", ["NEW", "G1-0"], [("NEW", "G1-0")], settings)
+    assert store.char_deltas(["NEW", "G1-0", "G1-1"], [rel_field("G1-0", "NEW")]) == (
+        {"NEW": len("about NEW"), "G1-0": 0}, {rel_field("G1-0", "NEW"): len("NEW knows G1-0")})
+    read = store.char_deltas()
+    _ingest(store, "c-more", ["NEW", "MORE"], [("NEW", "MORE")], settings)  # merged after the clustering read
+    pipe = redis_client.pipeline(transaction=True)
+    store._clustered(pipe, store.graph_version(), {0: 1}, None, None, chars=read)
+    pipe.execute()
+    # MORE's count, made after the read, stays; NEW's, read and taken, left 0 and went (a row no merge counted
+    # counts whole: at worst a report is read again, never kept past its bounds)
+    assert store.char_deltas()[0] == {"MORE": len("about MORE")}
+    key = store.k.char_delta("entities")
+    redis_client.hincrby(key, "X", 5)
+    read = store.char_deltas(["X"], [])
+    redis_client.hincrby(key, "X", -2)  # a merge between the read and the take
+    pipe = redis_client.pipeline(transaction=True)
+    store._clustered(pipe, store.graph_version(), {0: 1}, None, None, chars=read)
+    pipe.execute()
+    assert store.char_deltas(["X"], [])[0] == {"X": -2}
 
 
 def test_past_the_bound_on_unread_rows_a_community_is_read_and_decided_exactly(redis_client, tenant, monkeypatch):
-    """G1-0 merged again adds no text, but unread it counts whole: the bound (33 of 630 characters) is past a 4.5 %
-    growth allowance, the exact growth (23) is not. The rows are read and the report stands, as it would have without
-    the shortcut."""
+    """G1-0 merged again adds no text, but with no merge's count of it (a row written before the counts were kept)
+    it counts whole: the bound (33 of 630 characters) is past a 4.5 % growth allowance, the exact growth (23) is
+    not. The rows are read and the report stands, as it would have without the shortcut."""
     s = _settings()
     settings = s.model_copy(update={"report": s.report.model_copy(update={"reuse_max_text_growth": 0.045})})
     store = GraphStore(redis_client, tenant)
@@ -211,6 +239,7 @@ def test_past_the_bound_on_unread_rows_a_community_is_read_and_decided_exactly(r
     before = _report_of(store, "G1-0")
     assert before.basis_chars == 9 * len("about G1-0") + 36 * len("G1-0 knows G1-1")
     _ingest(store, "c-new", ["NEW", "G1-0"], [("NEW", "G1-0")], settings)
+    redis_client.hdel(store.k.char_delta("entities"), "G1-0")
     names, _pairs = _spy_reads(store, monkeypatch)
     assert _cluster_and_report(store, settings) == []
     assert {f"G1-{i}" for i in range(9)} <= names

@@ -151,6 +151,10 @@ class Keys:
     def degree_delta(self) -> str:  # hash name -> edges added less removed since the degrees were counted
         return f"{self.p}degdelta"
 
+    def char_delta(self, kind: str) -> str:  # hash name / relation field -> description characters added less
+        # removed by the merges since the communities last counted them (kind: entities | relations)
+        return f"{self.p}chardelta:{kind}"
+
     def node_communities(self) -> str:  # hash name -> json list of community ids
         return f"{self.p}nodecomm"
 

@@ -17,7 +17,7 @@ def row_json(row: Entity | Relation) -> bytes:
     return pack_row(row)
 
 
-def write_merged(store, kind, keys, frag_key, target, raws, results, held=None) -> set[str]:
+def write_merged(store, kind, keys, frag_key, target, raws, results, held=None, before=None) -> set[str]:
     """Write the merged records (``results``) of the keys whose fragment hash still holds what was read (``raws``)
     and whose held fragment (``held``: key -> ``held_fragments.Held``, read with the hash) still stands; returns
     those keys. The others are merged again by the caller from what they hold now, so a concurrent extraction
@@ -29,7 +29,12 @@ def write_merged(store, kind, keys, frag_key, target, raws, results, held=None) 
     changed, the watch is narrowed to the others and those are compared once more.
 
     A row that holds its only fragment is written with its hash deleted; a row that no longer holds the fragment
-    it held is written with that fragment put back into its hash."""
+    it held is written with that fragment put back into its hash.
+
+    With ``before`` (key -> the row the merge started from, or None), each written key's change in description
+    characters is counted in ``Keys.char_delta`` (0 included: a row merged again with its description unchanged is
+    known to have added nothing), for the clustering's bound on a community's report input
+    (``Community.input_chars_max``)."""
     held = held or {}
 
     def watched(ks: list[str]) -> list[str]:
@@ -53,6 +58,8 @@ def write_merged(store, kind, keys, frag_key, target, raws, results, held=None) 
                 value = results[key]
                 pipe.srem(store.k.dirty(kind), key)
                 _file_row(pipe, target, key, value, frag_key(key), held.get(key))
+                if before is not None:
+                    pipe.hincrby(store.k.char_delta(kind), key, _chars(value) - _chars(before.get(key)))
                 if kind == "entities":
                     pipe.sadd(store.k.dirty("embed_entities"), key)
                 else:
@@ -64,6 +71,10 @@ def write_merged(store, kind, keys, frag_key, target, raws, results, held=None) 
             return set(same)
         except redis_lib.WatchError:
             return set()
+
+
+def _chars(row: Entity | Relation | None) -> int:
+    return len(row.description) if row is not None else 0
 
 
 def _file_row(pipe, target: str, key: str, value, frag_hash: str, held) -> None:

@@ -11,7 +11,7 @@ from shared.domain.models import Community, CommunityReport
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import REMOVALS, Keys
 from shared.infra.store.community_codec import pack_community, pack_report, unpack_community, unpack_report
-from shared.infra.store.graph_edges import take_deltas
+from shared.infra.store.graph_edges import take_counts, take_deltas
 from shared.infra.store.lru import CACHED_TENANTS, LRU
 from shared.infra.store.stale_reads import stale_after
 
@@ -20,6 +20,7 @@ CLUSTER_DIRTY = ("cluster_entities", "cluster_relations")
 # the clustering's bookkeeping in the community meta hash: report waves of the last clustering (json), graph size
 # at the last whole-graph Leiden, entities + relations changed since, largest chunk count per level (json)
 CLUSTER_META = ("waves", "full_size", "changed", "occurrence_max")
+CHAR_KINDS = ("entities", "relations")  # the merges count their description changes per kind (``char_deltas``)
 # KEYS[1] the current signatures (space-separated); ARGV[1] n, then n signatures to drop, then the ones to add
 _SWAP_SIGNATURES = """
 local n = tonumber(ARGV[1])
@@ -90,13 +91,34 @@ class CommunityStore:
         """Rows that lost content since the last clustering (``note_removal``), from ``cluster_meta()``'s fields."""
         return int(meta.get(REMOVALS) or 0)
 
+    def char_deltas(self, names: Iterable[str] | None = None, fields: Iterable[str] | None = None
+                    ) -> tuple[dict[str, int], dict[str, int]]:
+        """(entity name -> description characters its merges added less removed since the communities last
+        counted them, the same per relation field) for ``names`` and ``fields`` (None: every one counted); a key
+        no merge wrote since is left out."""
+        pipe = self.redis.pipeline(transaction=False)
+        asked = (None if names is None else list(names), None if fields is None else list(fields))
+        for kind, keys in zip(CHAR_KINDS, asked, strict=True):
+            if keys is None:
+                pipe.hgetall(self.k.char_delta(kind))
+            else:
+                pipe.hmget(self.k.char_delta(kind), keys or ["\x00"])
+        out = []
+        for keys, got in zip(asked, pipe.execute(), strict=True):
+            pairs = got.items() if keys is None else zip(keys, got, strict=False)
+            out.append({to_str(k): int(v) for k, v in pairs if v is not None})
+        return out[0], out[1]
+
     def _clustered(self, pipe, version: int, levels: dict[int, int], meta: dict | None, taken,
-                   removals: int = 0) -> None:
+                   removals: int = 0, chars: tuple[dict[str, int], dict[str, int]] | None = None) -> None:
         """In a write's transaction: the clustering's version, levels and bookkeeping (fields not in ``meta``
         dropped: a clustering written without them is taken as not to be extended), the dirty marks it took in
-        (``taken``: entity names, relation fields) removed, and the removals it took in (``removals``) counted
-        off (those made meanwhile stay for the next clustering)."""
+        (``taken``: entity names, relation fields) removed, the removals it took in (``removals``) and the
+        character counts it read (``chars``, ``char_deltas``) counted off (those made meanwhile stay for the next
+        clustering)."""
         meta = meta or {}
+        for kind, counts in zip(CHAR_KINDS, chars or ({}, {}), strict=True):
+            take_counts(pipe, self.k.char_delta(kind), counts)
         if removals:
             pipe.hincrby(self.k.community_meta(), REMOVALS, -removals)
         if dropped := [f for f in CLUSTER_META if f not in meta]:
@@ -110,7 +132,7 @@ class CommunityStore:
 
     def update_communities(self, touched: list[Community], chains: dict[str, list[str]], levels: dict[int, int],
                            version: int, meta: dict, taken, deltas: dict[str, int], replaced: list[str],
-                           removals: int = 0) -> None:
+                           removals: int = 0, chars: tuple[dict[str, int], dict[str, int]] | None = None) -> None:
         """Write the communities an incremental clustering changed or made, the node index rows of the entities
         it placed, its bookkeeping and the pending degree counts it read (``deltas``, added to the degrees), in one
         transaction; the current signatures lose the touched communities' former ones (``replaced``) and gain
@@ -125,12 +147,13 @@ class CommunityStore:
         signatures = sorted({c.signature for c in touched if c.signature})
         pipe.execute_command("EVAL", _SWAP_SIGNATURES, 1, self.k.community_signatures(), len(replaced), *replaced,
                              *signatures)
-        self._clustered(pipe, version, levels, meta, taken, removals)
+        self._clustered(pipe, version, levels, meta, taken, removals, chars)
         self._touch(pipe)
         pipe.execute()
 
     def replace_communities(self, communities: list[Community], levels: dict[int, int], version: int,
-                            meta: dict | None = None, taken=None, removals: int = 0) -> None:
+                            meta: dict | None = None, taken=None, removals: int = 0,
+                            chars: tuple[dict[str, int], dict[str, int]] | None = None) -> None:
         node_comm: dict[str, list[str]] = {}
         for c in communities:
             for n in c.nodes:
@@ -153,7 +176,7 @@ class CommunityStore:
             pipe.execute_command("RENAME", tmp_n, self.k.node_communities())
         else:
             pipe.delete(self.k.node_communities())
-        self._clustered(pipe, version, levels, meta, taken, removals)
+        self._clustered(pipe, version, levels, meta, taken, removals, chars)
         pipe.set(self.k.community_signatures(), " ".join(sorted({c.signature for c in communities if c.signature})))
         self._touch(pipe)
         pipe.execute()

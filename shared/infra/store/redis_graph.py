@@ -128,7 +128,7 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
 
             items = longest_first(list(zip(pending, raws, strict=True)))
             results = dict(zip((key for key, _ in items), map_fn(merged, items), strict=True))
-            done = self._write_merged(kind, pending, frag_key, target, raws, results, held)
+            done = self._write_merged(kind, pending, frag_key, target, raws, results, held, stored)
             written += sum(results[k] is not None for k in done)
             deleted += sum(results[k] is None for k in done)
             pending = [k for k in pending if k not in done]
@@ -136,8 +136,8 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
                 return written, deleted
         raise RuntimeError(f"merge of {len(pending)} of {len(keys)} {kind} kept conflicting with concurrent writers")
 
-    def _write_merged(self, kind, keys, frag_key, target, raws, results, held) -> set[str]:
-        return write_merged(self, kind, keys, frag_key, target, raws, results, held)
+    def _write_merged(self, kind, keys, frag_key, target, raws, results, held, before=None) -> set[str]:
+        return write_merged(self, kind, keys, frag_key, target, raws, results, held, before)
 
     # ---------------------------------------------------------------- graph
     def entities(self, names: Iterable[str]) -> dict[str, Entity]:
