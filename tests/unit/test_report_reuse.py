@@ -6,13 +6,22 @@ run on a real Redis."""
 from __future__ import annotations
 
 import json
+import random
 import re
 
 from shared.config import get_settings
-from shared.domain.models import Community, CommunityReport, Entity
+from shared.domain.models import (
+    Community,
+    CommunityReport,
+    Entity,
+    EntityFragment,
+    ExtractionResult,
+    RelationFragment,
+)
 from shared.domain.report_reuse import closest_former, input_chars, may_stand_for, overlap, sketch, with_basis
 from shared.infra.store.redis_extractions import rel_field
 from shared.infra.store.redis_graph import GraphStore
+from shared.pipeline import cluster_stage
 from shared.pipeline.cluster_stage import run_cluster
 from shared.pipeline.merge_stage import run_merge_batch
 from shared.pipeline.report_stage import run_report_batch
@@ -246,3 +255,48 @@ def test_past_the_bound_on_unread_rows_a_community_is_read_and_decided_exactly(r
     cid = store.entity_communities("NEW")[-1]
     kept = store.communities_by_ids([cid])[cid]
     assert kept.signature == before.signature and kept.input_chars_max == before.basis_chars + 23
+
+
+def _mention(store: GraphStore, chunk: str, nodes: dict[str, str], edges, settings) -> None:
+    """``nodes`` (name -> description) and ``edges`` named in two chunks, merged."""
+    for i in range(2):
+        cid = f"{chunk}/{i}"
+        store.save_extraction(ExtractionResult(chunk_id=cid, entities=[
+            EntityFragment(name=n, description=text, source_id=cid) for n, text in nodes.items()], relations=[
+            RelationFragment(src=a, tgt=b, description=f"{a} and {b} in {chunk}", source_id=cid) for a, b in edges]))
+    _merge(store, settings)
+
+
+def test_reading_only_what_changed_decides_as_reading_every_row(redis_client, tenant, monkeypatch):
+    """Two tenants take the same random batches (new members, members named again with more text); one clusters
+    as the stage does, the other with every touched community read. The same reports are asked for and the same
+    signatures stored, batch after batch."""
+    s = _settings()
+    settings = s.model_copy(update={"report": s.report.model_copy(update={"reuse_max_text_growth": 0.25})})
+    stores = [GraphStore(redis_client, tenant), GraphStore(redis_client, tenant + "-all")]
+    rng = random.Random(7)
+    for store in stores:
+        _groups(store, settings, groups=6, size=9)
+    asked = [[sorted(_cluster_and_report(store, settings))] for store in stores]
+    unread, kept_unread = [], cluster_stage._kept_unread
+    monkeypatch.setattr(cluster_stage, "_kept_unread", lambda *a, **kw: unread.append(kept_unread(*a, **kw))
+                        or unread[-1])
+    for batch in range(8):
+        nodes, edges = {}, []
+        for k in range(rng.randint(1, 4)):
+            g, new = rng.randrange(6), f"G{rng.randrange(6)}-{20 + batch * 4 + k}"
+            nodes[new] = "n" * rng.randint(5, 60)
+            for old in rng.sample(range(9), rng.randint(1, 2)):
+                edges.append((new, f"G{g}-{old}"))
+        for _ in range(rng.randint(0, 3)):  # named again, with text of its own
+            nodes[f"G{rng.randrange(6)}-{rng.randrange(9)}"] = "m" * rng.randint(1, 80)
+        for i, store in enumerate(stores):
+            _mention(store, f"b{batch}", nodes, edges, settings)
+            with monkeypatch.context() as patched:
+                if i:
+                    patched.setattr(cluster_stage, "_kept_unread", lambda *a, **kw: set())
+                asked[i].append(sorted(_cluster_and_report(store, settings)))
+        assert asked[0] == asked[1]
+        assert ({c.id: c.signature for c in stores[0].communities().values()}
+                == {c.id: c.signature for c in stores[1].communities().values()})
+    assert any(asked[0][1:]) and sum(map(len, unread)) >= 8  # reports asked again, and communities kept unread
