@@ -30,6 +30,8 @@ class Extension(BaseModel):
     touched: dict[str, Community] = {}  # new and changed communities, by id
     chains: dict[str, list[str]] = {}  # new entity -> its community ids, top level first (the node index rows)
     levels: dict[int, int] = {}  # level -> number of communities (ids are L{level}-{0..n-1})
+    # stored community id -> the members (names) and links (sorted pairs) it gained, the rest of it being as stored
+    gained: dict[str, set[str | tuple[str, str]]] = {}
 
 
 def _attach(new: list[str], chains: dict[str, list[str]], edges: Sequence[tuple[str, str, float]]
@@ -75,8 +77,10 @@ def _cluster_rest(rest: list[str], inner: list[tuple[str, str, float]], levels: 
 
 
 def _file_edges(edges: Sequence[tuple[str, str, float]], chains: dict[str, list[str]],
-                communities: dict[str, Community], touched: dict[str, Community]) -> None:
-    """File each edge in the communities holding both its ends (as a sorted pair, kept in order); they are touched."""
+                communities: dict[str, Community], touched: dict[str, Community],
+                gained: dict[str, set[str | tuple[str, str]]]) -> None:
+    """File each edge in the communities holding both its ends (as a sorted pair, kept in order); they are touched,
+    and a stored one gains the pairs it did not hold."""
     filed: dict[str, set[tuple[str, str]]] = {}  # community id -> its edges, as sorted pairs
     for a, b, _w in edges:
         if a == b or a not in chains or b not in chains:
@@ -90,6 +94,8 @@ def _file_edges(edges: Sequence[tuple[str, str, float]], chains: dict[str, list[
             if pair not in filed[cid]:
                 filed[cid].add(pair)
                 insort(community.edges, pair)
+                if cid in communities:
+                    gained.setdefault(cid, set()).add(pair)
 
 
 def extend_clustering(
@@ -112,9 +118,11 @@ def extend_clustering(
     placed, inner = _attach(new, chains, edges)
     levels = dict(levels)
     touched: dict[str, Community] = {}
+    gained: dict[str, set[str | tuple[str, str]]] = {}
     for name, chain in placed.items():  # members kept in name order, as Leiden's communities list them
         for cid in chain:
             insort(touched.setdefault(cid, communities[cid]).nodes, name)
+            gained.setdefault(cid, set()).add(name)
     rest = [n for n in new if n not in placed]
     if rest:
         for c in _cluster_rest(rest, inner, levels, max_cluster_size=max_cluster_size, seed=seed,
@@ -125,5 +133,5 @@ def extend_clustering(
     for name in changed_nodes:
         for cid in chains.get(name, ()):
             touched.setdefault(cid, communities[cid])
-    _file_edges(edges, {**chains, **placed}, communities, touched)
-    return Extension(touched=touched, chains=placed, levels=levels)
+    _file_edges(edges, {**chains, **placed}, communities, touched, gained)
+    return Extension(touched=touched, chains=placed, levels=levels, gained=gained)

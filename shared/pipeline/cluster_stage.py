@@ -134,19 +134,20 @@ def _recluster(store: GraphStore, settings, version: int, taken, removals: int) 
 
 def _kept_unread(store: GraphStore, touched: list[Community], reports: dict[str, CommunityReport],
                  rows: dict[str, Entity], chains: dict[str, list[str]], changed: set[str],
-                 edges: list[tuple[str, str, float]], chars: tuple[dict[str, int], dict[str, int]],
-                 settings) -> set[str]:
+                 gained: dict[str, set], edges: list[tuple[str, str, float]],
+                 chars: tuple[dict[str, int], dict[str, int]], settings) -> set[str]:
     """Ids of the ``touched`` communities whose report stands by the drift bounds without their rows being read
     (``report_reuse.stands_unread``); each takes that report's signature and keeps its occurrence, and its
-    ``input_chars_max`` grows by what its ``changed`` members (new ones and those merged again) and the job's
-    ``edges`` filed in it added to their descriptions (``chars``: the merges' counts, ``char_deltas``). A batch that
-    names again a few entities of a large community so reads what it changed, not the community: the community is
-    read, and its report and occurrence made again, once its changes pass the bounds."""
+    ``input_chars_max`` grows by the whole descriptions of the members and links it ``gained`` and by what its
+    ``changed`` members (merged again; ``chains``: where the clustered ones sit) and the job's ``edges`` it held
+    added to theirs (``chars``: the merges' counts, ``char_deltas``). A batch that names again a few entities of a
+    large community so reads what it changed, not the community: the community is read, and its report and
+    occurrence made again, once its changes pass the bounds."""
     cfg = settings.report
     maybe = {c.id for c in touched if c.input_chars_max and c.id in reports}
     if not maybe:
         return set()
-    grown = _grown_chars(store, maybe, rows, chains, changed, edges, chars)
+    grown = _grown_chars(store, maybe, rows, chains, changed, gained, edges, chars)
     kept = set()
     for c in touched:
         if c.id in maybe and stands_unread(reports[c.id], c, grown[c.id], cfg.reuse_max_drift,
@@ -163,31 +164,45 @@ def _kept_unread(store: GraphStore, touched: list[Community], reports: dict[str,
 
 
 def _grown_chars(store: GraphStore, ids: set[str], rows: dict[str, Entity], chains: dict[str, list[str]],
-                 changed: set[str], edges: list[tuple[str, str, float]],
+                 changed: set[str], gained: dict[str, set], edges: list[tuple[str, str, float]],
                  chars: tuple[dict[str, int], dict[str, int]]) -> Counter[str]:
-    """Community id (of ``ids``) -> at least the description characters its ``changed`` members and the ``edges``
-    filed in it added since its ``input_chars_max``: the merges' counts (``chars``), else (a row no merge counted)
-    the row's whole description."""
+    """Community id (of ``ids``) -> at least the description characters it holds beyond its ``input_chars_max``:
+    the whole descriptions of the members and links it ``gained``, and for the ``changed`` members and the
+    ``edges`` it held already what the merges counted them to add (``chars``), or their whole descriptions when no
+    merge counted them."""
     by_name, by_field = chars
     grown: Counter[str] = Counter()
+    whole: dict[tuple[str, str], list[str]] = {}  # links whose whole description counts -> communities
+    for cid in ids:
+        for item in gained.get(cid, ()):
+            if isinstance(item, tuple):
+                whole.setdefault(item, []).append(cid)
+            else:
+                grown[cid] += len(rows[item].description) if item in rows else 0
     for name in changed & rows.keys():
-        for cid in ids.intersection(chains.get(name, ())):
-            grown[cid] += by_name.get(name, len(rows[name].description))
-    uncounted: dict[tuple[str, str], list[str]] = {}
-    for a, b, _w in edges:
-        cids = ids.intersection(chains[a]).intersection(chains[b]) if a != b and a in chains and b in chains else ()
-        pair = (a, b) if a < b else (b, a)
-        if cids and (counted := by_field.get(rel_field(*pair))) is not None:
-            for cid in cids:
-                grown[cid] += counted
-        elif cids:
-            uncounted[pair] = sorted(cids)
-    relations = store.relations(list(uncounted))
-    for pair, cids in uncounted.items():
-        if (rel := find_relation(relations, *pair)) is not None:
-            for cid in cids:
-                grown[cid] += len(rel.description)
+        held = [cid for cid in ids.intersection(chains.get(name, ())) if name not in gained.get(cid, ())]
+        grown.update(dict.fromkeys(held, by_name.get(name, len(rows[name].description))))
+    for pair, held in _held_links(ids, chains, gained, edges).items():
+        if (counted := by_field.get(rel_field(*pair))) is None:
+            whole.setdefault(pair, []).extend(held)
+        else:
+            grown.update(dict.fromkeys(held, counted))
+    relations = store.relations(list(whole))
+    for pair, cids in whole.items():
+        rel = find_relation(relations, *pair)
+        grown.update(dict.fromkeys(cids, len(rel.description) if rel is not None else 0))
     return grown
+
+
+def _held_links(ids: set[str], chains: dict[str, list[str]], gained: dict[str, set],
+                edges: list[tuple[str, str, float]]) -> dict[tuple[str, str], list[str]]:
+    """Each of ``edges`` (as a sorted pair) -> the communities of ``ids`` that held it before the job."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for a, b, _w in edges:
+        pair = (a, b) if a < b else (b, a)
+        if held := [c for c in ids.intersection(chains.get(a, ()), chains.get(b, ())) if pair not in gained.get(c, ())]:
+            out[pair] = held
+    return out
 
 
 def _inherit(communities, candidates, entities, relations, settings) -> None:
@@ -233,8 +248,7 @@ def _extend(store: GraphStore, settings, version: int, meta: dict[str, str], tak
     touched = sorted(ext.touched.values(), key=lambda c: (c.level, c.id))
     removals = store.removals_pending(meta)
     reports = {} if removals else store.reports_by_ids(c.id for c in touched)
-    unread = _kept_unread(store, touched, reports, rows, {**chains, **ext.chains}, set(names) | set(ext.chains),
-                          edges, chars, settings)
+    unread = _kept_unread(store, touched, reports, rows, chains, set(names), ext.gained, edges, chars, settings)
     read = [c for c in touched if c.id not in unread]
     entities = store.entities(n for c in read for n in c.nodes)
     relations = store.relations(e for c in read for e in c.edges)

@@ -9,6 +9,8 @@ import json
 import random
 import re
 
+import pytest
+
 from shared.config import get_settings
 from shared.domain.models import (
     Community,
@@ -202,7 +204,7 @@ def test_a_community_whose_report_stands_by_its_bounds_is_not_read(redis_client,
     _ingest(store, "c-new", ["NEW", "G1-0"], [("NEW", "G1-0")], settings)
     names, pairs = _spy_reads(store, monkeypatch)
     assert _cluster_and_report(store, settings) == []
-    assert names <= {"NEW", "G1-0"} and not pairs  # the 8 other members and 36 links unread
+    assert names <= {"NEW", "G1-0"} and pairs <= {("G1-0", "NEW")}  # the 8 other members and 36 links unread
     kept = store.communities_by_ids([cid])[cid]
     assert "NEW" in kept.nodes and kept.signature == _report_of(store, "NEW").signature
     # what NEW and its link added (the merges' counts); G1-0, merged again with the same description, added 0
@@ -257,9 +259,9 @@ def test_past_the_bound_on_unread_rows_a_community_is_read_and_decided_exactly(r
     assert kept.signature == before.signature and kept.input_chars_max == before.basis_chars + 23
 
 
-def _mention(store: GraphStore, chunk: str, nodes: dict[str, str], edges, settings) -> None:
-    """``nodes`` (name -> description) and ``edges`` named in two chunks, merged."""
-    for i in range(2):
+def _mention(store: GraphStore, chunk: str, nodes: dict[str, str], edges, settings, times: int = 2) -> None:
+    """``nodes`` (name -> description) and ``edges`` named in ``times`` chunks, merged."""
+    for i in range(times):
         cid = f"{chunk}/{i}"
         store.save_extraction(ExtractionResult(chunk_id=cid, entities=[
             EntityFragment(name=n, description=text, source_id=cid) for n, text in nodes.items()], relations=[
@@ -267,12 +269,15 @@ def _mention(store: GraphStore, chunk: str, nodes: dict[str, str], edges, settin
     _merge(store, settings)
 
 
-def test_reading_only_what_changed_decides_as_reading_every_row(redis_client, tenant, monkeypatch):
-    """Two tenants take the same random batches (new members, members named again with more text); one clusters
-    as the stage does, the other with every touched community read. The same reports are asked for and the same
-    signatures stored, batch after batch."""
+@pytest.mark.parametrize("strategy", ["llm", "fast"])
+def test_reading_only_what_changed_decides_as_reading_every_row(redis_client, tenant, monkeypatch, strategy):
+    """Two tenants take the same random batches (new members, members named again with more text, entities named
+    once, which the LLM-free path leaves out until they are named again); one clusters as the stage does, the other
+    with every touched community read. The same reports are asked for and the same signatures stored, batch after
+    batch."""
     s = _settings()
-    settings = s.model_copy(update={"report": s.report.model_copy(update={"reuse_max_text_growth": 0.25})})
+    settings = s.model_copy(update={"report": s.report.model_copy(update={"reuse_max_text_growth": 0.25}),
+                                    "extraction": s.extraction.model_copy(update={"strategy": strategy})})
     stores = [GraphStore(redis_client, tenant), GraphStore(redis_client, tenant + "-all")]
     rng = random.Random(7)
     for store in stores:
@@ -290,8 +295,11 @@ def test_reading_only_what_changed_decides_as_reading_every_row(redis_client, te
                 edges.append((new, f"G{g}-{old}"))
         for _ in range(rng.randint(0, 3)):  # named again, with text of its own
             nodes[f"G{rng.randrange(6)}-{rng.randrange(9)}"] = "m" * rng.randint(1, 80)
+        rare = {f"G{rng.randrange(6)}-{90 + rng.randrange(6)}": "r" * rng.randint(5, 40)}  # named once
+        rare_edges = [(name, f"G{rng.randrange(6)}-{rng.randrange(9)}") for name in rare]
         for i, store in enumerate(stores):
             _mention(store, f"b{batch}", nodes, edges, settings)
+            _mention(store, f"r{batch}", rare, rare_edges, settings, times=1)
             with monkeypatch.context() as patched:
                 if i:
                     patched.setattr(cluster_stage, "_kept_unread", lambda *a, **kw: set())
@@ -300,3 +308,22 @@ def test_reading_only_what_changed_decides_as_reading_every_row(redis_client, te
         assert ({c.id: c.signature for c in stores[0].communities().values()}
                 == {c.id: c.signature for c in stores[1].communities().values()})
     assert any(asked[0][1:]) and sum(map(len, unread)) >= 8  # reports asked again, and communities kept unread
+
+
+def test_a_member_new_to_a_community_counts_whole_though_its_row_is_older(redis_client, tenant):
+    """On the LLM-free path an entity named once is left out of the communities; named again (its description
+    unchanged: the merge counts 0), it joins one. Its whole description is new to that community's report input,
+    here past the 25 % growth allowance, so the report is written again."""
+    s = _settings()
+    settings = s.model_copy(update={"report": s.report.model_copy(update={"reuse_max_text_growth": 0.25}),
+                                    "extraction": s.extraction.model_copy(update={"strategy": "fast"})})
+    store = GraphStore(redis_client, tenant)
+    _groups(store, settings)
+    _cluster_and_report(store, settings)
+    rare = {"G1-90": "r" * 400}
+    _mention(store, "r1", rare, [("G1-90", "G1-0")], settings, times=1)
+    assert _cluster_and_report(store, settings) == [] and not store.entity_communities("G1-90")
+    _mention(store, "r2", rare, [("G1-90", "G1-0")], settings, times=1)
+    assert store.char_deltas(["G1-90"], [])[0] == {"G1-90": 0}
+    assert _cluster_and_report(store, settings) == ["G1-0"]
+    assert store.entity_communities("G1-90") == store.entity_communities("G1-0")
