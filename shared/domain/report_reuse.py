@@ -9,8 +9,9 @@ report was written from, never from the last community that reused it, so reuse 
 
 An incremental clustering first asks ``stands_unread``: the members and links are known without reading their rows,
 and the community keeps an upper bound of its description characters (``Community.input_chars_max``: exact when
-its rows were last read, then grown by the whole descriptions of the members and links a job changed in it), so a
-report that stands by that bound stands by the exact measure too, and the community's rows need not be read.
+its rows were last read, then grown by what the merges counted its changed members and links to add, and by the
+whole descriptions of those new to it), so a report that stands by that bound stands by the exact measure too, and
+the community's rows need not be read.
 
 The sketch (Broder's bottom-k MinHash) keeps the ``SKETCH_SIZE`` smallest 32-bit hashes of the set: exact for sets
 of at most that many items (most communities), an estimate for larger ones (standard error about
