@@ -91,7 +91,7 @@ def _recluster(store: GraphStore, settings, version: int, taken, removals: int) 
     """Leiden over the whole graph; only the degrees that changed are written. With no removal pending, a new
     community may keep the report of the former community it shares most members with (``_inherit``)."""
     deltas = store.degree_deltas()  # before the edges: the ones they count
-    chars = store.char_deltas()  # before the rows: every count they hold is in what is read below
+    store.take_char_deltas(read=False)  # before the rows: every count it takes is in what is read below
     stored_degrees = store.all_degrees()
     entities = store.all_entities(stored_degrees)
     edges = [e for e in store.edge_list() if e[0] in entities and e[1] in entities]
@@ -128,7 +128,7 @@ def _recluster(store: GraphStore, settings, version: int, taken, removals: int) 
     meta = {"waves": _waves_meta(waves), "full_size": len(entities) + len(relations), "changed": 0,
             "occurrence_max": json.dumps({str(k): v for k, v in top.items()})}
     store.replace_communities(communities, result.levels, version, meta=meta, taken=taken, removals=removals,
-                              chars=chars)
+                              chars_taken=True)
     return dict(enumerate(waves))
 
 
@@ -140,7 +140,7 @@ def _kept_unread(store: GraphStore, touched: list[Community], reports: dict[str,
     (``report_reuse.stands_unread``); each takes that report's signature and keeps its occurrence, and its
     ``input_chars_max`` grows by the whole descriptions of the members and links it ``gained`` and by what its
     ``changed`` members (merged again; ``chains``: where the clustered ones sit) and the job's ``edges`` it held
-    added to theirs (``chars``: the merges' counts, ``char_deltas``). A batch that names again a few entities of a
+    added to theirs (``chars``: the merges' counts, ``take_char_deltas``). A batch that names again a few entities of a
     large community so reads what it changed, not the community: the community is read, and its report and
     occurrence made again, once its changes pass the bounds."""
     cfg = settings.report
@@ -220,7 +220,7 @@ def _extend(store: GraphStore, settings, version: int, meta: dict[str, str], tak
     removed an entity or an edge (the whole graph is clustered then)."""
     names, fields = taken
     deltas = store.degree_deltas()
-    chars = store.char_deltas(names, fields)  # before the rows, as in _recluster
+    chars = store.take_char_deltas()  # before the rows, as in _recluster
     rows = store.entities(names)
     weights = store.edge_weights(fields)
     if len(rows) < len(names) or len(weights) < len(fields):
@@ -271,5 +271,5 @@ def _extend(store: GraphStore, settings, version: int, meta: dict[str, str], tak
                 "changed": int(meta.get("changed", 0)) + len(names) + len(fields),
                 "occurrence_max": json.dumps({str(k): v for k, v in top.items()})}
     store.update_communities(touched, ext.chains, ext.levels, version, new_meta, taken, deltas,
-                             sorted({former[c.id] for c in touched if former.get(c.id)}), removals, chars)
+                             sorted({former[c.id] for c in touched if former.get(c.id)}), removals, True)
     return dict(enumerate(waves))

@@ -217,25 +217,20 @@ def test_the_merges_count_description_changes_and_a_clustering_takes_what_it_rea
     _groups(store, settings)
     assert store.char_deltas()[0]["G1-1"] == len("about G1-1")  # a new row: its whole description
     _cluster_and_report(store, settings)
+    assert store.char_deltas() == ({}, {}) and not redis_client.exists(store.k.char_delta_taken("entities"))
     _ingest(store, "c-new", ["NEW", "G1-0"], [("NEW", "G1-0")], settings)
-    assert store.char_deltas(["NEW", "G1-0", "G1-1"], [rel_field("G1-0", "NEW")]) == (
-        {"NEW": len("about NEW"), "G1-0": 0}, {rel_field("G1-0", "NEW"): len("NEW knows G1-0")})
-    read = store.char_deltas()
-    _ingest(store, "c-more", ["NEW", "MORE"], [("NEW", "MORE")], settings)  # merged after the clustering read
+    counted = ({"NEW": len("about NEW"), "G1-0": 0}, {rel_field("G1-0", "NEW"): len("NEW knows G1-0")})
+    assert store.char_deltas() == counted
+    assert store.take_char_deltas() == counted  # a clustering takes them in, and does not finish
+    _ingest(store, "c-more", ["NEW", "MORE"], [("NEW", "MORE")], settings)  # merged meanwhile: counted afresh
+    assert store.char_deltas() == ({"NEW": 0, "MORE": len("about MORE")},
+                                   {rel_field("MORE", "NEW"): len("NEW knows MORE")})
+    again = store.take_char_deltas()  # the next clustering takes both
+    assert again[0] == {"NEW": len("about NEW"), "G1-0": 0, "MORE": len("about MORE")} and len(again[1]) == 2
     pipe = redis_client.pipeline(transaction=True)
-    store._clustered(pipe, store.graph_version(), {0: 1}, None, None, chars=read)
+    store._clustered(pipe, store.graph_version(), {0: 1}, None, None, chars_taken=True)
     pipe.execute()
-    # MORE's count, made after the read, stays; NEW's, read and taken, left 0 and went (a row no merge counted
-    # counts whole: at worst a report is read again, never kept past its bounds)
-    assert store.char_deltas()[0] == {"MORE": len("about MORE")}
-    key = store.k.char_delta("entities")
-    redis_client.hincrby(key, "X", 5)
-    read = store.char_deltas(["X"], [])
-    redis_client.hincrby(key, "X", -2)  # a merge between the read and the take
-    pipe = redis_client.pipeline(transaction=True)
-    store._clustered(pipe, store.graph_version(), {0: 1}, None, None, chars=read)
-    pipe.execute()
-    assert store.char_deltas(["X"], [])[0] == {"X": -2}
+    assert store.take_char_deltas() == ({}, {})
 
 
 def test_past_the_bound_on_unread_rows_a_community_is_read_and_decided_exactly(redis_client, tenant, monkeypatch):
@@ -324,6 +319,6 @@ def test_a_member_new_to_a_community_counts_whole_though_its_row_is_older(redis_
     _mention(store, "r1", rare, [("G1-90", "G1-0")], settings, times=1)
     assert _cluster_and_report(store, settings) == [] and not store.entity_communities("G1-90")
     _mention(store, "r2", rare, [("G1-90", "G1-0")], settings, times=1)
-    assert store.char_deltas(["G1-90"], [])[0] == {"G1-90": 0}
+    assert store.char_deltas()[0] == {"G1-90": 0}
     assert _cluster_and_report(store, settings) == ["G1-0"]
     assert store.entity_communities("G1-90") == store.entity_communities("G1-0")

@@ -155,6 +155,9 @@ class Keys:
         # removed by the merges since the communities last counted them (kind: entities | relations)
         return f"{self.p}chardelta:{kind}"
 
+    def char_delta_taken(self, kind: str) -> str:  # hash: the counts a clustering took in, dropped with its save
+        return f"{self.p}chardelta:{kind}:taken"
+
     def node_communities(self) -> str:  # hash name -> json list of community ids
         return f"{self.p}nodecomm"
 

@@ -66,27 +66,6 @@ return 0
 """
 
 
-# KEYS[1] a hash of counts; ARGV name, count, ...: each count (read before) taken off, a field left at 0 removed
-_TAKE_COUNTS = """
-for i = 1, #ARGV, 2 do
-  local name, by = ARGV[i], tonumber(ARGV[i + 1])
-  local left
-  if by == 0 then left = tonumber(redis.call('HGET', KEYS[1], name) or '0')
-  else left = redis.call('HINCRBY', KEYS[1], name, -by) end
-  if left == 0 then redis.call('HDEL', KEYS[1], name) end
-end
-return 0
-"""
-
-
-def take_counts(pipe, key: str, counts: dict[str, int]) -> None:
-    """Queue on ``pipe`` taking ``counts`` (read before) off the hash ``key``'s: what was added meanwhile stays,
-    and a field left at 0 is removed."""
-    items = [x for name, by in counts.items() for x in (name, by)]
-    for i in range(0, len(items), 4000):
-        pipe.execute_command("EVAL", _TAKE_COUNTS, 1, key, *items[i : i + 4000])
-
-
 def write_edges(pipe, keys, weights: dict[str, float | None]) -> None:
     """Queue on ``pipe`` (a transaction's) the edge writes: relation field -> weight, or None to remove it.
     ``keys``: the tenant's ``Keys``. EVAL as a plain command: a Redis Cluster's pipeline has no ``eval``."""

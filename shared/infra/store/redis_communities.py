@@ -11,7 +11,7 @@ from shared.domain.models import Community, CommunityReport
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import REMOVALS, Keys
 from shared.infra.store.community_codec import pack_community, pack_report, unpack_community, unpack_report
-from shared.infra.store.graph_edges import take_counts, take_deltas
+from shared.infra.store.graph_edges import take_deltas
 from shared.infra.store.lru import CACHED_TENANTS, LRU
 from shared.infra.store.stale_reads import stale_after
 
@@ -21,6 +21,16 @@ CLUSTER_DIRTY = ("cluster_entities", "cluster_relations")
 # at the last whole-graph Leiden, entities + relations changed since, largest chunk count per level (json)
 CLUSTER_META = ("waves", "full_size", "changed", "occurrence_max")
 CHAR_KINDS = ("entities", "relations")  # the merges count their description changes per kind (``char_deltas``)
+# KEYS[1] the merges' character counts, KEYS[2] those a clustering took in: the first moved into the second (added
+# to it when a clustering that did not finish left it), so merges from now on count afresh
+_TAKE_CHARS = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('RENAME', KEYS[1], KEYS[2]) return 1 end
+local flat = redis.call('HGETALL', KEYS[1])
+for i = 1, #flat, 2 do redis.call('HINCRBY', KEYS[2], flat[i], flat[i + 1]) end
+redis.call('DEL', KEYS[1])
+return 1
+"""
 # KEYS[1] the current signatures (space-separated); ARGV[1] n, then n signatures to drop, then the ones to add
 _SWAP_SIGNATURES = """
 local n = tonumber(ARGV[1])
@@ -91,34 +101,37 @@ class CommunityStore:
         """Rows that lost content since the last clustering (``note_removal``), from ``cluster_meta()``'s fields."""
         return int(meta.get(REMOVALS) or 0)
 
-    def char_deltas(self, names: Iterable[str] | None = None, fields: Iterable[str] | None = None
-                    ) -> tuple[dict[str, int], dict[str, int]]:
-        """(entity name -> description characters its merges added less removed since the communities last
-        counted them, the same per relation field) for ``names`` and ``fields`` (None: every one counted); a key
-        no merge wrote since is left out."""
+    def char_deltas(self) -> tuple[dict[str, int], dict[str, int]]:
+        """(entity name -> description characters its merges added less removed since a clustering last took the
+        counts in, the same per relation field); a key no merge wrote since is left out."""
         pipe = self.redis.pipeline(transaction=False)
-        asked = (None if names is None else list(names), None if fields is None else list(fields))
-        for kind, keys in zip(CHAR_KINDS, asked, strict=True):
-            if keys is None:
-                pipe.hgetall(self.k.char_delta(kind))
-            else:
-                pipe.hmget(self.k.char_delta(kind), keys or ["\x00"])
-        out = []
-        for keys, got in zip(asked, pipe.execute(), strict=True):
-            pairs = got.items() if keys is None else zip(keys, got, strict=False)
-            out.append({to_str(k): int(v) for k, v in pairs if v is not None})
-        return out[0], out[1]
+        for kind in CHAR_KINDS:
+            pipe.hgetall(self.k.char_delta(kind))
+        got = pipe.execute()
+        return tuple({to_str(k): int(v) for k, v in g.items()} for g in got)  # type: ignore[return-value]
+
+    def take_char_deltas(self, read: bool = True) -> tuple[dict[str, int], dict[str, int]]:
+        """The merges' counts (``char_deltas``) moved aside for this clustering, with those a clustering that did
+        not finish had moved (the merges go on counting afresh), and returned when ``read``;
+        ``_clustered(..., chars_taken=True)`` drops them with the clustering's save."""
+        pipe = self.redis.pipeline(transaction=False)
+        for kind in CHAR_KINDS:
+            pipe.execute_command("EVAL", _TAKE_CHARS, 2, self.k.char_delta(kind), self.k.char_delta_taken(kind))
+        for kind in CHAR_KINDS if read else ():
+            pipe.hgetall(self.k.char_delta_taken(kind))
+        got = pipe.execute()[len(CHAR_KINDS):]
+        return tuple({to_str(k): int(v) for k, v in g.items()} for g in got) if read else ({}, {})  # type: ignore
 
     def _clustered(self, pipe, version: int, levels: dict[int, int], meta: dict | None, taken,
-                   removals: int = 0, chars: tuple[dict[str, int], dict[str, int]] | None = None) -> None:
+                   removals: int = 0, chars_taken: bool = False) -> None:
         """In a write's transaction: the clustering's version, levels and bookkeeping (fields not in ``meta``
         dropped: a clustering written without them is taken as not to be extended), the dirty marks it took in
-        (``taken``: entity names, relation fields) removed, the removals it took in (``removals``) and the
-        character counts it read (``chars``, ``char_deltas``) counted off (those made meanwhile stay for the next
-        clustering)."""
+        (``taken``: entity names, relation fields) removed, the removals it took in (``removals``) counted off
+        (those made meanwhile stay for the next clustering), and with ``chars_taken`` the character counts it took
+        in (``take_char_deltas``) dropped."""
         meta = meta or {}
-        for kind, counts in zip(CHAR_KINDS, chars or ({}, {}), strict=True):
-            take_counts(pipe, self.k.char_delta(kind), counts)
+        if chars_taken:
+            pipe.delete(*(self.k.char_delta_taken(kind) for kind in CHAR_KINDS))
         if removals:
             pipe.hincrby(self.k.community_meta(), REMOVALS, -removals)
         if dropped := [f for f in CLUSTER_META if f not in meta]:
@@ -132,7 +145,7 @@ class CommunityStore:
 
     def update_communities(self, touched: list[Community], chains: dict[str, list[str]], levels: dict[int, int],
                            version: int, meta: dict, taken, deltas: dict[str, int], replaced: list[str],
-                           removals: int = 0, chars: tuple[dict[str, int], dict[str, int]] | None = None) -> None:
+                           removals: int = 0, chars_taken: bool = False) -> None:
         """Write the communities an incremental clustering changed or made, the node index rows of the entities
         it placed, its bookkeeping and the pending degree counts it read (``deltas``, added to the degrees), in one
         transaction; the current signatures lose the touched communities' former ones (``replaced``) and gain
@@ -147,13 +160,13 @@ class CommunityStore:
         signatures = sorted({c.signature for c in touched if c.signature})
         pipe.execute_command("EVAL", _SWAP_SIGNATURES, 1, self.k.community_signatures(), len(replaced), *replaced,
                              *signatures)
-        self._clustered(pipe, version, levels, meta, taken, removals, chars)
+        self._clustered(pipe, version, levels, meta, taken, removals, chars_taken)
         self._touch(pipe)
         pipe.execute()
 
     def replace_communities(self, communities: list[Community], levels: dict[int, int], version: int,
-                            meta: dict | None = None, taken=None, removals: int = 0,
-                            chars: tuple[dict[str, int], dict[str, int]] | None = None) -> None:
+                            meta: dict | None = None, taken=None, removals: int = 0, chars_taken: bool = False
+                            ) -> None:
         node_comm: dict[str, list[str]] = {}
         for c in communities:
             for n in c.nodes:
@@ -176,7 +189,7 @@ class CommunityStore:
             pipe.execute_command("RENAME", tmp_n, self.k.node_communities())
         else:
             pipe.delete(self.k.node_communities())
-        self._clustered(pipe, version, levels, meta, taken, removals, chars)
+        self._clustered(pipe, version, levels, meta, taken, removals, chars_taken)
         pipe.set(self.k.community_signatures(), " ".join(sorted({c.signature for c in communities if c.signature})))
         self._touch(pipe)
         pipe.execute()
