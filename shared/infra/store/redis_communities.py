@@ -13,7 +13,7 @@ from shared.infra.redis.keys import REMOVALS, Keys
 from shared.infra.store.community_codec import pack_community, pack_report, unpack_community, unpack_report
 from shared.infra.store.graph_edges import take_deltas
 from shared.infra.store.lru import CACHED_TENANTS, LRU
-from shared.infra.store.stale_reads import stale_after
+from shared.infra.store.stale_reads import may_stand, stale_after
 
 # the merges mark what they wrote in these sets (entity names, relation fields); a clustering takes them in
 CLUSTER_DIRTY = ("cluster_entities", "cluster_relations")
@@ -120,7 +120,10 @@ class CommunityStore:
         for kind in CHAR_KINDS if read else ():
             pipe.hgetall(self.k.char_delta_taken(kind))
         got = pipe.execute()[len(CHAR_KINDS):]
-        return tuple({to_str(k): int(v) for k, v in g.items()} for g in got) if read else ({}, {})  # type: ignore
+        if not read:
+            return {}, {}
+        entities, relations = ({to_str(k): int(v) for k, v in g.items()} for g in got)
+        return entities, relations
 
     def _clustered(self, pipe, version: int, levels: dict[int, int], meta: dict | None, taken,
                    removals: int = 0, chars_taken: bool = False) -> None:
@@ -210,7 +213,7 @@ class CommunityStore:
         now = _revision(rev, clustered, epoch)
         hit = _COMMUNITY_ROWS.get_or_build(
             self.k.p, lambda held: held[1] is self.redis and held[0][0] == now[0], self._read_community_rows,
-            stale_after(), lambda held: held[1] is self.redis and _may_stand(held[0], now))
+            stale_after(), lambda held: held[1] is self.redis and may_stand(held[0][1:], now[1:]))
         return hit[2], hit[3]
 
     def _read_community_rows(self) -> tuple[tuple, object, dict[str, Community], dict[str, CommunityReport]]:
@@ -334,9 +337,3 @@ class CommunityStore:
 
 def _revision(rev, clustered, epoch) -> tuple[str | None, int, str | None]:
     return to_str(rev) if rev is not None else None, int(clustered or 0), to_str(epoch) if epoch is not None else None
-
-
-def _may_stand(held: tuple[str | None, int, str | None], now: tuple[str | None, int, str | None]) -> bool:
-    """Rows of another revision may serve a reader while the current ones are read: same graph epoch (set), and
-    clustered at no later graph version than the current ones."""
-    return held[2] is not None and held[2] == now[2] and held[1] <= now[1]
