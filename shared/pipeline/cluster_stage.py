@@ -50,7 +50,7 @@ def run_cluster(store: GraphStore, settings, whole_due: bool = False) -> dict[in
     whole = (whole_due or overdue(store.redis, store.tenant, settings)) and past_bound(meta, settings)
     if meta.get("graph_version") == str(version) and "waves" in meta and not whole:  # run again after its save
         return {int(w): ids for w, ids in json.loads(meta["waves"])}
-    taken = store.cluster_dirty()
+    taken = store.take_cluster_dirty()
     started = time.perf_counter()
     extend = not whole and _may_extend(meta, taken, settings)
     waves = _extend(store, settings, version, meta, taken) if extend else None

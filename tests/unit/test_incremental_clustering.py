@@ -188,3 +188,43 @@ def test_a_tenant_still_ingesting_at_the_max_delay_is_clustered_whole_by_its_nex
     assert redis_client.zscore(recluster_due_key(), tenant) is None
     assert all(store.entity_communities(n) for n in ("NEW", "NEXT", "LAST"))
     assert len([c for wave in whole.values() for c in wave]) > 1
+
+
+def test_a_merge_during_a_clustering_leaves_its_marks_for_the_next_one(redis_client, tenant, monkeypatch):
+    """G2-3 is merged again after the clustering took the marks and read the rows, before it saved: the save must
+    not drop that merge's marks (it would never be clustered, and its communities' signatures would go stale)."""
+    store, settings = GraphStore(redis_client, tenant), _settings()
+    _base(store)
+    run_cluster(store, settings)
+    _ingest(store, "c-new", ["NEW", "G2-3"], [("NEW", "G2-3")])
+    save = store.update_communities
+
+    def merged_meanwhile(*args, **kwargs):
+        _ingest(store, "c-late", ["G2-3", "LATE"], [("G2-3", "LATE")])
+        return save(*args, **kwargs)
+
+    monkeypatch.setattr(store, "update_communities", merged_meanwhile)
+    run_cluster(store, settings)
+    monkeypatch.undo()
+    names, fields = store.cluster_dirty()
+    assert "G2-3" in names and "LATE" in names and len(fields) == 1
+    assert "NEW" not in names  # what the clustering took in and saved is gone
+    waves = run_cluster(store, settings)
+    assert sorted(c for wave in waves.values() for c in wave) == sorted(store.entity_communities("G2-3"))
+    assert store.entity_communities("LATE") == store.entity_communities("G2-3")
+    assert store.cluster_dirty() == ([], [])
+
+
+def test_marks_taken_by_a_clustering_that_did_not_finish_are_taken_by_the_next(redis_client, tenant):
+    store, settings = GraphStore(redis_client, tenant), _settings()
+    _base(store)
+    run_cluster(store, settings)
+    _ingest(store, "c-new", ["NEW", "G2-3"], [("NEW", "G2-3")])
+    assert store.take_cluster_dirty()[0] == ["G2-3", "NEW"]  # a clustering takes them, then is killed
+    _ingest(store, "c-late", ["LATE", "G1-1"], [("LATE", "G1-1")])
+    assert store.cluster_dirty()[0] == ["G1-1", "G2-3", "LATE", "NEW"]
+    waves = run_cluster(store, settings)
+    touched = set(store.entity_communities("G2-3")) | set(store.entity_communities("G1-1"))
+    assert {c for wave in waves.values() for c in wave} == touched
+    assert store.entity_communities("NEW") and store.entity_communities("LATE")
+    assert store.cluster_dirty() == ([], [])

@@ -145,6 +145,10 @@ class Keys:
     def dirty(self, kind: str) -> str:  # set of names/keys awaiting merge / embedding
         return f"{self.p}dirty:{kind}"
 
+    def dirty_taken(self, kind: str) -> str:  # set: the marks of ``dirty(kind)`` a clustering took in, dropped with
+        # its save
+        return f"{self.p}dirty:{kind}:taken"
+
     def degrees(self) -> str:  # hash name -> degree
         return f"{self.p}degrees"
 

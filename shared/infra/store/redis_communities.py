@@ -31,6 +31,16 @@ for i = 1, #flat, 2 do redis.call('HINCRBY', KEYS[2], flat[i], flat[i + 1]) end
 redis.call('DEL', KEYS[1])
 return 1
 """
+# KEYS[1] the merges' marks of one kind (``CLUSTER_DIRTY``), KEYS[2] those a clustering took in: the first moved
+# into the second (joined to it when a clustering that did not finish left it), and the second returned; a merge from
+# now on marks afresh, so the clustering's save, which drops what it took, cannot drop a mark set after its read
+_TAKE_MARKS = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('RENAME', KEYS[1], KEYS[2])
+  else redis.call('SUNIONSTORE', KEYS[2], KEYS[2], KEYS[1]) redis.call('DEL', KEYS[1]) end
+end
+return redis.call('SMEMBERS', KEYS[2])
+"""
 # KEYS[1] the current signatures (space-separated); ARGV[1] n, then n signatures to drop, then the ones to add
 _SWAP_SIGNATURES = """
 local n = tonumber(ARGV[1])
@@ -81,11 +91,25 @@ class CommunityStore:
 
     # ---------------------------------------------------------- communities
     def cluster_dirty(self) -> tuple[list[str], list[str]]:
-        """(entity names, relation fields) merged since the communities last took them in (``CLUSTER_DIRTY``)."""
+        """(entity names, relation fields) merged since the communities last took them in (``CLUSTER_DIRTY``),
+        with those a clustering that did not finish took: what the next clustering takes."""
         pipe = self.redis.pipeline(transaction=False)
         for kind in CLUSTER_DIRTY:
             pipe.smembers(self.k.dirty(kind))
-        return tuple(sorted(to_str(x) for x in raw) for raw in pipe.execute())  # type: ignore[return-value]
+            pipe.smembers(self.k.dirty_taken(kind))
+        got = pipe.execute()
+        pairs = zip(got[::2], got[1::2], strict=True)
+        names, fields = (sorted({to_str(x) for x in fresh | held}) for fresh, held in pairs)
+        return names, fields
+
+    def take_cluster_dirty(self) -> tuple[list[str], list[str]]:
+        """``cluster_dirty`` moved aside for this clustering (the merges go on marking afresh);
+        ``_clustered(..., taken)`` drops them with the clustering's save."""
+        pipe = self.redis.pipeline(transaction=False)
+        for kind in CLUSTER_DIRTY:
+            pipe.execute_command("EVAL", _TAKE_MARKS, 2, self.k.dirty(kind), self.k.dirty_taken(kind))
+        names, fields = (sorted(to_str(x) for x in raw) for raw in pipe.execute())
+        return names, fields
 
     def cluster_meta(self) -> dict[str, str]:
         """The clustering's bookkeeping (``CLUSTER_META`` fields, ``graph_version``, ``levels``); absent ones left
@@ -128,8 +152,8 @@ class CommunityStore:
     def _clustered(self, pipe, version: int, levels: dict[int, int], meta: dict | None, taken,
                    removals: int = 0, chars_taken: bool = False) -> None:
         """In a write's transaction: the clustering's version, levels and bookkeeping (fields not in ``meta``
-        dropped: a clustering written without them is taken as not to be extended), the dirty marks it took in
-        (``taken``: entity names, relation fields) removed, the removals it took in (``removals``) counted off
+        dropped: a clustering written without them is taken as not to be extended), with ``taken`` the dirty marks
+        it took in (``take_cluster_dirty``) dropped, the removals it took in (``removals``) counted off
         (those made meanwhile stay for the next clustering), and with ``chars_taken`` the character counts it took
         in (``take_char_deltas``) dropped."""
         meta = meta or {}
@@ -141,10 +165,8 @@ class CommunityStore:
             pipe.hdel(self.k.community_meta(), *dropped)
         pipe.hset(self.k.community_meta(), mapping={
             "levels": json.dumps({str(k): v for k, v in levels.items()}), "graph_version": version, **meta})
-        for kind, members in zip(CLUSTER_DIRTY, taken or ((), ()), strict=True):
-            members = list(members)
-            for i in range(0, len(members), 5000):
-                pipe.srem(self.k.dirty(kind), *members[i : i + 5000])
+        if taken is not None:
+            pipe.delete(*(self.k.dirty_taken(kind) for kind in CLUSTER_DIRTY))
 
     def update_communities(self, touched: list[Community], chains: dict[str, list[str]], levels: dict[int, int],
                            version: int, meta: dict, taken, deltas: dict[str, int], replaced: list[str],
