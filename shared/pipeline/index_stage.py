@@ -34,7 +34,7 @@ def _entity_batch(store: GraphStore, vectors: VectorStore, embedder: Embedder, c
         vectors.delete(store.tenant, NAME_VECTORS, gone)
         SynonymStore(store.redis, store.tenant).drop(gone)
         _link_synonyms(store, vectors, embedder, ctx, [e.name for e in items], synonyms)
-    store.clear_dirty("embed_entities", group)
+    store.clear_taken("embed_entities", group)
     return len(items)
 
 
@@ -84,7 +84,9 @@ def run_index(store: GraphStore, vectors: VectorStore, embedder: Embedder, ctx: 
         # again, and edges an earlier embedder made go
         SynonymStore(store.redis, store.tenant).clear()
         mark_entities_dirty(store)
-    names = store.dirty_members("embed_entities")
+    # taken aside: an entity merged again while its batch is embedded keeps its mark for the next stage (its
+    # vector may be of the description before); chunks are written once, so their marks are cleared in place
+    names = store.take_dirty("embed_entities")
     chunk_ids = store.dirty_members("embed_chunks")
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         ent = [pool.submit(_entity_batch, store, vectors, embedder, ctx, names[i : i + batch], synonyms)

@@ -221,3 +221,33 @@ def test_an_emptied_tenant_keeps_no_record(redis_client, tenant):
     out = run_index(store, vectors, LocalEmbedder(), ctx(tenant))  # nothing stored: re-embedding nothing
     assert out == {"entities": 0, "chunks": 0, "reembedded": True}
     assert read_record(redis_client, tenant) is None
+
+
+def test_an_entity_merged_again_while_its_batch_is_embedded_is_embedded_again(redis_client, tenant, vectors):
+    """The stage read SCROOGE's row, then a merge changed its description before the stage stored the vector: the
+    stage must not drop the merge's mark, so the next stage embeds the description that stands."""
+    store = GraphStore(redis_client, tenant)
+    fill(store)
+    hashing = HashingEmbedder(64)
+    run_index(store, vectors, hashing, ctx(tenant))
+
+    def merge_again(description: str, chunk: str) -> None:
+        store.save_extraction(ExtractionResult(chunk_id=chunk, entities=[
+            EntityFragment(name="SCROOGE", type="person", description=description, source_id=chunk)]))
+        store.merge_batch("entities", ["SCROOGE"], lambda n, frags: _entity(n, sorted(frags, key=lambda f: f.source_id,
+                                                                                       reverse=True)))
+
+    class MergedMeanwhile(HashingEmbedder):
+        def embed(self, texts, ctx=None):
+            if any(t.startswith("SCROOGE:") for t in texts):
+                merge_again("a reformed man", "d1-c3")  # after the stage read the row it embeds
+            return super().embed(texts, ctx)
+
+    merge_again("a miser who counts", "d1-c2")
+    assert run_index(store, vectors, MergedMeanwhile(64), ctx(tenant, "job2"))["entities"] == 1
+    assert store.entities(["SCROOGE"])["SCROOGE"].description == "a reformed man"
+    assert vector_of(vectors, tenant, "entities", hashing, "SCROOGE: a miser who counts").id == "SCROOGE"
+    assert store.dirty_members("embed_entities") == ["SCROOGE"]  # the merge's mark stands
+    assert run_index(store, vectors, hashing, ctx(tenant, "job3"))["entities"] == 1
+    hit = vector_of(vectors, tenant, "entities", hashing, "SCROOGE: a reformed man")
+    assert hit.id == "SCROOGE" and hit.score > 0.999

@@ -10,6 +10,7 @@ from typing import Any
 from shared.domain.models import Community, CommunityReport
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import REMOVALS, Keys
+from shared.infra.store import dirty_marks
 from shared.infra.store.community_codec import pack_community, pack_report, unpack_community, unpack_report
 from shared.infra.store.graph_edges import take_deltas
 from shared.infra.store.lru import CACHED_TENANTS, LRU
@@ -30,16 +31,6 @@ local flat = redis.call('HGETALL', KEYS[1])
 for i = 1, #flat, 2 do redis.call('HINCRBY', KEYS[2], flat[i], flat[i + 1]) end
 redis.call('DEL', KEYS[1])
 return 1
-"""
-# KEYS[1] the merges' marks of one kind (``CLUSTER_DIRTY``), KEYS[2] those a clustering took in: the first moved
-# into the second (joined to it when a clustering that did not finish left it), and the second returned; a merge from
-# now on marks afresh, so the clustering's save, which drops what it took, cannot drop a mark set after its read
-_TAKE_MARKS = """
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('RENAME', KEYS[1], KEYS[2])
-  else redis.call('SUNIONSTORE', KEYS[2], KEYS[2], KEYS[1]) redis.call('DEL', KEYS[1]) end
-end
-return redis.call('SMEMBERS', KEYS[2])
 """
 # KEYS[1] the current signatures (space-separated); ARGV[1] n, then n signatures to drop, then the ones to add
 _SWAP_SIGNATURES = """
@@ -103,12 +94,9 @@ class CommunityStore:
         return names, fields
 
     def take_cluster_dirty(self) -> tuple[list[str], list[str]]:
-        """``cluster_dirty`` moved aside for this clustering (the merges go on marking afresh);
+        """``cluster_dirty`` moved aside for this clustering (``dirty_marks``: the merges go on marking afresh);
         ``_clustered(..., taken)`` drops them with the clustering's save."""
-        pipe = self.redis.pipeline(transaction=False)
-        for kind in CLUSTER_DIRTY:
-            pipe.execute_command("EVAL", _TAKE_MARKS, 2, self.k.dirty(kind), self.k.dirty_taken(kind))
-        names, fields = (sorted(to_str(x) for x in raw) for raw in pipe.execute())
+        names, fields = (dirty_marks.take(self.redis, self.k, kind) for kind in CLUSTER_DIRTY)
         return names, fields
 
     def cluster_meta(self) -> dict[str, str]:

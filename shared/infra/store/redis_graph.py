@@ -25,7 +25,7 @@ from shared.domain.models import (
 from shared.domain.retrieval.edge_index import EdgeIndex, Ranked
 from shared.infra.redis.conn import to_str
 from shared.infra.redis.keys import Keys
-from shared.infra.store import index_codec
+from shared.infra.store import dirty_marks, index_codec
 from shared.infra.store.graph_codec import field_chunk, longest_first, unpack_entity_fragment, unpack_relation_fragment
 from shared.infra.store.graph_edges import edge_changes, take_deltas
 from shared.infra.store.held_fragments import holding, read_fragments
@@ -73,6 +73,15 @@ class GraphStore(DocumentStore, CommunityStore, ExtractionStore):
         members = list(members)
         if members:
             self.redis.srem(self.k.dirty(kind), *members)
+
+    def take_dirty(self, kind: str) -> list[str]:
+        """The ``kind`` dirty set moved aside for a stage that reads its rows and saves what it made of them
+        (``dirty_marks``: a row marked again meanwhile keeps its mark), with what such a stage left unfinished."""
+        return dirty_marks.take(self.redis, self.k, kind)
+
+    def clear_taken(self, kind: str, members: Iterable[str]) -> None:
+        """Unmark ``members`` of what ``take_dirty`` took (once their work is saved)."""
+        dirty_marks.done(self.redis, self.k, kind, members)
 
     def merge_entity(self, name: str, merge: Callable[[str, list[EntityFragment]], Entity | None]) -> bool:
         """Recompute one entity from all its fragments, under a per-entity lock (``merge_batch`` of one key, so
