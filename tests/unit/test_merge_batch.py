@@ -96,3 +96,34 @@ def test_concurrent_batch_merges_lose_nothing(redis_client, tenant):
     if store.dirty_members("entities"):
         store.merge_batch("entities", store.dirty_members("entities"), joined_entity)
     assert all(len(e.source_ids) == 12 for e in store.entities(names).values())
+
+
+def test_an_entity_merged_again_with_the_same_description_is_not_embedded_again(redis_client, tenant):
+    """Its vector embeds its name and description: a merge that leaves both (and the type) as they were does not
+    mark it for the index stage; a new entity, a changed description or type, and a removed row do."""
+    store = GraphStore(redis_client, tenant)
+
+    def mention(chunk: str, **descriptions: str) -> None:
+        store.save_extraction(ExtractionResult(chunk_id=chunk, entities=[
+            EntityFragment(name=n, description=d, source_id=chunk) for n, d in descriptions.items()]))
+        store.merge_batch("entities", store.dirty_members("entities"), joined_entity)
+
+    def embedded() -> list[str]:  # as the index stage does: take the marks, embed, drop them
+        names = store.take_dirty("embed_entities")
+        store.clear_taken("embed_entities", names)
+        return names
+
+    mention("c1", A="a", B="b", C="c")
+    assert embedded() == ["A", "B", "C"]
+    mention("c2", A="a", B="b more", D="d")  # A: the same description from another chunk
+    assert store.entities(["A"])["A"].source_ids == ["c1", "c2"]
+    assert embedded() == ["B", "D"]
+    store.remove_chunk_fragments("c1")
+    store.merge_batch("entities", store.dirty_members("entities"), joined_entity)
+    # B lost "b" with c1; C's only chunk went (its row and vector go); A keeps "a" from c2
+    assert embedded() == ["B", "C"]
+    store.save_extraction(ExtractionResult(chunk_id="c3", entities=[
+        EntityFragment(name="A", type="person", description="a", source_id="c3")]))
+    store.merge_batch("entities", ["A"], lambda name, frags: joined_entity(name, frags).model_copy(
+        update={"type": "person"}))
+    assert embedded() == ["A"]  # the type its vector's metadata holds changed

@@ -34,7 +34,8 @@ def write_merged(store, kind, keys, frag_key, target, raws, results, held=None, 
     With ``before`` (key -> the row the merge started from, or None), each written key's change in description
     characters is counted in ``Keys.char_delta`` (0 included: a row merged again with its description unchanged is
     known to have added nothing), for the clustering's bound on a community's report input
-    (``Community.input_chars_max``)."""
+    (``Community.input_chars_max``), and an entity whose description and type are what they were is not marked to
+    be embedded again (``_embeds_anew``)."""
     held = held or {}
 
     def watched(ks: list[str]) -> list[str]:
@@ -61,7 +62,8 @@ def write_merged(store, kind, keys, frag_key, target, raws, results, held=None, 
                 if before is not None:
                     pipe.hincrby(store.k.char_delta(kind), key, _chars(value) - _chars(before.get(key)))
                 if kind == "entities":
-                    pipe.sadd(store.k.dirty("embed_entities"), key)
+                    if _embeds_anew(value, before, key):
+                        pipe.sadd(store.k.dirty("embed_entities"), key)
                 else:
                     edges[key] = None if value is None else value.weight
             write_edges(pipe, store.k, edges)
@@ -71,6 +73,14 @@ def write_merged(store, kind, keys, frag_key, target, raws, results, held=None, 
             return set(same)
         except redis_lib.WatchError:
             return set()
+
+
+def _embeds_anew(row: Entity | None, before: dict | None, key: str) -> bool:
+    """Whether an entity's vectors are to be made again: a new or removed row, or one whose description or type
+    changed (its vector embeds name and description, its vector's metadata holds the type). A hub named again by
+    every batch often keeps its description (its summary stands): it is not embedded again."""
+    stored = before.get(key) if before is not None else None
+    return row is None or stored is None or (row.description, row.type) != (stored.description, stored.type)
 
 
 def _chars(row: Entity | Relation | None) -> int:
