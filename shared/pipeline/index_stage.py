@@ -87,6 +87,9 @@ def run_index(store: GraphStore, vectors: VectorStore, embedder: Embedder, ctx: 
     # taken aside: an entity merged again while its batch is embedded keeps its mark for the next stage (its
     # vector may be of the description before); chunks are written once, so their marks are cleared in place
     names = store.take_dirty("embed_entities")
+    # in groups of like length: an embedder's batch pads to its longest text (see ``LocalEmbedder._vectors``)
+    size = {name: len(e.description) for name, e in store.entities(names).items()}
+    names.sort(key=lambda name: size.get(name, 0))
     chunk_ids = store.dirty_members("embed_chunks")
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         ent = [pool.submit(_entity_batch, store, vectors, embedder, ctx, names[i : i + batch], synonyms)

@@ -59,6 +59,19 @@ def test_the_provider_is_read_from_its_environment_variable(monkeypatch):
         Settings()
 
 
+def test_texts_embedded_shortest_first_get_wordllamas_own_vectors_and_token_count(redis_client, tenant):
+    """The embedder runs wordllama's embedding loop over the texts shortest first (a batch pads to its longest
+    text): each text still gets exactly the vector the library's ``embed`` gives it, in the caller's order, and the
+    usage record books the tokens the model embeds (the library's ``tokenize``: no special tokens)."""
+    words = "the ghost of Christmas past shows Scrooge his school days and Fezziwig's ball".split()
+    texts = [" ".join(words[: 1 + (i * 7) % len(words)]) * (1 + (i % 5 == 0) * 30) for i in range(150)]
+    local = LocalEmbedder(UsageRecorder(redis_client), batch_size=16)
+    got = local.embed(texts, CallContext(tenant=tenant, stage="embed", job_id="job1", queue="indexer"))
+    assert np.array_equal(np.array(got, dtype=np.float32), local.model.embed(texts, norm=True, batch_size=16))
+    tokens = sum(sum(enc.attention_mask) for enc in local.model.tokenize(texts))
+    assert read_usage(redis_client, tenant)[0].prompt_tokens == tokens
+
+
 def _sample(name: str, labels: dict) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 

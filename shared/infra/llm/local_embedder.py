@@ -56,20 +56,40 @@ class LocalEmbedder:
     def embed(self, texts: Sequence[str], ctx: CallContext | None = None) -> list[list[float]]:
         started = time.perf_counter()
         texts = list(texts)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            vectors = self.model.embed(texts, norm=True, batch_size=self.batch_size) if texts else []
+        vectors, tokens = self._vectors(texts)
         # a text with no tokens embeds as zeros, which unit length turns into NaN: give it a fixed unit vector
         for i, text in enumerate(texts):
             if not text.strip() or not np.isfinite(vectors[i]).all():
                 vectors[i] = _EMPTY
         if self.recorder is not None and ctx is not None:
-            self._record(texts, ctx, time.perf_counter() - started)
+            self._record(tokens, ctx, time.perf_counter() - started)
         return [v.tolist() for v in vectors]
 
-    def _record(self, texts: list[str], ctx: CallContext, seconds: float) -> None:
+    def _vectors(self, texts: list[str]) -> tuple[np.ndarray, int]:
+        """(unit vectors of ``texts``, their tokens, padding left out). wordllama's own ``embed`` loop (tokenize a
+        batch, look the tokens up, average them over the attention mask, normalise), run here for two reasons: the
+        texts go shortest first, so a batch pads to about its own texts' length (in the texts' order one long
+        entity description padded a whole batch of short ones to its length: the same vectors, several times the
+        time), and the one tokenization also gives the token count the usage record books."""
+        model = self.model
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        tokens = 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for start in range(0, len(order), self.batch_size):
+                rows = order[start : start + self.batch_size]
+                encoded = model.tokenize([texts[i] for i in rows])
+                ids = np.array([enc.ids for enc in encoded], dtype=np.int32)
+                mask = np.array([enc.attention_mask for enc in encoded], dtype=np.float32)
+                np.clip(ids, 0, model.embedding.shape[0] - 1, out=ids)
+                pooled = model.avg_pool(model.embedding[ids], mask)
+                out[rows] = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+                tokens += int(mask.sum())
+        return out, tokens
+
+    def _record(self, tokens: int, ctx: CallContext, seconds: float) -> None:
         from shared.domain.models import UsageRecord
 
-        tokens = sum(sum(enc.attention_mask) for enc in self.model.tokenizer.encode_batch(texts)) if texts else 0
         self.recorder.record(UsageRecord(
             tenant=ctx.tenant, job_id=ctx.job_id, stage="embed", model=self.name, kind="embedding",
             prompt_tokens=tokens, latency_s=seconds, cost_usd=0.0, queue=ctx.queue, tier=ctx.tier))
