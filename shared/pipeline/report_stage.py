@@ -46,12 +46,14 @@ def run_report_batch(store: GraphStore, community_ids: list[str], settings, chat
     each was a task of its own: ``report.communities_per_task``), and the new reports are written in one round
     trip at the end."""
     batch = store.communities_by_ids(community_ids)
-    communities = {**store.communities_by_ids(c for b in batch.values() for c in b.children), **batch}
-    existing = store.reports_by_ids(communities)
-    todo = [batch[cid] for cid in community_ids if cid in batch
-            and not (cid in existing and existing[cid].signature == batch[cid].signature)]
-    cache = store.cached_reports(c.signature for c in todo)
-    uncached = [c for c in todo if c.signature not in cache]
+    held = store.report_signatures(batch)
+    todo = [batch[cid] for cid in community_ids if cid in batch and held.get(cid) != batch[cid].signature]
+    cached = store.cached_signatures(c.signature for c in todo)
+    uncached = [c for c in todo if c.signature not in cached]
+    # what a report made from rows reads beside them: its sub-communities and their reports (none read when every
+    # changed community's report is in the cache, as the clustering leaves the extractive ones)
+    communities = {**store.communities_by_ids(ch for c in uncached for ch in c.children), **batch}
+    existing = store.reports_by_ids(ch for c in uncached for ch in c.children)
     entities = store.entities(n for c in uncached for n in c.nodes)
     relations = store.relations(e for c in uncached for e in c.edges)
 
@@ -79,11 +81,8 @@ def run_report_batch(store: GraphStore, community_ids: list[str], settings, chat
     errors: dict[str, str] = {}
     new: list[CommunityReport] = []
     generated = 0
-    for community in todo:
-        cid, cached = community.id, cache.get(community.signature)
-        if cached is not None:
-            new.append(cached.model_copy(update={"community_id": cid, "level": community.level}))
-            continue
+    for community in uncached:
+        cid = community.id
         report, error = asked[cid] if cid in asked else report_of(community)
         if error is not None:
             errors[cid] = error
@@ -91,8 +90,8 @@ def run_report_batch(store: GraphStore, community_ids: list[str], settings, chat
             generated += 1
         existing[cid] = report
         new.append(report)
-    if new:
-        store.save_reports(new)
+    if new or len(uncached) < len(todo):
+        store.save_reports(new, [c for c in todo if c.signature in cached])
     return {"generated": generated, "reused": len(community_ids) - generated - len(errors), "failed": len(errors),
             "errors": errors}
 

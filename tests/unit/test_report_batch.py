@@ -109,3 +109,27 @@ def test_small_communities_and_no_llm_go_to_extractive_batches(redis_client, ten
     ids = [c.id for c in communities]
     assert plan_report_batches(store, ids, settings, llm=True) == [ids[:8], ids[8:9], ids[9:]]
     assert plan_report_batches(store, ids, settings, llm=False) == [ids]  # report.extractive_per_task
+
+
+def test_reports_in_the_cache_are_referred_to_and_nothing_else_is_read(redis_client, tenant, monkeypatch):
+    """The clustering leaves the extractive reports of the communities it read in the report cache: the batch then
+    refers each community to its report by signature, reading no sub-community, report, entity or relation, and
+    rewriting no cache entry. A reference whose cache entry is gone counts as no report: it is made again."""
+    store, settings = GraphStore(redis_client, tenant), get_settings()
+    communities = _graph(store, [3, 2, 4])
+    ids = [c.id for c in communities]
+    run_report_batch(store, ids, settings, None)  # extractive: into the cache, referred to
+    made = store.reports_by_ids(ids)
+    redis_client.delete(store.k.reports())  # as a clustering that read the rows leaves them: cached, not referred
+    store.cache_reports([made["L0-00"].model_copy(update={"title": "as cached"})])  # shows a cache entry rewritten
+    for name in ("reports_by_ids", "cached_reports", "entities", "relations", "cache_reports"):
+        monkeypatch.setattr(store, name, lambda items, *a, _n=name, **k: pytest.fail(f"{_n}") if list(items) else {})
+    assert run_report_batch(store, ids, settings, None) == {"generated": 0, "reused": 3, "failed": 0, "errors": {}}
+    monkeypatch.undo()
+    referred = store.reports_by_ids(ids)
+    assert referred["L0-00"].title == "as cached" and referred["L0-01"] == made["L0-01"]
+    assert referred["L0-02"] == made["L0-02"]
+    redis_client.hdel(store.k.report_cache(), "sig1")  # L0-01's reference dangles now
+    assert store.report_signatures(ids) == {"L0-00": "sig0", "L0-02": "sig2"}
+    assert run_report_batch(store, ids, settings, None)["generated"] == 1
+    assert store.reports_by_ids(ids)["L0-01"] == made["L0-01"]

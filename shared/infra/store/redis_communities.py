@@ -284,16 +284,38 @@ class CommunityStore:
         raws = self.redis.hmget(self.k.report_cache(), sigs) if sigs else []
         return {sig: unpack_report(r) for sig, r in zip(sigs, raws, strict=True) if r}
 
+    def cached_signatures(self, signatures: Iterable[str]) -> set[str]:
+        """Which of ``signatures`` the report cache holds (no report read)."""
+        sigs = [x for x in dict.fromkeys(signatures) if x]
+        pipe = self.redis.pipeline(transaction=False)
+        for sig in sigs:
+            pipe.hexists(self.k.report_cache(), sig)
+        return {sig for sig, held in zip(sigs, pipe.execute() if sigs else [], strict=True) if held}
+
+    def report_signatures(self, ids: Iterable[str]) -> dict[str, str]:
+        """Community id -> the signature of the report it has (a fallback's is empty); a community with none, or
+        whose reference dangles, is left out. A reference is not read: its signature is in it."""
+        ids = list(dict.fromkeys(ids))
+        raws = {i: r for i, r in zip(ids, self.redis.hmget(self.k.reports(), ids) if ids else [], strict=True) if r}
+        refs = {cid: to_str(raw)[1:].split(REF, 1)[1] for cid, raw in raws.items() if to_str(raw[:1]) == REF}
+        held = self.cached_signatures(refs.values())
+        out = {cid: unpack_report(raw).signature for cid, raw in raws.items() if cid not in refs}
+        out.update({cid: sig for cid, sig in refs.items() if sig in held})
+        return out
+
     def cache_reports(self, reports: Iterable[CommunityReport]) -> None:
         """Put reports in the report cache under their signatures only (no community refers to them yet)."""
         items = [(r.signature, pack_report(r)) for r in reports if r.signature]
         for i in range(0, len(items), 500):
             self.redis.hset(self.k.report_cache(), mapping=dict(items[i:i + 500]))
 
-    def save_reports(self, reports: Iterable[CommunityReport]) -> None:
+    def save_reports(self, reports: Iterable[CommunityReport], cached: Iterable[Community] = ()) -> None:
         """A report with a signature is written once, in the report cache under its signature; the community's
-        entry refers to it (``@<level>@<signature>``). One without (a fallback) is written whole."""
+        entry refers to it (``@<level>@<signature>``). One without (a fallback) is written whole. ``cached``:
+        communities whose signatures the cache holds already (``cached_signatures``), referred to as they are."""
         pipe = self.redis.pipeline(transaction=True)
+        for community in cached:
+            pipe.hset(self.k.reports(), community.id, f"{REF}{community.level}{REF}{community.signature}")
         for report in reports:
             if report.signature:
                 pipe.hset(self.k.report_cache(), report.signature, pack_report(report))
