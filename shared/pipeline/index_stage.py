@@ -71,6 +71,18 @@ def _chunk_batch(store: GraphStore, vectors: VectorStore, embedder: Embedder, ct
     return len(items)
 
 
+def _like_lengths(store: GraphStore, names: list[str], window: int = 4096) -> list[str]:
+    """``names`` reordered so that each group the stage embeds holds descriptions of like length (an embedder's
+    batch pads to its longest text: ``LocalEmbedder._vectors``); sorted a window at a time, so a tenant embedded
+    again whole is not read at once."""
+    out: list[str] = []
+    for i in range(0, len(names), window):
+        part = names[i : i + window]
+        size = {name: len(e.description) for name, e in store.entities(part).items()}
+        out += sorted(part, key=lambda name: size.get(name, 0))
+    return out
+
+
 def run_index(store: GraphStore, vectors: VectorStore, embedder: Embedder, ctx: CallContext, batch: int = 64,
               parallel: int = 8, synonyms: SynonymPolicy | None = None) -> dict:
     """Idempotent: a batch leaves the dirty set only after its vectors (and, with ``synonyms``, its name vectors
@@ -86,10 +98,7 @@ def run_index(store: GraphStore, vectors: VectorStore, embedder: Embedder, ctx: 
         mark_entities_dirty(store)
     # taken aside: an entity merged again while its batch is embedded keeps its mark for the next stage (its
     # vector may be of the description before); chunks are written once, so their marks are cleared in place
-    names = store.take_dirty("embed_entities")
-    # in groups of like length: an embedder's batch pads to its longest text (see ``LocalEmbedder._vectors``)
-    size = {name: len(e.description) for name, e in store.entities(names).items()}
-    names.sort(key=lambda name: size.get(name, 0))
+    names = _like_lengths(store, store.take_dirty("embed_entities"))
     chunk_ids = store.dirty_members("embed_chunks")
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         ent = [pool.submit(_entity_batch, store, vectors, embedder, ctx, names[i : i + batch], synonyms)

@@ -145,8 +145,8 @@ class Keys:
     def dirty(self, kind: str) -> str:  # set of names/keys awaiting merge / embedding
         return f"{self.p}dirty:{kind}"
 
-    def dirty_taken(self, kind: str) -> str:  # set: the marks of ``dirty(kind)`` a clustering took in, dropped with
-        # its save
+    def dirty_taken(self, kind: str) -> str:  # set: the marks of ``dirty(kind)`` a stage took (``dirty_marks``),
+        # dropped as its work is saved
         return f"{self.p}dirty:{kind}:taken"
 
     def degrees(self) -> str:  # hash name -> degree
