@@ -90,7 +90,7 @@ def run_report_batch(store: GraphStore, community_ids: list[str], settings, chat
             generated += 1
         existing[cid] = report
         new.append(report)
-    if new or len(uncached) < len(todo):
+    if todo:
         store.save_reports(new, [c for c in todo if c.signature in cached])
     return {"generated": generated, "reused": len(community_ids) - generated - len(errors), "failed": len(errors),
             "errors": errors}

@@ -22,16 +22,6 @@ CLUSTER_DIRTY = ("cluster_entities", "cluster_relations")
 # at the last whole-graph Leiden, entities + relations changed since, largest chunk count per level (json)
 CLUSTER_META = ("waves", "full_size", "changed", "occurrence_max")
 CHAR_KINDS = ("entities", "relations")  # the merges count their description changes per kind (``char_deltas``)
-# KEYS[1] the merges' character counts, KEYS[2] those a clustering took in: the first moved into the second (added
-# to it when a clustering that did not finish left it), so merges from now on count afresh
-_TAKE_CHARS = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('RENAME', KEYS[1], KEYS[2]) return 1 end
-local flat = redis.call('HGETALL', KEYS[1])
-for i = 1, #flat, 2 do redis.call('HINCRBY', KEYS[2], flat[i], flat[i + 1]) end
-redis.call('DEL', KEYS[1])
-return 1
-"""
 # KEYS[1] the current signatures (space-separated); ARGV[1] n, then n signatures to drop, then the ones to add
 _SWAP_SIGNATURES = """
 local n = tonumber(ARGV[1])
@@ -128,7 +118,8 @@ class CommunityStore:
         ``_clustered(..., chars_taken=True)`` drops them with the clustering's save."""
         pipe = self.redis.pipeline(transaction=False)
         for kind in CHAR_KINDS:
-            pipe.execute_command("EVAL", _TAKE_CHARS, 2, self.k.char_delta(kind), self.k.char_delta_taken(kind))
+            pipe.execute_command("EVAL", dirty_marks.TAKE_COUNTS, 2, self.k.char_delta(kind),
+                                 self.k.char_delta_taken(kind))
         for kind in CHAR_KINDS if read else ():
             pipe.hgetall(self.k.char_delta_taken(kind))
         got = pipe.execute()[len(CHAR_KINDS):]
@@ -297,7 +288,7 @@ class CommunityStore:
         whose reference dangles, is left out. A reference is not read: its signature is in it."""
         ids = list(dict.fromkeys(ids))
         raws = {i: r for i, r in zip(ids, self.redis.hmget(self.k.reports(), ids) if ids else [], strict=True) if r}
-        refs = {cid: to_str(raw)[1:].split(REF, 1)[1] for cid, raw in raws.items() if to_str(raw[:1]) == REF}
+        refs = {cid: sig for cid, (_level, sig) in _references(raws).items()}
         held = self.cached_signatures(refs.values())
         out = {cid: unpack_report(raw).signature for cid, raw in raws.items() if cid not in refs}
         out.update({cid: sig for cid, sig in refs.items() if sig in held})
@@ -329,7 +320,7 @@ class CommunityStore:
         """Reports from the community entries read, their references looked up in the report cache (one round trip;
         a cache entry is only ever replaced by a report of the same signature). A dangling reference reads as no
         report (it is made again)."""
-        refs = {cid: to_str(raw)[1:].split(REF, 1) for cid, raw in raws.items() if to_str(raw[:1]) == REF}
+        refs = _references(raws)
         sigs = list(dict.fromkeys(sig for _level, sig in refs.values()))
         cached = dict(zip(sigs, self.redis.hmget(self.k.report_cache(), sigs), strict=True)) if sigs else {}
         out = {}
@@ -365,6 +356,11 @@ class CommunityStore:
         the cache holds what the current communities use, not every signature ever made. Returns how many went."""
         return int(self.redis.eval(_PRUNE_CACHE, 3, self.k.reports(), self.k.community_signatures(),
                                    self.k.report_cache()))
+
+
+def _references(raws: dict[str, bytes]) -> dict[str, list[str]]:
+    """Community id -> [level, signature] of the report entries that refer to the report cache (``REF``)."""
+    return {cid: to_str(raw)[1:].split(REF, 1) for cid, raw in raws.items() if to_str(raw[:1]) == REF}
 
 
 def _revision(rev, clustered, epoch) -> tuple[str | None, int, str | None]:
