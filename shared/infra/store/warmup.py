@@ -166,19 +166,37 @@ class CacheWarmer:
         return True
 
     def on_message(self, data: str) -> None:
-        """An announcement: ``tenant``, or ``tenant job_id`` when a job waits for the warm-up's acknowledgement (sent
-        once a call the warm-up booked to the job, still in flight in a thread, has ended)."""
-        tenant, _, job_id = data.partition(" ")
-        self._pending = None
-        try:
-            self.handle(tenant, job_id)
-        finally:
-            pending, self._pending = self._pending, None
-            if job_id and isinstance(pending, threading.Thread):
-                threading.Thread(target=self._acknowledge_after, args=(pending, tenant, job_id),
-                                 name="graphfleet-warm-ack", daemon=True).start()
-            elif job_id:
-                acknowledge_warm_up(self.redis, tenant, job_id)
+        """An announcement: ``tenant``, or ``tenant job_id`` when a job waits for the warm-up's acknowledgement."""
+        self.on_messages([data])
+
+    def on_messages(self, batch: list[str]) -> None:
+        """Announcements heard together (those queued while the last warm-up ran): each tenant is warmed once, and
+        every job that named it is acknowledged, the first of them once a call the warm-up booked to it, still in
+        flight in a thread, has ended. A tenant ingesting faster than its warm-ups take then costs one warm-up per
+        round, not a backlog that grows with each announcement."""
+        jobs: dict[str, list[str]] = {}
+        for data in batch:
+            tenant, _, job_id = data.partition(" ")
+            jobs.setdefault(tenant, [])
+            if job_id:
+                jobs[tenant].append(job_id)
+        failed: Exception | None = None
+        for tenant, job_ids in jobs.items():
+            self._pending = None
+            try:
+                self.handle(tenant, job_ids[0] if job_ids else "")
+            except Exception as error:  # noqa: BLE001 - the other tenants are warmed all the same, then it is raised
+                failed = failed or error
+            finally:
+                pending, self._pending = self._pending, None
+                for job_id in job_ids:
+                    if isinstance(pending, threading.Thread):
+                        threading.Thread(target=self._acknowledge_after, args=(pending, tenant, job_id),
+                                         name="graphfleet-warm-ack", daemon=True).start()
+                    else:
+                        acknowledge_warm_up(self.redis, tenant, job_id)
+        if failed is not None:
+            raise failed
 
     def _acknowledge_after(self, call: threading.Thread, tenant: str, job_id: str) -> None:
         """Acknowledge once the warm-up's booked call has ended. A Redis that went away meanwhile costs the job
@@ -209,9 +227,8 @@ class CacheWarmer:
                 self.subscribed.set()
                 self._warm_recent(stop)
                 while not stop.is_set():
-                    message = pubsub.get_message(timeout=self.poll_s)
-                    if message and message.get("type") == "message":
-                        self.on_message(to_str(message["data"]))
+                    if batch := _queued(pubsub, self.poll_s):
+                        self.on_messages(batch)
             except Exception:  # noqa: BLE001 - Redis down or restarting: listen again shortly
                 self.subscribed.clear()
                 log.warning("query cache warmer: listening again in %.1f s", self.retry_s, exc_info=True)
@@ -220,6 +237,17 @@ class CacheWarmer:
                 if pubsub is not None:
                     with contextlib.suppress(Exception):
                         pubsub.close()
+
+
+def _queued(pubsub, wait_s: float) -> list[str]:
+    """The next announcement (waiting at most ``wait_s``) and every one already queued behind it."""
+    batch: list[str] = []
+    message = pubsub.get_message(timeout=wait_s)
+    while message:
+        if message.get("type") == "message":
+            batch.append(to_str(message["data"]))
+        message = pubsub.get_message(timeout=0)
+    return batch
 
 
 # ---- the Celery sender, in every process that sends (workers, the gateway)
