@@ -9,7 +9,7 @@ import random
 import numpy as np
 
 from shared.domain.retrieval.edge_index import EdgeIndex
-from shared.infra.store import graph_edges, redis_graph
+from shared.infra.store import change_log, redis_graph
 from shared.infra.store.graph_edges import edge_changes, write_edges
 from shared.infra.store.redis_extractions import rel_field
 from shared.infra.store.redis_graph import GraphStore
@@ -86,15 +86,15 @@ def test_a_later_version_takes_only_the_logged_changes(redis_client, tenant, mon
 
 def test_a_reader_the_trimmed_log_no_longer_reaches_reads_every_edge(redis_client, tenant, monkeypatch):
     _fresh_process(monkeypatch)
-    monkeypatch.setattr(graph_edges, "LOG_KEPT", 5)
+    monkeypatch.setattr(change_log, "LOG_KEPT", 5)
     store = GraphStore(redis_client, tenant)
     _write(store, {("A", f"N{i}"): 1.0 for i in range(8)})
-    assert redis_client.llen(store.k.edge_log()) == 5  # at least 5 kept, or an eighth of the edges
+    assert redis_client.llen(store.k.edge_log()) == 5  # at least 5 kept, or half the edges
     store.adjacency()
     reads = []
     edge_list = GraphStore.edge_list
     monkeypatch.setattr(GraphStore, "edge_list", lambda self: reads.append(1) or edge_list(self))
-    _write(store, {("B", f"N{i}"): 2.0 for i in range(7)})  # more changes than the log keeps
+    _write(store, {("B", f"N{i}"): 2.0 for i in range(12)})  # more changes than the log keeps (half of 20 edges)
     later = store.adjacency()
     assert reads == [1]
     _same(later, EdgeIndex.build(edge_list(store)))

@@ -50,6 +50,7 @@ class BM25Index:
     def __init__(self, ids: Sequence[str], texts: Sequence[str], k1: float = K1, b: float = B):
         if len(ids) != len(texts):
             raise ValueError("ids and texts differ in length")
+        self.log_at: tuple | None = None  # where its documents' change log stood when they were read (by the caller)
         self._set(StringTable.of([]), StringTable.of([]), np.zeros(1, np.int64), np.zeros(0, np.int32),
                   np.zeros(0, np.uint16), np.zeros(0, np.float32), None, k1, b)
         if len(ids):

@@ -57,6 +57,7 @@ class WalkInputs:
     src_ptr: np.ndarray
     src_idx: np.ndarray
     titles: StringTable
+    log_at: tuple | None = None  # where the entity rows' change log stood when they were read (set by the caller)
 
     @property
     def nbytes(self) -> int:

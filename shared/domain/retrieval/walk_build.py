@@ -78,8 +78,7 @@ def assemble(passages: Sequence[str], digests: dict[str, int], sources_of: Calla
     titles = [known.get(p) or "" for p in passages]
 
     held_names = list(former.entities) if kept is not None else []
-    held = ({n: d for n, d, r in zip(held_names, kept.digests.tolist(), kept.rowed.tolist(), strict=True) if r}
-            if kept is not None else {})
+    held = row_digests(former) or {}
     changed = [n for n, d in digests.items() if held.get(n) != d]
     parsed = sources_of(changed)
 
@@ -135,6 +134,15 @@ def assemble(passages: Sequence[str], digests: dict[str, int], sources_of: Calla
     index.names = NameIndex.build(entities, (former.names, held_names) if kept and former.names else None)
     index.inputs = _inputs(entities, digests, raw_codes, width, titles)
     return index
+
+
+def row_digests(former: WalkIndex | None) -> dict[str, int] | None:
+    """The fingerprint of each stored entity row ``former`` was built from (None: no former graph, or one loaded
+    from a snapshot, which keeps no inputs)."""
+    kept = former.inputs if former is not None else None
+    if kept is None:
+        return None
+    return {n: d for n, d, r in zip(former.entities, kept.digests.tolist(), kept.rowed.tolist(), strict=True) if r}
 
 
 def _inputs(entities: list[str], digests: dict[str, int], raw_codes: np.ndarray, width: int,

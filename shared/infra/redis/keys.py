@@ -63,6 +63,12 @@ class Keys:
     def edge_logged(self) -> str:  # how many fields were ever appended to ``edge_log`` (less its length: the first's)
         return f"{self.p}edges:logged"
 
+    def entity_log(self) -> str:  # list of the entity names whose row a merge wrote or removed (``change_log``)
+        return f"{self.p}entities:log"
+
+    def entity_logged(self) -> str:  # how many names were ever appended to ``entity_log``
+        return f"{self.p}entities:logged"
+
     def lock(self, name: str) -> str:
         return f"{self.p}lock:{name}"
 

@@ -10,7 +10,9 @@ A BM25 index of a version gone stale is updated, not rebuilt: the documents adde
 found (chunks by id; entities by a digest of their stored row) and only those are tokenized, so the warm-up after a
 batch indexes what the batch wrote, not everything the tenant holds. The walk graph likewise parses only the entity
 rows whose digest changed and reads only the new passages' titles (``walk_build.assemble``), and takes the
-relations from the neighbour lists, which follow the edge change log (``GraphStore.adjacency``).
+relations from the neighbour lists, which follow the edge change log (``GraphStore.adjacency``). The entity rows
+read are those the entity change log names since the former index was built (``change_log``); every row only when
+there is no former index in this process or the log no longer reaches back.
 
 A user's query is not held up by a rebuild: it is served the index of the version before once
 ``QuerySettings.stale_index_after_s`` has passed, and the rebuild goes on behind it (``stale_reads``)."""
@@ -26,10 +28,10 @@ from collections.abc import Callable
 from shared.domain.models import Entity
 from shared.domain.retrieval.bm25 import BM25Index
 from shared.domain.retrieval.graph_walk import WalkIndex
-from shared.domain.retrieval.walk_build import assemble, passage_titles
+from shared.domain.retrieval.walk_build import assemble, passage_titles, row_digests
 from shared.domain.storage import VECTOR_KINDS as KINDS
 from shared.infra.redis.keys import Keys
-from shared.infra.store import index_codec
+from shared.infra.store import change_log, index_codec
 from shared.infra.store.index_snapshots import DEFAULT_SNAPSHOT_BYTES, IndexSnapshots, version_tag
 from shared.infra.store.lru import LRU
 from shared.infra.store.redis_graph import GraphStore
@@ -111,23 +113,52 @@ class BM25Cache:
         self.snapshot_loads += loaded
         return index
 
-    def _entity_rows(self, store: GraphStore) -> tuple[dict[str, bytes], dict[str, int]]:
-        """Every entity row as stored (name -> bytes) and its fingerprint. Inside ``sharing_rows`` (a warm-up,
-        whose entity BM25 and walk builds run side by side) read once for both: the second build waits for the
-        first's read and reuses it while the graph's revision is the one read before it (a merge in between bumps
-        it, and the rows are read again)."""
-        if self._shared is None:
+    def _entity_state(self, store: GraphStore, held: dict[str, int] | None, log_at: tuple | None
+                      ) -> tuple[dict[str, bytes], dict[str, int], tuple | None]:
+        """(entity rows as stored, name -> bytes: at least every row changed since the former index; each entity's
+        fingerprint now; where the entity change log stood, to be kept with the new index).
+
+        ``held``: the fingerprints the former index was built from, ``log_at`` where the log stood then (the graph's
+        epoch and the log's count). When the log still reaches back, only the rows it names are read; otherwise (no
+        former index, one loaded from a snapshot, another epoch, a log trimmed past it) every row is."""
+        k = store.k
+        epoch = self.redis.get(k.graph_epoch())
+        if held is not None and log_at is not None and epoch is not None and log_at[0] == epoch:
+            logged, names = change_log.read_since(self.redis, k.entity_log(), k.entity_logged(), log_at[1])
+            if names is not None:
+                rows, digests = {}, dict(held)
+                for i in range(0, len(names), 5000):
+                    part = names[i : i + 5000]
+                    for name, raw in zip(part, self.redis.hmget(k.entities(), part), strict=True):
+                        if raw is None:
+                            digests.pop(name, None)
+                        else:
+                            rows[name], digests[name] = raw, stored_fingerprint(raw)
+                return rows, digests, (epoch, logged)
+        return self._entity_rows(store)
+
+    def _entity_rows(self, store: GraphStore) -> tuple[dict[str, bytes], dict[str, int], tuple | None]:
+        """Every entity row as stored (name -> bytes), its fingerprint, and where the entity change log stood before
+        they were read (None before the graph's first write). Inside ``sharing_rows`` (a warm-up, whose entity BM25
+        and walk builds run side by side) read once for both: the second build waits for the first's read and
+        reuses it while the graph's revision is the one read before it (a merge in between bumps it, and the rows
+        are read again)."""
+        def read() -> tuple[dict[str, bytes], dict[str, int], tuple | None]:
+            epoch, logged = self.redis.mget([store.k.graph_epoch(), store.k.entity_logged()])
             rows = store.raw_entity_rows()
-            return rows, {name: stored_fingerprint(raw) for name, raw in rows.items()}
+            at = None if epoch is None else (epoch, int(logged or 0))
+            return rows, {name: stored_fingerprint(raw) for name, raw in rows.items()}, at
+
+        if self._shared is None:
+            return read()
         with self._reading:
             memo, revision = self._shared, store.revision()
             if memo is not None and memo.get("key") == (store.tenant, revision) and revision[0] is not None:
-                return memo["rows"], memo["digests"]
-            rows = store.raw_entity_rows()
-            digests = {name: stored_fingerprint(raw) for name, raw in rows.items()}
+                return memo["read"]
+            got = read()
             if memo is not None:
-                memo.update(key=(store.tenant, revision), rows=rows, digests=digests)
-            return rows, digests
+                memo.update(key=(store.tenant, revision), read=got)
+            return got
 
     @contextlib.contextmanager
     def sharing_rows(self):
@@ -167,13 +198,16 @@ class BM25Cache:
         (``walk_build.assemble``); the relations come from the neighbour lists queries use (``adjacency``)."""
         store = GraphStore(self.redis, tenant, snapshots=self.snapshots)
         held = self._cache.get((tenant, WALK))
-        rows, digests = self._entity_rows(store)
+        former = None if held is None else held[1]
+        rows, digests, log_at = self._entity_state(store, row_digests(former),
+                                                   former.inputs.log_at if former and former.inputs else None)
         self.walk_builds += 1
         extra = SynonymStore(self.redis, tenant).edges() if self.synonyms else []
-        return assemble(store.all_chunk_ids(), digests,
-                        lambda names: {n: row_field(Entity, rows[n], n, "source_ids") for n in names},
-                        store.adjacency(), lambda ids: passage_titles(store, ids),
-                        None if held is None else held[1], extra)
+        index = assemble(store.all_chunk_ids(), digests,
+                         lambda names: {n: row_field(Entity, rows[n], n, "source_ids") for n in names},
+                         store.adjacency(), lambda ids: passage_titles(store, ids), former, extra)
+        index.inputs.log_at = log_at
+        return index
 
     def _build(self, tenant: str, kind: str, former: BM25Index | None) -> BM25Index:
         """The index of ``kind`` for the tenant's documents now: ``former`` less what is gone, with what is new or
@@ -183,15 +217,18 @@ class BM25Cache:
         store = GraphStore(self.redis, tenant)
         self.builds += 1
         if kind == "entities":
-            rows, digests = self._entity_rows(store)
             if former is None or former.digests is None:
-                former, held = BM25Index([], []), {}
+                former, held = BM25Index([], []), None
             else:
                 held = dict(zip(former.ids, former.digests.tolist(), strict=True))
+            rows, digests, log_at = self._entity_state(store, held, former.log_at)
+            held = held or {}
             changed = [name for name, digest in digests.items() if held.get(name) != digest]
             pairs = [(name, f"{name} {row_field(Entity, rows[name], name, 'description')}") for name in changed]
             self.documents_indexed += len(pairs)
-            return former.updated([name for name in held if name not in rows], pairs, [digests[n] for n in changed])
+            index = former.updated([name for name in held if name not in digests], pairs, [digests[n] for n in changed])
+            index.log_at = log_at
+            return index
         ids = store.all_chunk_ids()
         former = former if former is not None and former.digests is None else BM25Index([], [])
         held, now = set(former.ids), set(ids)

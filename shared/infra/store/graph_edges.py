@@ -8,13 +8,12 @@ degree and drops the pending counts it read.
 
 Every field whose weight a write changes (added, reweighted or removed) is also appended to the tenant's change
 log, in the same script, and counted. The neighbour lists a query worker holds then take a later version's
-changes from the log instead of reading every edge again (``edge_changes``). The log keeps the last
-``LOG_KEPT`` fields, or an eighth of the tenant's edges when more: a reader that fell further behind reads the
-whole hash."""
+changes from the log instead of reading every edge again (``edge_changes``; how long the log is kept:
+``change_log``): a reader that fell further behind reads the whole hash."""
 
 from __future__ import annotations
 
-from shared.infra.redis.conn import to_str
+from shared.infra.store import change_log
 from shared.infra.store.redis_extractions import split_rel_field
 
 # KEYS[1] the edge hash, KEYS[2] the pending degree counts, KEYS[3] the change log, KEYS[4] its count; ARGV[1] the
@@ -38,22 +37,11 @@ for i = 2, #ARGV, 4 do
 end
 if changed > 0 then
   redis.call('INCRBY', KEYS[4], changed)
-  local keep = math.max(tonumber(ARGV[1]), math.floor(redis.call('HLEN', KEYS[1]) / 8))
+  local keep = math.max(tonumber(ARGV[1]), math.floor(redis.call('HLEN', KEYS[1]) / 2))  -- change_log's rule
   if redis.call('LLEN', KEYS[3]) > keep then redis.call('LTRIM', KEYS[3], -keep, -1) end
 end
 return 0
 """
-# KEYS[1] the change log, KEYS[2] its count; ARGV[1] a count read before: {the count now, 1 and the fields appended
-# since, or 0 when the log no longer holds them all}
-_READ_LOG = """
-local logged = tonumber(redis.call('GET', KEYS[2]) or '0')
-local length = redis.call('LLEN', KEYS[1])
-local since = tonumber(ARGV[1])
-if since < logged - length or since > logged then return {logged, 0} end
-if since == logged then return {logged, 1, {}} end
-return {logged, 1, redis.call('LRANGE', KEYS[1], length - (logged - since), -1)}
-"""
-LOG_KEPT = 10_000  # the change log keeps at least this many fields, else an eighth of the tenant's edges
 # KEYS[1] the pending degree counts, KEYS[2] the degrees; ARGV[1] "1" to add the counts to the degrees ("0": only
 # drop them), then name, count, ...: the counts read are taken off the pending ones (what a merge added since stays)
 _TAKE_DELTAS = """
@@ -74,7 +62,7 @@ def write_edges(pipe, keys, weights: dict[str, float | None]) -> None:
         args.extend((field, *split_rel_field(field), "" if weight is None else repr(float(weight))))
     for i in range(0, len(args), 4000):
         pipe.execute_command("EVAL", _WRITE_EDGES, 4, keys.edges(), keys.degree_delta(), keys.edge_log(),
-                             keys.edge_logged(), LOG_KEPT, *args[i : i + 4000])
+                             keys.edge_logged(), change_log.LOG_KEPT, *args[i : i + 4000])
 
 
 def edge_changes(redis, keys, since: int) -> tuple[int, dict[tuple[str, str], float | None] | None]:
@@ -82,16 +70,15 @@ def edge_changes(redis, keys, since: int) -> tuple[int, dict[tuple[str, str], fl
     the changes None when the log no longer holds them all (trimmed, or taken back by a restore): the caller then
     reads the whole edge hash. Weights are read after the log, so a change written meanwhile may be seen early;
     it is read again from the log next time, to the same weight."""
-    logged, complete, *rest = redis.execute_command("EVAL", _READ_LOG, 2, keys.edge_log(), keys.edge_logged(), since)
-    if not int(complete):
-        return int(logged), None
-    fields = list(dict.fromkeys(to_str(f) for f in rest[0]))
+    logged, fields = change_log.read_since(redis, keys.edge_log(), keys.edge_logged(), since)
+    if fields is None:
+        return logged, None
     changes: dict[tuple[str, str], float | None] = {}
     for i in range(0, len(fields), 5000):
         part = fields[i : i + 5000]
         for field, raw in zip(part, redis.hmget(keys.edges(), part), strict=True):
             changes[split_rel_field(field)] = None if raw is None else float(raw)
-    return int(logged), changes
+    return logged, changes
 
 
 def take_deltas(pipe, keys, deltas: dict[str, int], apply: bool) -> None:

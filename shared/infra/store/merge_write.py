@@ -6,6 +6,7 @@ from __future__ import annotations
 import redis as redis_lib
 
 from shared.domain.models import Entity, Relation
+from shared.infra.store import change_log
 from shared.infra.store.graph_edges import write_edges
 from shared.infra.store.redis_communities import CLUSTER_DIRTY
 from shared.infra.store.row_codec import pack_row
@@ -35,7 +36,8 @@ def write_merged(store, kind, keys, frag_key, target, raws, results, held=None, 
     characters is counted in ``Keys.char_delta`` (0 included: a row merged again with its description unchanged is
     known to have added nothing), for the clustering's bound on a community's report input
     (``Community.input_chars_max``), and an entity whose description and type are what they were is not marked to
-    be embedded again (``_embeds_anew``)."""
+    be embedded again (``_embeds_anew``). The entity names written are appended to the tenant's entity change log
+    (``change_log``) in the same transaction."""
     held = held or {}
 
     def watched(ks: list[str]) -> list[str]:
@@ -54,25 +56,34 @@ def write_merged(store, kind, keys, frag_key, target, raws, results, held=None, 
                 if len(unchanged(store, same, frag_key, [read[k] for k in same], held)) < len(same):
                     return set()
             pipe.multi()
-            edges: dict[str, float | None] = {}
-            for key in same:
-                value = results[key]
-                pipe.srem(store.k.dirty(kind), key)
-                _file_row(pipe, target, key, value, frag_key(key), held.get(key))
-                if before is not None:
-                    pipe.hincrby(store.k.char_delta(kind), key, _chars(value) - _chars(before.get(key)))
-                if kind == "entities":
-                    if _embeds_anew(value, before, key):
-                        pipe.sadd(store.k.dirty("embed_entities"), key)
-                else:
-                    edges[key] = None if value is None else value.weight
-            write_edges(pipe, store.k, edges)
-            pipe.sadd(store.k.dirty(CLUSTER_DIRTY[kind != "entities"]), *same)
-            store._bump(pipe)
+            _queue_writes(pipe, store, kind, same, frag_key, target, results, held, before)
             pipe.execute()
             return set(same)
         except redis_lib.WatchError:
             return set()
+
+
+def _queue_writes(pipe, store, kind, same, frag_key, target, results, held, before) -> None:
+    """Queue on the transaction the rows of ``same`` and what follows them: their marks, description counts, edge
+    weights (relations) or change log entries (entities: the query workers' entity indexes then re-read these rows
+    only, ``bm25_cache``), and a new graph version."""
+    edges: dict[str, float | None] = {}
+    for key in same:
+        value = results[key]
+        pipe.srem(store.k.dirty(kind), key)
+        _file_row(pipe, target, key, value, frag_key(key), held.get(key))
+        if before is not None:
+            pipe.hincrby(store.k.char_delta(kind), key, _chars(value) - _chars(before.get(key)))
+        if kind == "entities":
+            if _embeds_anew(value, before, key):
+                pipe.sadd(store.k.dirty("embed_entities"), key)
+        else:
+            edges[key] = None if value is None else value.weight
+    write_edges(pipe, store.k, edges)
+    if kind == "entities":
+        change_log.append(pipe, store.k.entity_log(), store.k.entity_logged(), target, same)
+    pipe.sadd(store.k.dirty(CLUSTER_DIRTY[kind != "entities"]), *same)
+    store._bump(pipe)
 
 
 def _embeds_anew(row: Entity | None, before: dict | None, key: str) -> bool:
