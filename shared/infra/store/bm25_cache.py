@@ -199,8 +199,8 @@ class BM25Cache:
         store = GraphStore(self.redis, tenant, snapshots=self.snapshots)
         held = self._cache.get((tenant, WALK))
         former = None if held is None else held[1]
-        rows, digests, log_at = self._entity_state(store, row_digests(former),
-                                                   former.inputs.log_at if former and former.inputs else None)
+        log_at = former.inputs.log_at if former is not None and former.inputs is not None else None
+        rows, digests, log_at = self._entity_state(store, row_digests(former), log_at)
         self.walk_builds += 1
         extra = SynonymStore(self.redis, tenant).edges() if self.synonyms else []
         index = assemble(store.all_chunk_ids(), digests,
