@@ -9,7 +9,9 @@ ingested chunk (by stage) and per query (by mode and stage), broker messages per
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import threading
 import time
 
@@ -228,6 +230,7 @@ def run_size(target: int, fast: bool, args) -> dict:
                     jobs.append(job_record(i, chunks_before, stored(client), seconds, view,
                                            probe.delta(before, probe.snapshot(state)),
                                            probe.broker_messages(probe.delta(b_before, probe.snapshot(broker)))))
+                    print(json.dumps(jobs[-1]), file=sys.stderr, flush=True)  # a long run can be read as it goes
             if args.probe_queries > 0:
                 for record in jobs:
                     record["queries_meanwhile"] = querying.summary(record["job"])
