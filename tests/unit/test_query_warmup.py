@@ -3,6 +3,7 @@ background when the pipeline announces an index update (real Redis, no Celery)."
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -37,6 +38,23 @@ def _wait(condition, timeout: float = 20.0) -> bool:
             return True
         time.sleep(0.02)
     return condition()
+
+
+@contextlib.contextmanager
+def running(warmer: CacheWarmer, release: threading.Event | None = None):
+    """``warmer.run`` on a thread while inside; on leaving, ``release`` is set (a warm-up the test holds ends) and the
+    warmer is stopped."""
+    stop = threading.Event()
+    thread = threading.Thread(target=warmer.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        if release is not None:
+            release.set()
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
 
 
 def test_lru_keeps_the_most_recently_used():
@@ -116,10 +134,7 @@ def test_warmer_rebuilds_a_tenants_caches_when_its_index_update_is_announced(red
     cache = BM25Cache(redis_client)
     warmed: list[str] = []
     warmer = CacheWarmer(redis_client, lambda: cache, on_warm=lambda t, _s, _job: warmed.append(t), poll_s=0.05)
-    stop = threading.Event()
-    thread = threading.Thread(target=warmer.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with running(warmer):
         assert warmer.subscribed.wait(10)
         announce_index_update(redis_client, tenant)
         assert _wait(lambda: warmed == [tenant])
@@ -130,10 +145,6 @@ def test_warmer_rebuilds_a_tenants_caches_when_its_index_update_is_announced(red
         assert _wait(lambda: warmed == [tenant, tenant])
         assert cache.builds == 4 and cache(tenant, "chunks") is not before
         assert [n for n, _ in cache(tenant, "entities").query("turtle")] == ["GREEN TURTLE"]
-    finally:
-        stop.set()
-        thread.join(5)
-    assert not thread.is_alive()
 
 
 def test_a_job_that_names_itself_in_its_announcement_ends_after_the_warm_up_not_during_it(redis_client, tenant):
@@ -151,10 +162,7 @@ def test_a_job_that_names_itself_in_its_announcement_ends_after_the_warm_up_not_
         warmed.append(name)
 
     warmer = CacheWarmer(redis_client, lambda: cache, on_warm=on_warm, poll_s=0.05)
-    stop = threading.Event()
-    thread = threading.Thread(target=warmer.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with running(warmer, release):
         assert warmer.subscribed.wait(10)
         listeners = announce_index_update(redis_client, tenant, "job-1")
         assert listeners >= 1
@@ -167,11 +175,6 @@ def test_a_job_that_names_itself_in_its_announcement_ends_after_the_warm_up_not_
         announce_index_update(redis_client, tenant)  # an announcement without a job: warmed, nothing acknowledged
         assert _wait(lambda: warmed == [tenant, tenant])
         assert not redis_client.exists(Keys(tenant).job_warmed("job-1"))
-    finally:
-        release.set()
-        stop.set()
-        thread.join(5)
-    assert not thread.is_alive()
 
 
 def test_a_warm_up_acknowledges_its_job_once_the_call_it_booked_to_the_job_has_ended(redis_client, tenant):
@@ -237,19 +240,11 @@ def test_a_starting_warmer_warms_the_most_recently_indexed_tenants_and_runs_thei
     warmer = CacheWarmer(redis_client, lambda: cache, on_warm=lambda t, _s, _job: warmed.append(t), poll_s=0.05,
                          warm_recent=1)
     tokens._count_cache.clear()
-    stop = threading.Event()
-    thread = threading.Thread(target=warmer.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with running(warmer):
         assert _wait(lambda: warmed == [tenant])  # only the most recent one: warm_recent=1
         assert cache.tenants() == {tenant} and cache.builds == 2
         # the warm-up query packed a context: the rows a first query counts are counted already
         assert tokens._count_cache._counts, "the warm-up query counted its context's rows"
-
-    finally:
-        stop.set()
-        thread.join(5)
-    assert not thread.is_alive()
 
 
 def test_a_starting_warmer_skips_the_tenants_warmed_before_it_listened_unless_announced_again(redis_client, tenant):
@@ -269,18 +264,12 @@ def test_a_starting_warmer_skips_the_tenants_warmed_before_it_listened_unless_an
     # the three most recent are these (the session's Redis remembers other tests' tenants too, older)
     warmer = CacheWarmer(redis_client, lambda: cache, on_warm=lambda t, _s, _job: warmed.append(t), poll_s=0.05,
                          warm_recent=3, warmed=warmed_before)
-    stop = threading.Event()
-    thread = threading.Thread(target=warmer.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with running(warmer):
         assert _wait(lambda: set(warmed) >= {names[1], names[2]})
         time.sleep(0.2)
         assert sorted(t for t in warmed if t in names) == sorted(names[1:])  # a: current since warmed, skipped
         announce_index_update(redis_client, names[0])  # an update after listening is always warmed
         assert _wait(lambda: names[0] in warmed)
-    finally:
-        stop.set()
-        thread.join(timeout=5)
 
 
 def test_the_warm_up_counts_a_small_tenants_graph_rows_whatever_its_question_retrieves(redis_client, tenant,

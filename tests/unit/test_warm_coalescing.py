@@ -8,7 +8,7 @@ import time
 
 from shared.infra.store.bm25_cache import BM25Cache
 from shared.infra.store.warmup import CacheWarmer, announce_index_update
-from tests.unit.test_query_warmup import _fill, _wait
+from tests.unit.test_query_warmup import _fill, _wait, running
 
 
 def test_announcements_queued_during_a_warm_up_are_warmed_once_per_tenant_and_every_job_is_acknowledged(
@@ -29,10 +29,7 @@ def test_announcements_queued_during_a_warm_up_are_warmed_once_per_tenant_and_ev
         warmed.append((name, job))
 
     warmer = CacheWarmer(redis_client, lambda: cache, on_warm=on_warm, poll_s=0.05)
-    stop = threading.Event()
-    thread = threading.Thread(target=warmer.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with running(warmer, release):
         assert warmer.subscribed.wait(10)
         announce_index_update(redis_client, tenant, "j1")
         assert started.wait(20)
@@ -45,8 +42,3 @@ def test_announcements_queued_during_a_warm_up_are_warmed_once_per_tenant_and_ev
         assert _wait(lambda: len(warmed) == 3)
         time.sleep(0.3)
         assert warmed == [(tenant, "j1"), (tenant, "j2"), (other, "j3")]  # one each, booked to its first job
-    finally:
-        release.set()
-        stop.set()
-        thread.join(5)
-    assert not thread.is_alive()

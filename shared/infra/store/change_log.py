@@ -18,14 +18,22 @@ from __future__ import annotations
 from shared.infra.redis.conn import to_str
 
 LOG_KEPT = 10_000  # a log keeps at least this many fields, else half its hash's fields
+
+
+def trim_lua(log: str, follows: str, least: str) -> str:
+    """The Lua statements that trim a log after an append, by the rule above; each argument is a Lua expression:
+    the log's key, the key of the hash it follows, the least length kept (``LOG_KEPT``, passed as an ARGV)."""
+    return (f"local keep = math.max(tonumber({least}), math.floor(redis.call('HLEN', {follows}) / 2))\n"
+            f"if redis.call('LLEN', {log}) > keep then redis.call('LTRIM', {log}, -keep, -1) end")
+
+
 # KEYS[1] the log, KEYS[2] its count, KEYS[3] the hash it follows; ARGV[1] the least length kept, then the fields
-_APPEND = """
+_APPEND = f"""
 local n = #ARGV - 1
 if n > 0 then
   for i = 2, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
   redis.call('INCRBY', KEYS[2], n)
-  local keep = math.max(tonumber(ARGV[1]), math.floor(redis.call('HLEN', KEYS[3]) / 2))
-  if redis.call('LLEN', KEYS[1]) > keep then redis.call('LTRIM', KEYS[1], -keep, -1) end
+  {trim_lua("KEYS[1]", "KEYS[3]", "ARGV[1]")}
 end
 return n
 """

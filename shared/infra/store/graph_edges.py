@@ -18,7 +18,7 @@ from shared.infra.store.redis_extractions import split_rel_field
 
 # KEYS[1] the edge hash, KEYS[2] the pending degree counts, KEYS[3] the change log, KEYS[4] its count; ARGV[1] the
 # log's least length kept; then field, src, tgt, weight ("" removes the edge), ...
-_WRITE_EDGES = """
+_WRITE_EDGES = f"""
 local function add(name, by)
   if redis.call('HINCRBY', KEYS[2], name, by) == 0 then redis.call('HDEL', KEYS[2], name) end
 end
@@ -37,8 +37,7 @@ for i = 2, #ARGV, 4 do
 end
 if changed > 0 then
   redis.call('INCRBY', KEYS[4], changed)
-  local keep = math.max(tonumber(ARGV[1]), math.floor(redis.call('HLEN', KEYS[1]) / 2))  -- change_log's rule
-  if redis.call('LLEN', KEYS[3]) > keep then redis.call('LTRIM', KEYS[3], -keep, -1) end
+  {change_log.trim_lua("KEYS[3]", "KEYS[1]", "ARGV[1]")}
 end
 return 0
 """
