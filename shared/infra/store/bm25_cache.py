@@ -127,13 +127,11 @@ class BM25Cache:
             logged, names = change_log.read_since(self.redis, k.entity_log(), k.entity_logged(), log_at[1])
             if names is not None:
                 rows, digests = {}, dict(held)
-                for i in range(0, len(names), 5000):
-                    part = names[i : i + 5000]
-                    for name, raw in zip(part, self.redis.hmget(k.entities(), part), strict=True):
-                        if raw is None:
-                            digests.pop(name, None)
-                        else:
-                            rows[name], digests[name] = raw, stored_fingerprint(raw)
+                for name, raw in change_log.current(self.redis, k.entities(), names):
+                    if raw is None:
+                        digests.pop(name, None)
+                    else:
+                        rows[name], digests[name] = raw, stored_fingerprint(raw)
                 return rows, digests, (epoch, logged)
         return self._entity_rows(store)
 

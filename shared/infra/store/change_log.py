@@ -15,6 +15,8 @@ row costs at most twice what the batch wrote. Both logs (edge weights, ``graph_e
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from shared.infra.redis.conn import to_str
 
 LOG_KEPT = 10_000  # a log keeps at least this many fields, else half its hash's fields
@@ -63,3 +65,11 @@ def read_since(redis, log: str, count: str, since: int) -> tuple[int, list[str] 
     if not int(complete):
         return int(logged), None
     return int(logged), list(dict.fromkeys(to_str(f) for f in rest[0]))
+
+
+def current(redis, follows: str, fields: list[str]) -> Iterator[tuple[str, bytes | None]]:
+    """Each of ``fields`` (as ``read_since`` returned them) with its value in the hash ``follows`` now, None when
+    gone: read in parts of 5,000, so one call never holds the server for a whole batch's changes."""
+    for i in range(0, len(fields), 5000):
+        part = fields[i : i + 5000]
+        yield from zip(part, redis.hmget(follows, part), strict=True)

@@ -72,12 +72,8 @@ def edge_changes(redis, keys, since: int) -> tuple[int, dict[tuple[str, str], fl
     logged, fields = change_log.read_since(redis, keys.edge_log(), keys.edge_logged(), since)
     if fields is None:
         return logged, None
-    changes: dict[tuple[str, str], float | None] = {}
-    for i in range(0, len(fields), 5000):
-        part = fields[i : i + 5000]
-        for field, raw in zip(part, redis.hmget(keys.edges(), part), strict=True):
-            changes[split_rel_field(field)] = None if raw is None else float(raw)
-    return logged, changes
+    return logged, {split_rel_field(field): None if raw is None else float(raw)
+                    for field, raw in change_log.current(redis, keys.edges(), fields)}
 
 
 def take_deltas(pipe, keys, deltas: dict[str, int], apply: bool) -> None:
